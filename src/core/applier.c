@@ -1,0 +1,105 @@
+/* SPDX-License-Identifier: GPL-2.0-or-later */
+#include "core/applier.h"
+
+static void fail(Setting *s, int error, const char *what)
+{
+        s->result = SETTING_FAILED;
+        s->error = error;
+        free(s->message);
+        s->message = xasprintf("%s: %s", what, strerror(-error));
+}
+
+static void read_phase(Plan *plan, unsigned phase, Journal *journal, size_t *ret_pending)
+{
+        size_t pending = 0;
+
+        for (size_t i = 0; i < plan->n; i++) {
+                Setting *s = &plan->settings[i];
+                int r;
+
+                if (s->phase != phase || s->result != SETTING_PENDING)
+                        continue;
+                free(s->current);
+                s->current = NULL;
+                r = s->kind->read(s->object, &s->current);
+                if (r < 0) {
+                        fail(s, r, "cannot read");
+                        continue;
+                }
+                if (s->kind->equal(s->current, s->desired)) {
+                        s->result = SETTING_UNCHANGED;
+                        continue;
+                }
+                if (journal)
+                        journal_remember(journal, s->kind, s->tuner, s->object, s->current);
+                pending++;
+        }
+        *ret_pending = pending;
+}
+
+static void write_phase(Plan *plan, unsigned phase, int journal_error)
+{
+        for (size_t i = 0; i < plan->n; i++) {
+                Setting *s = &plan->settings[i];
+                _cleanup_free_ char *now = NULL;
+                int r;
+
+                if (s->phase != phase || s->result != SETTING_PENDING)
+                        continue;
+                if (journal_error < 0) {
+                        fail(s, journal_error, "not written, the journal could not be saved");
+                        continue;
+                }
+                r = s->kind->write(s->object, s->desired);
+                if (r < 0) {
+                        fail(s, r, "write failed");
+                        continue;
+                }
+                r = s->kind->read(s->object, &now);
+                if (r < 0) {
+                        fail(s, r, "cannot read back");
+                        continue;
+                }
+                if (!s->kind->equal(now, s->desired)) {
+                        s->result = SETTING_FAILED;
+                        s->error = -EIO;
+                        free(s->message);
+                        s->message = xasprintf("written, but the kernel kept '%s'", now);
+                        continue;
+                }
+                s->result = SETTING_CHANGED;
+        }
+}
+
+void applier_apply(Plan *plan, Journal *journal, ApplyStats *ret)
+{
+        unsigned max_phase = 0;
+
+        for (size_t i = 0; i < plan->n; i++)
+                max_phase = MAX(max_phase, plan->settings[i].phase);
+
+        for (unsigned phase = 0; phase <= max_phase; phase++) {
+                size_t pending;
+
+                read_phase(plan, phase, journal, &pending);
+                if (!journal || pending == 0)
+                        continue;
+                write_phase(plan, phase, journal_save(journal));
+        }
+
+        *ret = (ApplyStats){};
+        for (size_t i = 0; i < plan->n; i++)
+                switch (plan->settings[i].result) {
+                case SETTING_CHANGED:
+                        ret->changed++;
+                        break;
+                case SETTING_UNCHANGED:
+                        ret->unchanged++;
+                        break;
+                case SETTING_FAILED:
+                        ret->failed++;
+                        break;
+                case SETTING_PENDING: /* a dry run's "would change" */
+                        break;
+                }
+}

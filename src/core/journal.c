@@ -1,0 +1,209 @@
+/* SPDX-License-Identifier: GPL-2.0-or-later */
+#include <glib.h>
+#include <json-c/json.h>
+
+#include "core/journal.h"
+
+struct Journal {
+        char *path;
+        JournalEntry *entries;
+        size_t n;
+        size_t alloc;
+        GHashTable *index; /* object -> position + 1 */
+        bool dirty;
+};
+
+static void entry_clear(JournalEntry *e)
+{
+        free(e->object);
+        free(e->original);
+        free(e->tuner);
+}
+
+static void reindex(Journal *j)
+{
+        g_hash_table_remove_all(j->index);
+        for (size_t i = 0; i < j->n; i++)
+                g_hash_table_insert(j->index, j->entries[i].object, GSIZE_TO_POINTER(i + 1));
+}
+
+static void append(Journal *j, const SettingKind *kind, const char *tuner, const char *object,
+                   const char *original)
+{
+        if (j->n == j->alloc) {
+                j->alloc = j->alloc ? j->alloc * 2 : 32;
+                j->entries = realloc(j->entries, sizeof(JournalEntry) * j->alloc);
+                if (!j->entries)
+                        abort();
+                reindex(j);
+        }
+        j->entries[j->n] = (JournalEntry){.kind = kind,
+                                          .object = xstrdup(object),
+                                          .original = xstrdup(original),
+                                          .tuner = xstrdup(tuner)};
+        g_hash_table_insert(j->index, j->entries[j->n].object, GSIZE_TO_POINTER(j->n + 1));
+        j->n++;
+}
+
+static int load(Journal *j, char **ret_error)
+{
+        json_object *root, *entries;
+        int r = 0;
+
+        root = json_object_from_file(j->path);
+        if (!root) {
+                if (access(j->path, F_OK) < 0 && errno == ENOENT)
+                        return 0;
+                *ret_error = xasprintf("%s: unreadable journal: %s", j->path, json_util_get_last_err());
+                return -EBADMSG;
+        }
+        if (!json_object_object_get_ex(root, "entries", &entries) ||
+            !json_object_is_type(entries, json_type_array)) {
+                *ret_error = xasprintf("%s: journal has no \"entries\" array", j->path);
+                r = -EBADMSG;
+                goto out;
+        }
+        for (size_t i = 0; i < json_object_array_length(entries); i++) {
+                json_object *e = json_object_array_get_idx(entries, i), *kind, *object, *original, *tuner;
+                const SettingKind *k;
+
+                if (!json_object_object_get_ex(e, "kind", &kind) ||
+                    !json_object_object_get_ex(e, "object", &object) ||
+                    !json_object_object_get_ex(e, "original", &original) ||
+                    !json_object_object_get_ex(e, "tuner", &tuner) ||
+                    !(k = setting_kind_from_name(json_object_get_string(kind)))) {
+                        *ret_error = xasprintf("%s: journal entry %zu is malformed", j->path, i);
+                        r = -EBADMSG;
+                        goto out;
+                }
+                append(j, k, json_object_get_string(tuner), json_object_get_string(object),
+                       json_object_get_string(original));
+        }
+out:
+        json_object_put(root);
+        return r;
+}
+
+int journal_open(const char *path, Journal **ret, char **ret_error)
+{
+        Journal *j = xmalloc0(sizeof(Journal));
+        int r;
+
+        j->path = xstrdup(path);
+        j->index = g_hash_table_new(g_str_hash, g_str_equal);
+        r = load(j, ret_error);
+        if (r < 0) {
+                journal_free(j);
+                return r;
+        }
+        *ret = j;
+        return 0;
+}
+
+void journal_free(Journal *j)
+{
+        if (!j)
+                return;
+        for (size_t i = 0; i < j->n; i++)
+                entry_clear(&j->entries[i]);
+        free(j->entries);
+        g_hash_table_destroy(j->index);
+        free(j->path);
+        free(j);
+}
+
+const char *journal_path(const Journal *j)
+{
+        return j->path;
+}
+
+size_t journal_size(const Journal *j)
+{
+        return j->n;
+}
+
+const JournalEntry *journal_entry(const Journal *j, size_t i)
+{
+        return i < j->n ? &j->entries[i] : NULL;
+}
+
+const JournalEntry *journal_find(const Journal *j, const char *object)
+{
+        gpointer v = g_hash_table_lookup(j->index, object);
+        return v ? &j->entries[GPOINTER_TO_SIZE(v) - 1] : NULL;
+}
+
+void journal_remember(Journal *j, const SettingKind *kind, const char *tuner, const char *object,
+                      const char *original)
+{
+        if (journal_find(j, object))
+                return;
+        append(j, kind, tuner, object, original);
+        j->dirty = true;
+}
+
+void journal_forget(Journal *j, const char *object)
+{
+        gpointer v = g_hash_table_lookup(j->index, object);
+        size_t i;
+
+        if (!v)
+                return;
+        i = GPOINTER_TO_SIZE(v) - 1;
+        entry_clear(&j->entries[i]);
+        memmove(&j->entries[i], &j->entries[i + 1], sizeof(JournalEntry) * (j->n - i - 1));
+        j->n--;
+        reindex(j);
+        j->dirty = true;
+}
+
+int journal_save(Journal *j)
+{
+        json_object *root, *entries;
+        int r;
+
+        if (!j->dirty)
+                return 0;
+        if (j->n == 0) {
+                if (unlink(j->path) < 0 && errno != ENOENT)
+                        return -errno;
+                j->dirty = false;
+                return 0;
+        }
+        root = json_object_new_object();
+        entries = json_object_new_array_ext((int)j->n);
+        json_object_object_add(root, "version", json_object_new_int(1));
+        for (size_t i = 0; i < j->n; i++) {
+                json_object *e = json_object_new_object();
+                json_object_object_add(e, "kind", json_object_new_string(j->entries[i].kind->name));
+                json_object_object_add(e, "tuner", json_object_new_string(j->entries[i].tuner));
+                json_object_object_add(e, "object", json_object_new_string(j->entries[i].object));
+                json_object_object_add(e, "original", json_object_new_string(j->entries[i].original));
+                json_object_array_add(entries, e);
+        }
+        json_object_object_add(root, "entries", entries);
+        r = write_file_atomic(j->path,
+                              json_object_to_json_string_ext(root, JSON_C_TO_STRING_PRETTY |
+                                                                           JSON_C_TO_STRING_NOSLASHESCAPE));
+        json_object_put(root);
+        if (r < 0)
+                return r;
+        j->dirty = false;
+        return 0;
+}
+
+void journal_forget_prefix(Journal *j, const char *prefix)
+{
+        size_t w = 0;
+
+        for (size_t i = 0; i < j->n; i++) {
+                if (startswith(j->entries[i].object, prefix)) {
+                        entry_clear(&j->entries[i]);
+                        j->dirty = true;
+                        continue;
+                }
+                j->entries[w++] = j->entries[i];
+        }
+        j->n = w;
+        reindex(j);
+}

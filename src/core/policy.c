@@ -1,0 +1,373 @@
+/* SPDX-License-Identifier: GPL-2.0-or-later */
+#include <ctype.h>
+#include <dirent.h>
+
+#include "core/policy.h"
+
+int cpu_spec_parse(const char *s, CpuSpec *ret, char **ret_error)
+{
+        const char *n;
+
+        *ret = (CpuSpec){};
+        if (streq(s, "all"))
+                ret->kind = CPU_SPEC_ALL;
+        else if (streq(s, "housekeeping"))
+                ret->kind = CPU_SPEC_HOUSEKEEPING;
+        else if (streq(s, "isolated"))
+                ret->kind = CPU_SPEC_ISOLATED;
+        else if ((n = startswith(s, "auto:"))) {
+                if (safe_atou(n, &ret->auto_cores) < 0 || ret->auto_cores == 0) {
+                        *ret_error = xasprintf("'%s': auto:N takes a number of whole cores, 1 or more", s);
+                        return -EINVAL;
+                }
+                ret->kind = CPU_SPEC_AUTO;
+        } else if (isdigit((unsigned char)s[0]) || s[0] == '-' || s[0] == ',') {
+                _cleanup_free_ char *err = NULL;
+                if (cpuset_parse_list(s, CPUSET_MAX_CPUS, &ret->list, &err) < 0) {
+                        *ret_error = TAKE_PTR(err);
+                        return -EINVAL;
+                }
+                ret->kind = CPU_SPEC_LIST;
+        } else {
+                *ret_error = xasprintf("'%s' is not a CPU set: expected a CPU list such as 0-3,8, or all, "
+                                       "housekeeping, isolated or auto:N",
+                                       s);
+                return -EINVAL;
+        }
+        return 0;
+}
+
+void cpu_spec_clear(CpuSpec *s)
+{
+        cpuset_free(s->list);
+        *s = (CpuSpec){};
+}
+
+char *cpu_spec_format(const CpuSpec *s)
+{
+        switch (s->kind) {
+        case CPU_SPEC_UNSET:
+                return xstrdup("");
+        case CPU_SPEC_LIST:
+                return cpuset_format_list(s->list);
+        case CPU_SPEC_ALL:
+                return xstrdup("all");
+        case CPU_SPEC_HOUSEKEEPING:
+                return xstrdup("housekeeping");
+        case CPU_SPEC_ISOLATED:
+                return xstrdup("isolated");
+        case CPU_SPEC_AUTO:
+                return xasprintf("auto:%u", s->auto_cores);
+        }
+        return xstrdup("");
+}
+
+bool profile_name_valid(const char *name)
+{
+        if (isempty(name) || strlen(name) > 64)
+                return false;
+        for (const char *p = name; *p; p++)
+                if (!isalnum((unsigned char)*p) && *p != '-' && *p != '_' && *p != '.')
+                        return false;
+        return name[0] != '.';
+}
+
+static int load_conf(char *const *search_path, const char *name, char ***stack, const ConfKey *from,
+                     Conf **ret, char **ret_error)
+{
+        _cleanup_free_ char *rel = xasprintf("profiles/%s.conf", name);
+        _cleanup_conf_ Conf *own = NULL, *base = xmalloc0(sizeof(Conf));
+        _cleanup_strv_free_ char **includes = NULL;
+        ConfKey *inc;
+        int r;
+
+        if (strv_contains(*stack, name)) {
+                _cleanup_free_ char *chain = NULL;
+                for (char **s = *stack; *s; s++) {
+                        char *c = xasprintf("%s%s -> ", strempty(chain), *s);
+                        free(chain);
+                        chain = c;
+                }
+                *ret_error = conf_key_error(from, "include cycle: %s%s", chain, name);
+                return -EINVAL;
+        }
+        r = conf_load_layered(search_path, rel, &own, ret_error);
+        if (r == -ENOENT) {
+                *ret_error = from ? conf_key_error(from, "no profile named '%s'", name)
+                                  : xasprintf("no profile named '%s'", name);
+                return from ? -EINVAL : -ENOENT;
+        }
+        if (r < 0)
+                return r;
+
+        inc = conf_key(conf_section(own, "Profile"), "Include");
+        if (inc)
+                includes = strv_split(inc->value, " \t,;");
+        strv_push(stack, xstrdup(name));
+        for (char **i = includes; i && *i; i++) {
+                Conf *parent = NULL;
+                if (!profile_name_valid(*i)) {
+                        *ret_error = conf_key_error(inc, "'%s' is not a profile name", *i);
+                        return -EINVAL;
+                }
+                r = load_conf(search_path, *i, stack, inc, &parent, ret_error);
+                if (r < 0)
+                        return r;
+                conf_merge(base, parent);
+        }
+        free((*stack)[strv_length(*stack) - 1]);
+        (*stack)[strv_length(*stack) - 1] = NULL;
+
+        conf_merge(base, TAKE_PTR(own));
+        *ret = TAKE_PTR(base);
+        return 0;
+}
+
+static bool section_known(const char *name)
+{
+        if (streq(name, "Profile") || streq(name, "CPU"))
+                return true;
+        for (int i = 0; i < N_TUNERS; i++)
+                for (const char *const *s = tuners[i]->sections; s && *s; s++) {
+                        const char *rest = startswith(name, *s);
+                        if (rest && (*rest == 0 || *rest == ' '))
+                                return true;
+                }
+        return false;
+}
+
+static void check_unused(Conf *c, char ***errors)
+{
+        for (size_t i = 0; i < c->n_sections; i++) {
+                ConfSection *s = &c->sections[i];
+
+                if (!section_known(s->name)) {
+                        strv_push(errors, conf_section_error(s, "unknown section"));
+                        continue;
+                }
+                for (size_t k = 0; k < s->n_keys; k++)
+                        if (!s->keys[k].used)
+                                strv_push(errors, conf_key_error(&s->keys[k], "unknown key in [%s]", s->name));
+        }
+}
+
+static void parse_core(Policy *p, Conf *c, char ***errors)
+{
+        ConfSection *prof = conf_section(c, "Profile");
+        ConfSection *cpu = conf_section(c, "CPU");
+        ConfKey *k;
+
+        (void)conf_key(prof, "Include");
+        k = conf_key(prof, "Description");
+        p->description = xstrdup(k ? k->value : "");
+
+        k = conf_key(cpu, "Isolate");
+        if (k && !isempty(k->value)) {
+                _cleanup_free_ char *err = NULL;
+                if (cpu_spec_parse(k->value, &p->isolate, &err) < 0)
+                        strv_push(errors, conf_key_error(k, "%s", err));
+                else if (p->isolate.kind != CPU_SPEC_LIST && p->isolate.kind != CPU_SPEC_AUTO) {
+                        strv_push(errors, conf_key_error(k, "Isolate= takes a CPU list or auto:N"));
+                        cpu_spec_clear(&p->isolate);
+                }
+        }
+}
+
+int policy_load(char *const *search_path, const char *name, Policy **ret, char **ret_error)
+{
+        _cleanup_policy_ Policy *p = NULL;
+        _cleanup_conf_ Conf *c = NULL;
+        _cleanup_strv_free_ char **stack = NULL;
+        _cleanup_strv_free_ char **errors = NULL;
+        int r;
+
+        if (!profile_name_valid(name)) {
+                *ret_error = xasprintf("'%s' is not a profile name (letters, digits, '-', '_', '.')", name);
+                return -EINVAL;
+        }
+        r = load_conf(search_path, name, &stack, NULL, &c, ret_error);
+        if (r < 0)
+                return r;
+
+        p = xmalloc0(sizeof(Policy));
+        p->name = xstrdup(name);
+        parse_core(p, c, &errors);
+        for (int i = 0; i < N_TUNERS; i++)
+                p->config[i] = tuners[i]->parse(c, &errors);
+        check_unused(c, &errors);
+
+        if (errors) {
+                size_t len = 0;
+                for (char **e = errors; *e; e++)
+                        len += strlen(*e) + 1;
+                *ret_error = xmalloc0(len + 1);
+                for (char **e = errors; *e; e++) {
+                        strcat(*ret_error, *e);
+                        if (e[1])
+                                strcat(*ret_error, "\n");
+                }
+                return -EINVAL;
+        }
+        *ret = TAKE_PTR(p);
+        return 0;
+}
+
+void policy_free(Policy *p)
+{
+        if (!p)
+                return;
+        for (int i = 0; i < N_TUNERS; i++)
+                if (p->config[i])
+                        tuners[i]->free_config(p->config[i]);
+        cpu_spec_clear(&p->isolate);
+        free(p->name);
+        free(p->description);
+        free(p);
+}
+
+/* auto:N: N whole cores (every SMT sibling) sharing one last-level cache, never CPU 0's core, the
+ * highest-numbered cores first: CPU 0 takes most of the system's unbound work and, on many boards,
+ * interrupts that cannot move. */
+static int pick_auto(const Topology *t, unsigned n_cores, CpuSet **ret, char **ret_error)
+{
+        _cleanup_cpuset_ CpuSet *best = NULL;
+        int cpu0_core = t->n_cpus > 0 ? t->cpus[0].core : -1;
+
+        /* Try each LLC, starting from the one holding the highest-numbered present CPU. */
+        for (int top = (int)t->n_cpus - 1; top >= 0 && !best; top--) {
+                int llc;
+                unsigned got = 0;
+                _cleanup_cpuset_ CpuSet *pick = cpuset_new(t->n_cpus);
+
+                if (!cpuset_has(t->present, (unsigned)top))
+                        continue;
+                llc = t->cpus[top].llc;
+                /* Only start from the highest CPU of each LLC. */
+                bool higher_same_llc = false;
+                for (unsigned c = (unsigned)top + 1; c < t->n_cpus; c++)
+                        if (cpuset_has(t->present, c) && t->cpus[c].llc == llc)
+                                higher_same_llc = true;
+                if (higher_same_llc)
+                        continue;
+
+                for (int c = top; c >= 0 && got < n_cores; c--) {
+                        const CpuInfo *ci = &t->cpus[c];
+                        int core = ci->core >= 0 ? ci->core : c;
+                        if (!cpuset_has(t->present, (unsigned)c) || ci->llc != llc || c == 0 ||
+                            (cpu0_core >= 0 && core == cpu0_core) || cpuset_has(pick, (unsigned)c))
+                                continue;
+                        _cleanup_cpuset_ CpuSet *sib = topology_core_siblings(t, (unsigned)c);
+                        cpuset_and(sib, t->present);
+                        cpuset_or(pick, sib);
+                        got++;
+                }
+                if (got == n_cores)
+                        best = TAKE_PTR(pick);
+        }
+        if (!best) {
+                *ret_error = xasprintf("auto:%u: no last-level cache group has %u whole cores besides CPU 0's",
+                                       n_cores, n_cores);
+                return -EINVAL;
+        }
+        *ret = TAKE_PTR(best);
+        return 0;
+}
+
+int policy_cpus(const Policy *p, const Topology *t, CpuSet **ret_isolated, CpuSet **ret_housekeeping,
+                char **ret_error)
+{
+        _cleanup_cpuset_ CpuSet *iso = NULL, *hk = NULL;
+        int r;
+
+        switch (p->isolate.kind) {
+        case CPU_SPEC_LIST:
+                if (!cpuset_subset(p->isolate.list, t->possible)) {
+                        _cleanup_free_ char *want = cpuset_format_list(p->isolate.list);
+                        _cleanup_free_ char *have = cpuset_format_list(t->possible);
+                        *ret_error = xasprintf("Isolate=%s names CPUs this machine does not have (it has %s)",
+                                               want, have);
+                        return -EINVAL;
+                }
+                iso = cpuset_new(t->n_cpus);
+                cpuset_or(iso, p->isolate.list);
+                break;
+        case CPU_SPEC_AUTO:
+                r = pick_auto(t, p->isolate.auto_cores, &iso, ret_error);
+                if (r < 0)
+                        return r;
+                break;
+        default:
+                iso = cpuset_new(t->n_cpus);
+        }
+
+        if (cpuset_has(iso, 0)) {
+                *ret_error = xstrdup("Isolate= includes CPU 0, which must stay a housekeeping CPU");
+                return -EINVAL;
+        }
+        hk = cpuset_dup(t->possible);
+        cpuset_andnot(hk, iso);
+        if (cpuset_empty(hk)) {
+                *ret_error = xstrdup("Isolate= leaves no housekeeping CPU");
+                return -EINVAL;
+        }
+        *ret_isolated = TAKE_PTR(iso);
+        *ret_housekeeping = TAKE_PTR(hk);
+        return 0;
+}
+
+static int cmp_info(const void *a, const void *b)
+{
+        return strcmp(((const ProfileInfo *)a)->name, ((const ProfileInfo *)b)->name);
+}
+
+int profiles_list(char *const *search_path, ProfileInfo **ret, size_t *ret_n)
+{
+        _cleanup_strv_free_ char **names = NULL;
+        ProfileInfo *l = NULL;
+        size_t n = 0;
+
+        for (char *const *dir = search_path; *dir; dir++) {
+                _cleanup_free_ char *d = xasprintf("%s/profiles", *dir);
+                _cleanup_closedir_ DIR *dd = opendir(d);
+                struct dirent *de;
+
+                if (!dd)
+                        continue;
+                while ((de = readdir(dd))) {
+                        _cleanup_free_ char *name = NULL, *rel = NULL, *err = NULL;
+                        _cleanup_conf_ Conf *c = NULL;
+                        ConfKey *k;
+
+                        if (!endswith(de->d_name, ".conf") || de->d_type == DT_DIR)
+                                continue;
+                        name = strndup(de->d_name, strlen(de->d_name) - 5);
+                        if (!profile_name_valid(name) || strv_contains(names, name))
+                                continue;
+                        strv_push(&names, xstrdup(name));
+                        rel = xasprintf("profiles/%s", de->d_name);
+                        if (conf_load_layered(search_path, rel, &c, &err) < 0)
+                                k = NULL;
+                        else
+                                k = conf_key(conf_section(c, "Profile"), "Description");
+                        l = realloc(l, sizeof(ProfileInfo) * (n + 1));
+                        if (!l)
+                                abort();
+                        l[n++] = (ProfileInfo){.name = TAKE_PTR(name),
+                                               .description = xstrdup(k ? k->value : err ? "(invalid)" : "")};
+                }
+        }
+        if (n > 1)
+                qsort(l, n, sizeof(ProfileInfo), cmp_info);
+        *ret = l;
+        *ret_n = n;
+        return 0;
+}
+
+void profiles_free(ProfileInfo *l, size_t n)
+{
+        for (size_t i = 0; i < n; i++) {
+                free(l[i].name);
+                free(l[i].description);
+        }
+        free(l);
+}

@@ -1,0 +1,38 @@
+/* SPDX-License-Identifier: GPL-2.0-or-later */
+#pragma once
+
+#include "core/applier.h"
+#include "core/journal.h"
+#include "core/policy.h"
+#include "core/topology.h"
+#include "core/tuner.h"
+
+/* What the next pass must replan: whole tuners, or single devices of one tuner. */
+typedef struct Dirty {
+        bool full[N_TUNERS];
+        char **devices[N_TUNERS];
+} Dirty;
+
+void dirty_mark_all(Dirty *d);
+void dirty_mark_full(Dirty *d, int tuner);
+void dirty_mark_device(Dirty *d, int tuner, const char *device);
+bool dirty_any(const Dirty *d);
+void dirty_clear(Dirty *d);
+
+typedef struct PassResult {
+        Plan plan; /* every setting of the pass with its result; restores have restore=true */
+        PlanNotes notes;
+        ApplyStats stats;
+        CpuSet *isolated;
+        CpuSet *housekeeping;
+        char *error; /* the policy could not be placed on this machine: nothing was planned */
+        uint64_t duration_usec;
+} PassResult;
+
+void pass_result_clear(PassResult *r);
+
+/* One pass: plan the dirty tuners, add a restore for every journalled object a wholly replanned tuner
+ * no longer wants, apply. policy NULL means no tuning at all: everything journalled goes back.
+ * dry_run: nothing is written and the journal is untouched; the plan shows what would change. */
+void reconcile_pass(const Policy *policy, const Topology *topology, Journal *journal, const Dirty *dirty,
+                    bool dry_run, PassResult *ret);

@@ -1,0 +1,123 @@
+/* SPDX-License-Identifier: GPL-2.0-or-later */
+#include <ctype.h>
+
+#include "core/setting.h"
+#include "shared/sysfs.h"
+
+static bool equal_folded(const char *a, const char *b)
+{
+        /* "4096\t16384  4194304" equals "4096 16384 4194304" */
+        for (;;) {
+                while (isspace((unsigned char)*a) && isspace((unsigned char)a[1]))
+                        a++;
+                while (isspace((unsigned char)*b) && isspace((unsigned char)b[1]))
+                        b++;
+                if (isspace((unsigned char)*a) && isspace((unsigned char)*b)) {
+                        a++;
+                        b++;
+                        continue;
+                }
+                if (*a != *b)
+                        return false;
+                if (!*a)
+                        return true;
+                a++;
+                b++;
+        }
+}
+
+static int file_read(const char *object, char **ret)
+{
+        _cleanup_free_ char *s = NULL;
+        int r;
+
+        r = sys_read(object, &s);
+        if (r < 0)
+                return r;
+        *ret = xstrdup(strstrip(s));
+        return 0;
+}
+
+const SettingKind setting_kind_file = {
+        .name = "file",
+        .read = file_read,
+        .write = sys_write,
+        .equal = equal_folded,
+};
+
+static int choice_read(const char *object, char **ret)
+{
+        _cleanup_free_ char *s = NULL;
+        char *open, *close;
+        int r;
+
+        r = sys_read(object, &s);
+        if (r < 0)
+                return r;
+        open = strchr(s, '[');
+        close = open ? strchr(open, ']') : NULL;
+        if (!open || !close)
+                /* A single choice is printed without brackets: "none". */
+                *ret = xstrdup(strstrip(s));
+        else
+                *ret = strndup(open + 1, (size_t)(close - open - 1));
+        return 0;
+}
+
+const SettingKind setting_kind_choice = {
+        .name = "choice",
+        .read = choice_read,
+        .write = sys_write,
+        .equal = equal_folded,
+};
+
+const SettingKind *setting_kind_from_name(const char *name)
+{
+        static const SettingKind *const kinds[] = {&setting_kind_file, &setting_kind_choice};
+
+        for (size_t i = 0; i < ELEMENTSOF(kinds); i++)
+                if (streq(kinds[i]->name, name))
+                        return kinds[i];
+        return NULL;
+}
+
+void plan_init(Plan *p)
+{
+        *p = (Plan){};
+}
+
+void plan_clear(Plan *p)
+{
+        for (size_t i = 0; i < p->n; i++) {
+                free(p->settings[i].object);
+                free(p->settings[i].desired);
+                free(p->settings[i].current);
+                free(p->settings[i].message);
+        }
+        free(p->settings);
+        *p = (Plan){};
+}
+
+Setting *plan_find(Plan *p, const char *object)
+{
+        for (size_t i = p->n; i-- > 0;)
+                if (streq(p->settings[i].object, object))
+                        return &p->settings[i];
+        return NULL;
+}
+
+Setting *plan_add(Plan *p, const SettingKind *kind, const char *tuner, unsigned phase, char *object,
+                  char *desired)
+{
+        Setting *s;
+
+        if (p->n == p->alloc) {
+                p->alloc = p->alloc ? p->alloc * 2 : 16;
+                p->settings = realloc(p->settings, sizeof(Setting) * p->alloc);
+                if (!p->settings)
+                        abort();
+        }
+        s = &p->settings[p->n++];
+        *s = (Setting){.kind = kind, .tuner = tuner, .phase = phase, .object = object, .desired = desired};
+        return s;
+}

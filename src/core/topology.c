@@ -1,0 +1,193 @@
+/* SPDX-License-Identifier: GPL-2.0-or-later */
+#include "core/topology.h"
+#include "shared/sysfs.h"
+
+static int read_cpulist(const char *path, unsigned size, CpuSet **ret)
+{
+        _cleanup_free_ char *s = NULL;
+        int r;
+
+        r = sys_read(path, &s);
+        if (r < 0)
+                return r;
+        if (isempty(strstrip(s))) {
+                *ret = cpuset_new(size);
+                return 0;
+        }
+        return cpuset_parse_list(strstrip(s), size, ret, NULL);
+}
+
+static int possible_size(unsigned *ret)
+{
+        _cleanup_free_ char *s = NULL;
+        _cleanup_cpuset_ CpuSet *set = NULL;
+        const char *p;
+        unsigned max = 0;
+        int r;
+
+        r = sys_read("/sys/devices/system/cpu/possible", &s);
+        if (r < 0)
+                return r;
+        /* The highest number is the last one in the list. */
+        p = strrchr(s, ',');
+        p = p ? p + 1 : s;
+        if (strchr(p, '-'))
+                p = strchr(p, '-') + 1;
+        r = safe_atou(strstrip((char *)p), &max);
+        if (r < 0 || max >= CPUSET_MAX_CPUS)
+                return -EINVAL;
+        /* Validate the whole list. */
+        r = cpuset_parse_list(strstrip(s), max + 1, &set, NULL);
+        if (r < 0)
+                return r;
+        *ret = max + 1;
+        return 0;
+}
+
+static int read_topology_int(unsigned cpu, const char *attr, int *ret)
+{
+        _cleanup_free_ char *path = xasprintf("/sys/devices/system/cpu/cpu%u/topology/%s", cpu, attr);
+        _cleanup_free_ char *s = NULL;
+        int r;
+
+        r = sys_read(path, &s);
+        if (r < 0)
+                return r;
+        return safe_atoi(strstrip(s), ret);
+}
+
+static int first_of_list(const char *path, unsigned size, int *ret)
+{
+        _cleanup_cpuset_ CpuSet *set = NULL;
+        int r;
+
+        r = read_cpulist(path, size, &set);
+        if (r < 0)
+                return r;
+        *ret = cpuset_next(set, -1);
+        return *ret >= 0 ? 0 : -ENOENT;
+}
+
+/* The last-level cache is the highest-level unified (or data) cache listed under cpuN/cache. */
+static void read_llc(unsigned cpu, unsigned size, CpuInfo *info)
+{
+        int best_level = -1;
+
+        for (unsigned k = 0;; k++) {
+                _cleanup_free_ char *dir = xasprintf("/sys/devices/system/cpu/cpu%u/cache/index%u", cpu, k);
+                _cleanup_free_ char *type_path = xasprintf("%s/type", dir);
+                _cleanup_free_ char *level_path = xasprintf("%s/level", dir);
+                _cleanup_free_ char *list_path = xasprintf("%s/shared_cpu_list", dir);
+                _cleanup_free_ char *type = NULL;
+                unsigned level;
+                int first;
+
+                if (!sys_exists(dir))
+                        break;
+                if (sys_read(type_path, &type) < 0 || streq(type, "Instruction"))
+                        continue;
+                if (sys_read_uint(level_path, &level) < 0 || (int)level <= best_level)
+                        continue;
+                if (first_of_list(list_path, size, &first) < 0)
+                        continue;
+                best_level = (int)level;
+                info->llc = first;
+        }
+}
+
+static void read_nodes(Topology *t)
+{
+        _cleanup_closedir_ DIR *d = NULL;
+        struct dirent *de;
+
+        d = sys_opendir("/sys/devices/system/node");
+        if (!d)
+                return;
+        while ((de = readdir(d))) {
+                _cleanup_free_ char *path = NULL;
+                _cleanup_cpuset_ CpuSet *set = NULL;
+                unsigned node;
+
+                if (!startswith(de->d_name, "node") || safe_atou(de->d_name + 4, &node) < 0)
+                        continue;
+                path = xasprintf("/sys/devices/system/node/%s/cpulist", de->d_name);
+                if (read_cpulist(path, t->n_cpus, &set) < 0)
+                        continue;
+                FOREACH_CPU(cpu, set)
+                t->cpus[cpu].node = (int)node;
+        }
+}
+
+int topology_load(const Topology *previous, Topology **ret)
+{
+        _cleanup_topology_ Topology *t = xmalloc0(sizeof(Topology));
+        int r;
+
+        r = possible_size(&t->n_cpus);
+        if (r < 0)
+                return r;
+        r = read_cpulist("/sys/devices/system/cpu/possible", t->n_cpus, &t->possible);
+        if (r < 0)
+                return r;
+        r = read_cpulist("/sys/devices/system/cpu/present", t->n_cpus, &t->present);
+        if (r < 0)
+                t->present = cpuset_dup(t->possible);
+        r = read_cpulist("/sys/devices/system/cpu/online", t->n_cpus, &t->online);
+        if (r < 0)
+                return r;
+
+        t->cpus = xmalloc0(sizeof(CpuInfo) * t->n_cpus);
+        for (unsigned cpu = 0; cpu < t->n_cpus; cpu++) {
+                CpuInfo *info = &t->cpus[cpu];
+                const CpuInfo *old = previous && cpu < previous->n_cpus ? &previous->cpus[cpu] : NULL;
+                _cleanup_free_ char *siblings = NULL;
+
+                *info = (CpuInfo){.package = -1, .die = -1, .core = -1, .llc = -1, .node = -1};
+                info->present = cpuset_has(t->present, cpu);
+                info->online = cpuset_has(t->online, cpu);
+                if (!cpuset_has(t->possible, cpu))
+                        continue;
+
+                (void)read_topology_int(cpu, "physical_package_id", &info->package);
+                if (read_topology_int(cpu, "die_id", &info->die) < 0)
+                        info->die = info->package >= 0 ? 0 : -1;
+                siblings = xasprintf("/sys/devices/system/cpu/cpu%u/topology/thread_siblings_list", cpu);
+                (void)first_of_list(siblings, t->n_cpus, &info->core);
+                read_llc(cpu, t->n_cpus, info);
+
+                if (old && info->core < 0) {
+                        info->package = old->package;
+                        info->die = old->die;
+                        info->core = old->core;
+                        info->llc = old->llc;
+                }
+        }
+        read_nodes(t);
+
+        *ret = TAKE_PTR(t);
+        return 0;
+}
+
+void topology_free(Topology *t)
+{
+        if (!t)
+                return;
+        cpuset_free(t->possible);
+        cpuset_free(t->present);
+        cpuset_free(t->online);
+        free(t->cpus);
+        free(t);
+}
+
+CpuSet *topology_core_siblings(const Topology *t, unsigned cpu)
+{
+        CpuSet *s = cpuset_new(t->n_cpus);
+
+        cpuset_add(s, cpu);
+        if (cpu >= t->n_cpus || t->cpus[cpu].core < 0)
+                return s;
+        for (unsigned c = 0; c < t->n_cpus; c++)
+                if (t->cpus[c].core == t->cpus[cpu].core)
+                        cpuset_add(s, c);
+        return s;
+}

@@ -1,0 +1,56 @@
+/* SPDX-License-Identifier: GPL-2.0-or-later */
+#pragma once
+
+#include "core/config.h"
+#include "core/setting.h"
+#include "core/topology.h"
+
+/* What a tuner sees when it plans: the machine and where the policy puts housekeeping and isolation. */
+typedef struct PlanContext {
+        const Topology *topology;
+        const CpuSet *isolated;
+        const CpuSet *housekeeping;
+} PlanContext;
+
+/* Something the profile asks for that this kernel or machine cannot do: reported, never a failure. */
+typedef struct Unsupported {
+        const char *tuner;
+        char *object;
+        char *reason;
+} Unsupported;
+
+typedef struct PlanNotes {
+        Unsupported *items;
+        size_t n;
+} PlanNotes;
+
+void plan_notes_add(PlanNotes *n, const char *tuner, char *object, char *reason); /* takes both */
+void plan_notes_clear(PlanNotes *n);
+
+/* One subsystem. A tuner never writes: plan() only reads the machine and says what it wants, so a dry
+ * run is exact and every tuner can be tested on a fixture tree. */
+typedef struct Tuner {
+        const char *name;
+        /* Profile sections it owns: "Block" owns [Block] and [Block NAME]. */
+        const char *const *sections;
+        /* Uevent subsystems whose add/change/remove replan it, for one device. */
+        const char *const *subsystems;
+        /* Replanned whole when a CPU goes online or offline. */
+        bool cpu_dependent;
+
+        /* Reads its sections (marking the keys it knows), appends "file:line: Key=value: why" for each
+         * bad one to *errors. Returns its config (NULL when the profile does not use it). */
+        void *(*parse)(Conf *conf, char ***errors);
+        void (*free_config)(void *config);
+        /* device: NULL for the whole machine, else the kernel name of one device of its subsystems. */
+        int (*plan)(const PlanContext *ctx, const void *config, const char *device, Plan *plan,
+                    PlanNotes *notes);
+} Tuner;
+
+extern const Tuner tuner_block;
+extern const Tuner tuner_sysctl;
+
+#define N_TUNERS 2
+extern const Tuner *const tuners[N_TUNERS];
+
+int tuner_index(const char *name);

@@ -1,0 +1,292 @@
+/* SPDX-License-Identifier: GPL-2.0-or-later */
+#include "daemon/bus.h"
+#include "daemon/manager.h"
+#include "shared/log.h"
+
+/* Until polkit is wired in, only root changes the machine: fail closed. */
+static int check_root(sd_bus_message *msg, sd_bus_error *error)
+{
+        sd_bus_creds *creds = NULL;
+        uid_t uid;
+        int r;
+
+        r = sd_bus_query_sender_creds(msg, SD_BUS_CREDS_EUID | SD_BUS_CREDS_UID, &creds);
+        if (r >= 0) {
+                r = sd_bus_creds_get_euid(creds, &uid);
+                if (r < 0)
+                        r = sd_bus_creds_get_uid(creds, &uid);
+        }
+        sd_bus_creds_unref(creds);
+        if (r < 0)
+                return sd_bus_error_setf(error, RTCTL_ERROR_NOT_AUTHORIZED,
+                                         "Cannot tell who the caller is (%s); only root may change tuning",
+                                         strerror(-r));
+        if (uid != 0)
+                return sd_bus_error_setf(error, RTCTL_ERROR_NOT_AUTHORIZED,
+                                         "Only root may change tuning (caller uid %u)", (unsigned)uid);
+        return 0;
+}
+
+static int profile_error(sd_bus_error *error, int r, const char *name, const char *msg)
+{
+        if (r == -ENOENT)
+                return sd_bus_error_setf(error, RTCTL_ERROR_NO_SUCH_PROFILE, "No profile named '%s'", name);
+        if (!profile_name_valid(name))
+                return sd_bus_error_setf(error, RTCTL_ERROR_INVALID_ARGUMENT, "%s", msg);
+        return sd_bus_error_setf(error, RTCTL_ERROR_INVALID_PROFILE, "Profile '%s' is invalid:\n%s", name, msg);
+}
+
+static int method_set_profile(sd_bus_message *msg, void *userdata, sd_bus_error *error)
+{
+        Manager *m = userdata;
+        _cleanup_free_ char *err = NULL;
+        const char *name;
+        int r;
+
+        r = sd_bus_message_read(msg, "s", &name);
+        if (r < 0)
+                return r;
+        r = check_root(msg, error);
+        if (r < 0)
+                return r;
+        r = manager_set_profile(m, name, &err);
+        if (r < 0)
+                return profile_error(error, r, name, err);
+        manager_wait_for_pass(m, msg);
+        return 1;
+}
+
+static int method_reload(sd_bus_message *msg, void *userdata, sd_bus_error *error)
+{
+        Manager *m = userdata;
+        _cleanup_free_ char *err = NULL;
+        int r;
+
+        r = check_root(msg, error);
+        if (r < 0)
+                return r;
+        r = manager_reload(m, &err);
+        if (r < 0)
+                return sd_bus_error_setf(error, RTCTL_ERROR_INVALID_PROFILE,
+                                         "Reload failed, the last good configuration stays:\n%s", err);
+        return sd_bus_reply_method_return(msg, NULL);
+}
+
+static int method_restore(sd_bus_message *msg, void *userdata, sd_bus_error *error)
+{
+        Manager *m = userdata;
+        int r;
+
+        r = check_root(msg, error);
+        if (r < 0)
+                return r;
+        manager_restore(m);
+        manager_wait_for_pass(m, msg);
+        return 1;
+}
+
+static int method_plan(sd_bus_message *msg, void *userdata, sd_bus_error *error)
+{
+        Manager *m = userdata;
+        _cleanup_policy_ Policy *loaded = NULL;
+        _cleanup_(sd_bus_message_unrefp) sd_bus_message *reply = NULL;
+        _cleanup_free_ char *err = NULL;
+        const Policy *p;
+        const char *name;
+        Dirty all = {};
+        PassResult res;
+        int r;
+
+        r = sd_bus_message_read(msg, "s", &name);
+        if (r < 0)
+                return r;
+        if (isempty(name))
+                p = m->policy;
+        else {
+                r = policy_load(m->search_path, name, &loaded, &err);
+                if (r < 0)
+                        return profile_error(error, r, name, err);
+                p = loaded;
+        }
+
+        dirty_mark_all(&all);
+        reconcile_pass(p, m->topology, m->journal, &all, true, &res);
+        dirty_clear(&all);
+        if (res.error) {
+                r = sd_bus_error_setf(error, RTCTL_ERROR_INVALID_PROFILE, "%s", res.error);
+                pass_result_clear(&res);
+                return r;
+        }
+
+        r = sd_bus_message_new_method_return(msg, &reply);
+        if (r >= 0)
+                r = sd_bus_message_open_container(reply, 'a', "(sss)");
+        for (size_t i = 0; r >= 0 && i < res.plan.n; i++) {
+                Setting *s = &res.plan.settings[i];
+                if (s->result == SETTING_PENDING)
+                        r = sd_bus_message_append(reply, "(sss)", s->object, s->current, s->desired);
+        }
+        if (r >= 0)
+                r = sd_bus_message_close_container(reply);
+        pass_result_clear(&res);
+        if (r < 0)
+                return r;
+        return sd_bus_send(NULL, reply, NULL);
+}
+
+static int property_version(sd_bus *bus, const char *path, const char *interface, const char *property,
+                            sd_bus_message *reply, void *userdata, sd_bus_error *error)
+{
+        return sd_bus_message_append(reply, "s", RTCTL_VERSION);
+}
+
+static int property_active_profile(sd_bus *bus, const char *path, const char *interface, const char *property,
+                                   sd_bus_message *reply, void *userdata, sd_bus_error *error)
+{
+        return sd_bus_message_append(reply, "s", manager_active_profile(userdata));
+}
+
+static int property_state(sd_bus *bus, const char *path, const char *interface, const char *property,
+                          sd_bus_message *reply, void *userdata, sd_bus_error *error)
+{
+        return sd_bus_message_append(reply, "s", manager_state(userdata));
+}
+
+static int property_profiles(sd_bus *bus, const char *path, const char *interface, const char *property,
+                             sd_bus_message *reply, void *userdata, sd_bus_error *error)
+{
+        Manager *m = userdata;
+        ProfileInfo *l = NULL;
+        size_t n = 0;
+        int r;
+
+        (void)profiles_list(m->search_path, &l, &n);
+        r = sd_bus_message_open_container(reply, 'a', "(ss)");
+        for (size_t i = 0; r >= 0 && i < n; i++)
+                r = sd_bus_message_append(reply, "(ss)", l[i].name, l[i].description);
+        profiles_free(l, n);
+        if (r < 0)
+                return r;
+        return sd_bus_message_close_container(reply);
+}
+
+static int cmp_failure(const void *a, const void *b)
+{
+        return strcmp((*(Failure *const *)a)->object, (*(Failure *const *)b)->object);
+}
+
+static int append_failures(sd_bus_message *reply, GHashTable *table, bool with_errno)
+{
+        GPtrArray *arr = g_ptr_array_new();
+        GHashTableIter it;
+        gpointer v;
+        guint n;
+        int r;
+
+        g_hash_table_iter_init(&it, table);
+        while (g_hash_table_iter_next(&it, NULL, &v))
+                g_ptr_array_add(arr, v);
+        n = arr->len;
+        if (n > 1)
+                qsort(arr->pdata, n, sizeof(gpointer), cmp_failure);
+
+        r = sd_bus_message_open_container(reply, 'a', with_errno ? "(ssis)" : "(sss)");
+        for (guint i = 0; r >= 0 && i < n; i++) {
+                Failure *f = arr->pdata[i];
+                r = with_errno ? sd_bus_message_append(reply, "(ssis)", f->tuner, f->object, f->error, f->message)
+                               : sd_bus_message_append(reply, "(sss)", f->tuner, f->object, f->message);
+        }
+        g_ptr_array_free(arr, true);
+        if (r < 0)
+                return r;
+        return sd_bus_message_close_container(reply);
+}
+
+static int property_failures(sd_bus *bus, const char *path, const char *interface, const char *property,
+                             sd_bus_message *reply, void *userdata, sd_bus_error *error)
+{
+        return append_failures(reply, ((Manager *)userdata)->failures, true);
+}
+
+static int property_unsupported(sd_bus *bus, const char *path, const char *interface, const char *property,
+                                sd_bus_message *reply, void *userdata, sd_bus_error *error)
+{
+        return append_failures(reply, ((Manager *)userdata)->unsupported, false);
+}
+
+static int property_cpus(sd_bus *bus, const char *path, const char *interface, const char *property,
+                         sd_bus_message *reply, void *userdata, sd_bus_error *error)
+{
+        Manager *m = userdata;
+        const CpuSet *s = streq(property, "IsolatedCPUs") ? m->isolated : m->housekeeping;
+        _cleanup_free_ char *list = s ? cpuset_format_list(s) : xstrdup("");
+
+        return sd_bus_message_append(reply, "s", list);
+}
+
+static int property_last_pass(sd_bus *bus, const char *path, const char *interface, const char *property,
+                              sd_bus_message *reply, void *userdata, sd_bus_error *error)
+{
+        const LastPass *p = &((Manager *)userdata)->last_pass;
+
+        return sd_bus_message_append(reply, "(tuut)", p->timestamp_usec, p->changes, p->failures,
+                                     p->duration_usec);
+}
+
+static const sd_bus_vtable manager_vtable[] = {
+        SD_BUS_VTABLE_START(0),
+        SD_BUS_PROPERTY("Version", "s", property_version, 0, SD_BUS_VTABLE_PROPERTY_CONST),
+        SD_BUS_PROPERTY("ActiveProfile", "s", property_active_profile, 0, SD_BUS_VTABLE_PROPERTY_EMITS_CHANGE),
+        SD_BUS_PROPERTY("Profiles", "a(ss)", property_profiles, 0, SD_BUS_VTABLE_PROPERTY_EMITS_INVALIDATION),
+        SD_BUS_PROPERTY("State", "s", property_state, 0, SD_BUS_VTABLE_PROPERTY_EMITS_CHANGE),
+        SD_BUS_PROPERTY("Failures", "a(ssis)", property_failures, 0, SD_BUS_VTABLE_PROPERTY_EMITS_CHANGE),
+        SD_BUS_PROPERTY("Unsupported", "a(sss)", property_unsupported, 0, SD_BUS_VTABLE_PROPERTY_EMITS_CHANGE),
+        SD_BUS_PROPERTY("IsolatedCPUs", "s", property_cpus, 0, SD_BUS_VTABLE_PROPERTY_EMITS_CHANGE),
+        SD_BUS_PROPERTY("HousekeepingCPUs", "s", property_cpus, 0, SD_BUS_VTABLE_PROPERTY_EMITS_CHANGE),
+        SD_BUS_PROPERTY("LastPass", "(tuut)", property_last_pass, 0, SD_BUS_VTABLE_PROPERTY_EMITS_CHANGE),
+        SD_BUS_METHOD_WITH_ARGS("SetProfile", SD_BUS_ARGS("s", name), SD_BUS_RESULT("u", changes, "u", failures),
+                                method_set_profile, SD_BUS_VTABLE_UNPRIVILEGED),
+        SD_BUS_METHOD("Reload", NULL, NULL, method_reload, SD_BUS_VTABLE_UNPRIVILEGED),
+        SD_BUS_METHOD_WITH_ARGS("Restore", SD_BUS_NO_ARGS, SD_BUS_RESULT("u", changes, "u", failures),
+                                method_restore, SD_BUS_VTABLE_UNPRIVILEGED),
+        SD_BUS_METHOD_WITH_ARGS("Plan", SD_BUS_ARGS("s", profile), SD_BUS_RESULT("a(sss)", settings),
+                                method_plan, SD_BUS_VTABLE_UNPRIVILEGED),
+        SD_BUS_SIGNAL_WITH_ARGS("Applied", SD_BUS_ARGS("s", reason, "u", changes, "u", failures), 0),
+        SD_BUS_VTABLE_END,
+};
+
+int bus_setup(Manager *m)
+{
+        int r;
+
+        r = sd_bus_open_system(&m->bus);
+        if (r < 0)
+                return log_error_errno(r, "Failed to connect to the system bus: %m");
+        r = sd_bus_add_object_vtable(m->bus, NULL, RTCTL_BUS_PATH, RTCTL_BUS_IFACE, manager_vtable, m);
+        if (r < 0)
+                return log_error_errno(r, "Failed to register the D-Bus object: %m");
+        r = sd_bus_attach_event(m->bus, m->event, SD_EVENT_PRIORITY_NORMAL);
+        if (r < 0)
+                return log_error_errno(r, "Failed to attach the bus to the event loop: %m");
+        r = sd_bus_request_name(m->bus, RTCTL_BUS_NAME, 0);
+        if (r < 0)
+                return log_error_errno(r, "Failed to take the name " RTCTL_BUS_NAME ": %m");
+        return 0;
+}
+
+void bus_emit_applied(Manager *m, const char *reason)
+{
+        if (!m->bus)
+                return;
+        (void)sd_bus_emit_signal(m->bus, RTCTL_BUS_PATH, RTCTL_BUS_IFACE, "Applied", "suu", reason,
+                                 m->last_pass.changes, m->last_pass.failures);
+        (void)sd_bus_emit_properties_changed(m->bus, RTCTL_BUS_PATH, RTCTL_BUS_IFACE, "ActiveProfile", "State",
+                                             "Failures", "Unsupported", "IsolatedCPUs", "HousekeepingCPUs",
+                                             "LastPass", NULL);
+}
+
+void bus_emit_profiles_changed(Manager *m)
+{
+        if (m->bus)
+                (void)sd_bus_emit_properties_changed(m->bus, RTCTL_BUS_PATH, RTCTL_BUS_IFACE, "Profiles", NULL);
+}

@@ -1,0 +1,20 @@
+/* SPDX-License-Identifier: GPL-2.0-or-later */
+#pragma once
+
+typedef struct Manager Manager;
+
+#define RTCTL_BUS_NAME  "org.rtctl.Manager1"
+#define RTCTL_BUS_PATH  "/org/rtctl/Manager1"
+#define RTCTL_BUS_IFACE "org.rtctl.Manager1"
+
+#define RTCTL_ERROR_NOT_AUTHORIZED   "org.rtctl.Error.NotAuthorized"
+#define RTCTL_ERROR_NO_SUCH_PROFILE  "org.rtctl.Error.NoSuchProfile"
+#define RTCTL_ERROR_INVALID_ARGUMENT "org.rtctl.Error.InvalidArgument"
+#define RTCTL_ERROR_INVALID_PROFILE  "org.rtctl.Error.InvalidProfile"
+#define RTCTL_ERROR_NOT_SUPPORTED    "org.rtctl.Error.NotSupported"
+
+/* Connects to the system bus ($DBUS_SYSTEM_BUS_ADDRESS when set), registers the object and only then
+ * takes the name, so no caller ever sees a half-registered service. */
+int bus_setup(Manager *m);
+void bus_emit_applied(Manager *m, const char *reason);
+void bus_emit_profiles_changed(Manager *m);

@@ -1,0 +1,81 @@
+/* SPDX-License-Identifier: GPL-2.0-or-later */
+#include "core/config.h"
+#include "core/policy.h"
+#include "daemon/daemon-conf.h"
+
+void daemon_conf_clear(DaemonConf *c)
+{
+        free(c->default_profile);
+        *c = (DaemonConf){};
+}
+
+static void append(char **errors, char *e)
+{
+        char *n = xasprintf("%s%s%s", strempty(*errors), *errors ? "\n" : "", e);
+        free(*errors);
+        free(e);
+        *errors = n;
+}
+
+int daemon_conf_load(char *const *search_path, DaemonConf *ret, char **ret_error)
+{
+        _cleanup_conf_ Conf *c = NULL;
+        _cleanup_free_ char *errors = NULL;
+        DaemonConf d = {.default_profile = xstrdup("desktop"), .uevents = UEVENT_AUTO};
+        ConfSection *s;
+        ConfKey *k;
+        int r;
+
+        r = conf_load_layered(search_path, "rtctl.conf", &c, ret_error);
+        if (r == -ENOENT) {
+                *ret = d;
+                return 0;
+        }
+        if (r < 0) {
+                daemon_conf_clear(&d);
+                return r;
+        }
+
+        s = conf_section(c, "Daemon");
+        if ((k = conf_key(s, "DefaultProfile"))) {
+                if (!profile_name_valid(k->value))
+                        append(&errors, conf_key_error(k, "not a profile name"));
+                else {
+                        free(d.default_profile);
+                        d.default_profile = xstrdup(k->value);
+                }
+        }
+        if ((k = conf_key(s, "OnStop"))) {
+                if (streq(k->value, "restore") || streq(k->value, "keep"))
+                        d.keep_on_stop = streq(k->value, "keep");
+                else
+                        append(&errors, conf_key_error(k, "expected restore or keep"));
+        }
+        if ((k = conf_key(s, "Uevents"))) {
+                if (streq(k->value, "auto"))
+                        d.uevents = UEVENT_AUTO;
+                else if (streq(k->value, "kernel"))
+                        d.uevents = UEVENT_KERNEL;
+                else if (streq(k->value, "udev"))
+                        d.uevents = UEVENT_UDEV;
+                else
+                        append(&errors, conf_key_error(k, "expected auto, kernel or udev"));
+        }
+        for (size_t i = 0; i < c->n_sections; i++) {
+                ConfSection *sec = &c->sections[i];
+                if (!streq(sec->name, "Daemon")) {
+                        append(&errors, conf_section_error(sec, "unknown section"));
+                        continue;
+                }
+                for (size_t j = 0; j < sec->n_keys; j++)
+                        if (!sec->keys[j].used)
+                                append(&errors, conf_key_error(&sec->keys[j], "unknown key in [Daemon]"));
+        }
+        if (errors) {
+                daemon_conf_clear(&d);
+                *ret_error = TAKE_PTR(errors);
+                return -EINVAL;
+        }
+        *ret = d;
+        return 0;
+}

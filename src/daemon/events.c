@@ -1,0 +1,161 @@
+/* SPDX-License-Identifier: GPL-2.0-or-later */
+#include <linux/netlink.h>
+#include <netlink/netlink.h>
+#include <netlink/socket.h>
+#include <systemd/sd-device.h>
+
+#include "daemon/events.h"
+#include "shared/log.h"
+
+#define KERNEL_UEVENT_GROUP 1
+
+struct UeventMonitor {
+        UeventBackend backend;
+        UeventHandler handler;
+        void *userdata;
+        struct nl_sock *sock;
+        sd_event_source *io;
+        sd_device_monitor *udev;
+};
+
+/* "add@/devices/virtual/block/loop3\0ACTION=add\0DEVPATH=...\0SUBSYSTEM=block\0..." */
+static void dispatch_kernel_message(UeventMonitor *m, const char *buf, size_t len)
+{
+        const char *action = NULL, *subsystem = NULL, *devpath = NULL, *devtype = NULL;
+        const char *end = buf + len;
+        Uevent ev;
+
+        if (!memchr(buf, '@', strnlen(buf, len)))
+                return; /* udev's own messages use another header and another group */
+        for (const char *p = buf + strnlen(buf, len) + 1; p < end; p += strnlen(p, (size_t)(end - p)) + 1) {
+                const char *v;
+                if ((v = startswith(p, "ACTION=")))
+                        action = v;
+                else if ((v = startswith(p, "SUBSYSTEM=")))
+                        subsystem = v;
+                else if ((v = startswith(p, "DEVPATH=")))
+                        devpath = v;
+                else if ((v = startswith(p, "DEVTYPE=")))
+                        devtype = v;
+        }
+        if (!action || !subsystem || !devpath || !strrchr(devpath, '/'))
+                return;
+        ev = (Uevent){.action = action, .subsystem = subsystem, .sysname = strrchr(devpath, '/') + 1,
+                      .devtype = devtype};
+        m->handler(&ev, m->userdata);
+}
+
+static int on_kernel_uevent(sd_event_source *s, int fd, uint32_t revents, void *userdata)
+{
+        UeventMonitor *m = userdata;
+
+        for (;;) {
+                struct sockaddr_nl from = {};
+                unsigned char *buf = NULL;
+                int n;
+
+                n = nl_recv(m->sock, &from, &buf, NULL);
+                if (n <= 0) {
+                        free(buf);
+                        if (n < 0 && n != -NLE_AGAIN)
+                                log_warning("Failed to receive a kernel uevent: %s, ignoring", nl_geterror(n));
+                        break;
+                }
+                /* Only the kernel (port 0) speaks for devices on this group. */
+                if (from.nl_pid == 0)
+                        dispatch_kernel_message(m, (const char *)buf, (size_t)n);
+                free(buf);
+        }
+        return 0;
+}
+
+static int start_kernel(UeventMonitor *m, sd_event *e)
+{
+        int r;
+
+        m->sock = nl_socket_alloc();
+        if (!m->sock)
+                return -ENOMEM;
+        nl_socket_disable_seq_check(m->sock);
+        nl_socket_disable_auto_ack(m->sock);
+        r = nl_connect(m->sock, NETLINK_KOBJECT_UEVENT);
+        if (r < 0)
+                return log_error_errno(EIO, "Failed to open the kernel uevent socket: %s", nl_geterror(r));
+        r = nl_socket_add_membership(m->sock, KERNEL_UEVENT_GROUP);
+        if (r < 0)
+                return log_error_errno(EIO, "Failed to join the kernel uevent group: %s", nl_geterror(r));
+        (void)nl_socket_set_buffer_size(m->sock, 1024 * 1024, 0);
+        r = nl_socket_set_nonblocking(m->sock);
+        if (r < 0)
+                return -EIO;
+        r = sd_event_add_io(e, &m->io, nl_socket_get_fd(m->sock), EPOLLIN, on_kernel_uevent, m);
+        if (r < 0)
+                return r;
+        (void)sd_event_source_set_description(m->io, "kernel-uevents");
+        return 0;
+}
+
+static int on_udev_event(sd_device_monitor *mon, sd_device *d, void *userdata)
+{
+        UeventMonitor *m = userdata;
+        const char *action = NULL, *subsystem = NULL, *sysname = NULL, *devtype = NULL;
+        Uevent ev;
+
+        if (sd_device_get_property_value(d, "ACTION", &action) < 0 || sd_device_get_subsystem(d, &subsystem) < 0 ||
+            sd_device_get_sysname(d, &sysname) < 0)
+                return 0;
+        (void)sd_device_get_devtype(d, &devtype);
+        ev = (Uevent){.action = action, .subsystem = subsystem, .sysname = sysname,
+                      .devtype = devtype};
+        m->handler(&ev, m->userdata);
+        return 0;
+}
+
+static int start_udev(UeventMonitor *m, sd_event *e)
+{
+        int r;
+
+        r = sd_device_monitor_new(&m->udev);
+        if (r < 0)
+                return r;
+        r = sd_device_monitor_attach_event(m->udev, e);
+        if (r < 0)
+                return r;
+        return sd_device_monitor_start(m->udev, on_udev_event, m);
+}
+
+int uevent_monitor_new(sd_event *e, UeventBackend backend, UeventHandler handler, void *userdata,
+                       UeventMonitor **ret)
+{
+        UeventMonitor *m = xmalloc0(sizeof(UeventMonitor));
+        int r;
+
+        if (backend == UEVENT_AUTO)
+                backend = access("/run/udev/control", F_OK) >= 0 ? UEVENT_UDEV : UEVENT_KERNEL;
+        m->backend = backend;
+        m->handler = handler;
+        m->userdata = userdata;
+        r = backend == UEVENT_UDEV ? start_udev(m, e) : start_kernel(m, e);
+        if (r < 0) {
+                uevent_monitor_free(m);
+                return r;
+        }
+        *ret = m;
+        return 0;
+}
+
+void uevent_monitor_free(UeventMonitor *m)
+{
+        if (!m)
+                return;
+        sd_event_source_disable_unref(m->io);
+        if (m->sock)
+                nl_socket_free(m->sock);
+        sd_device_monitor_unref(m->udev);
+        free(m);
+}
+
+const char *uevent_monitor_backend_name(const UeventMonitor *m)
+{
+        return m->backend == UEVENT_UDEV ? "udev" : "kernel";
+}

@@ -1,0 +1,90 @@
+/* SPDX-License-Identifier: GPL-2.0-or-later */
+#include <getopt.h>
+
+#include "daemon/manager.h"
+#include "shared/log.h"
+
+static void help(void)
+{
+        printf("rtctld [OPTIONS]\n\n"
+               "Keeps the machine tuned for low-latency work, as the active profile says.\n\n"
+               "  -h --help            Show this help\n"
+               "     --version         Show the version\n"
+               "     --profile=NAME    Apply NAME instead of the remembered or default profile\n"
+               "     --no-bus          Do not connect to D-Bus (tuning only, no API)\n"
+               "  -v --verbose         Log passes that changed nothing too\n\n"
+               "See rtctld(8).\n");
+}
+
+static int parse_argv(int argc, char *argv[], Manager *m)
+{
+        enum { ARG_VERSION = 0x100, ARG_PROFILE, ARG_NO_BUS };
+        static const struct option options[] = {
+                {"help", no_argument, NULL, 'h'},
+                {"version", no_argument, NULL, ARG_VERSION},
+                {"profile", required_argument, NULL, ARG_PROFILE},
+                {"no-bus", no_argument, NULL, ARG_NO_BUS},
+                {"verbose", no_argument, NULL, 'v'},
+                {},
+        };
+        int c;
+
+        while ((c = getopt_long(argc, argv, "hv", options, NULL)) >= 0)
+                switch (c) {
+                case 'h':
+                        help();
+                        return 0;
+                case ARG_VERSION:
+                        puts("rtctld " RTCTL_VERSION);
+                        return 0;
+                case ARG_PROFILE:
+                        free(m->profile_override);
+                        m->profile_override = xstrdup(optarg);
+                        break;
+                case ARG_NO_BUS:
+                        m->no_bus = true;
+                        break;
+                case 'v':
+                        log_set_max_level(LOG_DEBUG);
+                        break;
+                default:
+                        return -EINVAL;
+                }
+        if (optind < argc) {
+                log_error("rtctld takes no positional arguments.");
+                return -EINVAL;
+        }
+        return 1;
+}
+
+static int run(int argc, char *argv[])
+{
+        _cleanup_manager_ Manager *m = NULL;
+        const char *e;
+        int r;
+
+        log_setup("rtctld");
+        r = manager_new(&m);
+        if (r < 0)
+                return log_error_errno(r, "Failed to allocate the event loop: %m");
+        r = parse_argv(argc, argv, m);
+        if (r <= 0)
+                return r;
+
+        /* systemd's RuntimeDirectory= and StateDirectory= set these; tests point them elsewhere. */
+        e = getenv("RUNTIME_DIRECTORY");
+        m->runtime_dir = xstrdup(e && !strchr(e, ':') ? e : RTCTL_DEFAULT_RUNTIME_DIR);
+        e = getenv("STATE_DIRECTORY");
+        m->state_dir = xstrdup(e && !strchr(e, ':') ? e : "/var/lib/rtctl");
+
+        r = manager_start(m);
+        if (r < 0)
+                return r;
+        return manager_run(m);
+}
+
+int main(int argc, char *argv[])
+{
+        int r = run(argc, argv);
+        return r < 0 ? EXIT_FAILURE : EXIT_SUCCESS;
+}

@@ -1,0 +1,490 @@
+/* SPDX-License-Identifier: GPL-2.0-or-later */
+#include <signal.h>
+#include <systemd/sd-daemon.h>
+#include <time.h>
+
+#include "daemon/bus.h"
+#include "daemon/manager.h"
+#include "shared/log.h"
+
+static void failure_free(gpointer p)
+{
+        Failure *f = p;
+
+        free(f->tuner);
+        free(f->object);
+        free(f->message);
+        free(f);
+}
+
+int manager_new(Manager **ret)
+{
+        Manager *m = xmalloc0(sizeof(Manager));
+        int r;
+
+        r = sd_event_default(&m->event);
+        if (r < 0) {
+                free(m);
+                return r;
+        }
+        m->failures = g_hash_table_new_full(g_str_hash, g_str_equal, NULL, failure_free);
+        m->unsupported = g_hash_table_new_full(g_str_hash, g_str_equal, NULL, failure_free);
+        *ret = m;
+        return 0;
+}
+
+void manager_free(Manager *m)
+{
+        if (!m)
+                return;
+        for (size_t i = 0; i < m->n_waiting; i++)
+                sd_bus_message_unref(m->waiting[i]);
+        free(m->waiting);
+        sd_bus_flush_close_unref(m->bus);
+        uevent_monitor_free(m->uevents);
+        sd_event_source_disable_unref(m->pass_source);
+        sd_event_unref(m->event);
+        policy_free(m->policy);
+        journal_free(m->journal);
+        topology_free(m->topology);
+        dirty_clear(&m->dirty);
+        g_hash_table_destroy(m->failures);
+        g_hash_table_destroy(m->unsupported);
+        cpuset_free(m->isolated);
+        cpuset_free(m->housekeeping);
+        daemon_conf_clear(&m->conf);
+        strv_free(m->search_path);
+        free(m->runtime_dir);
+        free(m->state_dir);
+        free(m->profile_override);
+        free(m->pass_reason);
+        free(m);
+}
+
+const char *manager_active_profile(const Manager *m)
+{
+        return m->policy ? m->policy->name : "";
+}
+
+const char *manager_state(const Manager *m)
+{
+        if (!m->policy)
+                return "off";
+        if (g_hash_table_size(m->failures) > 0)
+                return "degraded";
+        return "applied";
+}
+
+void manager_schedule_pass(Manager *m, const char *reason)
+{
+        if (!m->pass_reason)
+                m->pass_reason = xstrdup(reason);
+        else if (!strstr(m->pass_reason, reason) && strlen(m->pass_reason) < 200) {
+                char *n = xasprintf("%s, %s", m->pass_reason, reason);
+                free(m->pass_reason);
+                m->pass_reason = n;
+        }
+        (void)sd_event_source_set_enabled(m->pass_source, SD_EVENT_ONESHOT);
+}
+
+static void set_failure(GHashTable *table, const char *tuner, const char *object, int error, const char *message)
+{
+        Failure *f = xmalloc0(sizeof(Failure));
+
+        *f = (Failure){.tuner = xstrdup(tuner), .object = xstrdup(object), .error = error < 0 ? -error : error,
+                       .message = xstrdup(message)};
+        g_hash_table_replace(table, f->object, f);
+}
+
+static gboolean failure_of_tuner(gpointer key, gpointer value, gpointer tuner)
+{
+        return streq(((Failure *)value)->tuner, tuner);
+}
+
+static gboolean failure_under(gpointer key, gpointer value, gpointer prefix)
+{
+        return startswith(key, prefix) != NULL;
+}
+
+/* Failures and notes of wholly replanned tuners start over; those of single devices are replaced
+ * object by object. */
+static void update_status(Manager *m, const Dirty *dirty, PassResult *res)
+{
+        for (int i = 0; i < N_TUNERS; i++)
+                if (dirty->full[i]) {
+                        g_hash_table_foreach_remove(m->failures, failure_of_tuner, (gpointer)tuners[i]->name);
+                        g_hash_table_foreach_remove(m->unsupported, failure_of_tuner,
+                                                    (gpointer)tuners[i]->name);
+                }
+        g_hash_table_foreach_remove(m->failures, failure_of_tuner, (gpointer) "policy");
+
+        for (size_t i = 0; i < res->plan.n; i++) {
+                Setting *s = &res->plan.settings[i];
+                if (s->result == SETTING_FAILED) {
+                        set_failure(m->failures, s->tuner, s->object, s->error, s->message);
+                        log_warning("%s: %s", s->object, s->message);
+                } else
+                        g_hash_table_remove(m->failures, s->object);
+        }
+        for (size_t i = 0; i < res->notes.n; i++)
+                set_failure(m->unsupported, res->notes.items[i].tuner, res->notes.items[i].object, 0,
+                            res->notes.items[i].reason);
+        if (res->error) {
+                set_failure(m->failures, "policy", "Isolate", EINVAL, res->error);
+                log_warning("Profile %s cannot be placed on this machine: %s", manager_active_profile(m),
+                            res->error);
+        }
+        if (res->isolated) {
+                cpuset_free(m->isolated);
+                cpuset_free(m->housekeeping);
+                m->isolated = TAKE_PTR(res->isolated);
+                m->housekeeping = TAKE_PTR(res->housekeeping);
+        }
+}
+
+static void answer_waiting(Manager *m)
+{
+        for (size_t i = 0; i < m->n_waiting; i++) {
+                (void)sd_bus_reply_method_return(m->waiting[i], "uu", m->last_pass.changes, m->last_pass.failures);
+                sd_bus_message_unref(m->waiting[i]);
+        }
+        free(m->waiting);
+        m->waiting = NULL;
+        m->n_waiting = 0;
+}
+
+static void notify_status(Manager *m)
+{
+        const char *profile = manager_active_profile(m);
+
+        (void)sd_notifyf(false, "%sSTATUS=%s%s: %s, %u changes, %u failures in the last pass",
+                         m->ready_sent ? "" : "READY=1\n", *profile ? "Profile " : "No profile",
+                         profile, manager_state(m), m->last_pass.changes, m->last_pass.failures);
+        m->ready_sent = true;
+}
+
+static int on_pass(sd_event_source *s, void *userdata)
+{
+        Manager *m = userdata;
+        _cleanup_free_ char *reason = TAKE_PTR(m->pass_reason);
+        Dirty dirty = m->dirty;
+        PassResult res;
+
+        m->dirty = (Dirty){};
+        reconcile_pass(m->policy, m->topology, m->journal, &dirty, false, &res);
+        update_status(m, &dirty, &res);
+        dirty_clear(&dirty);
+
+        m->last_pass = (LastPass){.timestamp_usec = now_usec(CLOCK_REALTIME),
+                                  .changes = res.stats.changed,
+                                  .failures = res.stats.failed + (res.error ? 1 : 0),
+                                  .duration_usec = res.duration_usec};
+        if (res.stats.changed || res.stats.failed || res.error)
+                log_info("Pass (%s): %u changed, %u failed, %u already in place, %" PRIu64 " µs", strempty(reason),
+                         res.stats.changed, res.stats.failed, res.stats.unchanged, res.duration_usec);
+        else
+                log_debug("Pass (%s): everything in place, %" PRIu64 " µs", strempty(reason), res.duration_usec);
+        pass_result_clear(&res);
+
+        bus_emit_applied(m, strempty(reason));
+        answer_waiting(m);
+        notify_status(m);
+        return 0;
+}
+
+void manager_wait_for_pass(Manager *m, sd_bus_message *call)
+{
+        m->waiting = realloc(m->waiting, sizeof(sd_bus_message *) * (m->n_waiting + 1));
+        if (!m->waiting)
+                abort();
+        m->waiting[m->n_waiting++] = sd_bus_message_ref(call);
+}
+
+static void persist_profile(Manager *m, const char *name)
+{
+        _cleanup_free_ char *path = xasprintf("%s/active-profile", m->state_dir);
+        _cleanup_free_ char *content = xasprintf("%s\n", name);
+        int r;
+
+        r = mkdir_p(m->state_dir, 0755);
+        if (r >= 0)
+                r = write_file_atomic(path, content);
+        if (r < 0)
+                log_warning_errno(r, "Failed to remember the active profile in %s: %m, ignoring", path);
+}
+
+static int load_checked(Manager *m, const char *name, Policy **ret, char **ret_error)
+{
+        _cleanup_policy_ Policy *p = NULL;
+        _cleanup_cpuset_ CpuSet *iso = NULL, *hk = NULL;
+        int r;
+
+        r = policy_load(m->search_path, name, &p, ret_error);
+        if (r < 0)
+                return r;
+        r = policy_cpus(p, m->topology, &iso, &hk, ret_error);
+        if (r < 0)
+                return r;
+        *ret = TAKE_PTR(p);
+        return 0;
+}
+
+static void activate(Manager *m, Policy *p, const char *reason)
+{
+        policy_free(m->policy);
+        m->policy = p;
+        dirty_mark_all(&m->dirty);
+        manager_schedule_pass(m, reason);
+}
+
+static int switch_profile(Manager *m, const char *name, bool persist, char **ret_error)
+{
+        Policy *p = NULL;
+        int r;
+
+        r = load_checked(m, name, &p, ret_error);
+        if (r < 0)
+                return r;
+        log_info("Switching to profile %s.", name);
+        activate(m, p, "profile");
+        if (persist)
+                persist_profile(m, name);
+        return 0;
+}
+
+int manager_set_profile(Manager *m, const char *name, char **ret_error)
+{
+        return switch_profile(m, name, true, ret_error);
+}
+
+int manager_reload(Manager *m, char **ret_error)
+{
+        _cleanup_strv_free_ char **path = conf_search_path();
+        DaemonConf conf;
+        Policy *p = NULL;
+        int r;
+
+        r = daemon_conf_load(path, &conf, ret_error);
+        if (r < 0)
+                return r;
+        strv_free(m->search_path);
+        m->search_path = TAKE_PTR(path);
+        if (m->policy) {
+                r = load_checked(m, m->policy->name, &p, ret_error);
+                if (r < 0) {
+                        daemon_conf_clear(&conf);
+                        return r;
+                }
+        }
+        daemon_conf_clear(&m->conf);
+        m->conf = conf;
+        if (p)
+                activate(m, p, "reload");
+        bus_emit_profiles_changed(m);
+        log_info("Configuration reloaded.");
+        return 0;
+}
+
+void manager_restore(Manager *m)
+{
+        log_info("Restoring every value rtctl changed.");
+        activate(m, NULL, "restore");
+}
+
+static void restore_now(Manager *m)
+{
+        Dirty all = {};
+        PassResult res;
+
+        dirty_mark_all(&all);
+        reconcile_pass(NULL, m->topology, m->journal, &all, false, &res);
+        if (res.stats.failed)
+                log_error("Restore left %u values changed; they stay in %s for `rtctl restore`.", res.stats.failed,
+                          journal_path(m->journal));
+        else
+                log_info("Restored %u values.", res.stats.changed);
+        pass_result_clear(&res);
+        dirty_clear(&all);
+}
+
+static int on_stop_signal(sd_event_source *s, const struct signalfd_siginfo *si, void *userdata)
+{
+        Manager *m = userdata;
+
+        (void)sd_notify(false, "STOPPING=1\nSTATUS=Restoring");
+        m->stopping = true;
+        if (m->conf.keep_on_stop)
+                log_info("Stopping; OnStop=keep leaves the tuning in place (the journal keeps the originals).");
+        else
+                restore_now(m);
+        return sd_event_exit(m->event, 0);
+}
+
+static int on_reload_signal(sd_event_source *s, const struct signalfd_siginfo *si, void *userdata)
+{
+        Manager *m = userdata;
+        _cleanup_free_ char *err = NULL;
+
+        (void)sd_notify(false, "RELOADING=1");
+        if (manager_reload(m, &err) < 0)
+                log_error("Reload failed, keeping the last good configuration:\n%s", err);
+        (void)sd_notify(false, "READY=1");
+        return 0;
+}
+
+static void on_uevent(const Uevent *ev, void *userdata)
+{
+        Manager *m = userdata;
+        _cleanup_free_ char *reason = xasprintf("%s %s %s", ev->subsystem, ev->action, ev->sysname);
+
+        if (streq(ev->subsystem, "cpu") && (streq(ev->action, "online") || streq(ev->action, "offline") ||
+                                            streq(ev->action, "add") || streq(ev->action, "remove"))) {
+                Topology *t = NULL;
+                int r = topology_load(m->topology, &t);
+                if (r < 0) {
+                        log_warning_errno(r, "Failed to reread the CPU topology after %s: %m, ignoring", reason);
+                        return;
+                }
+                topology_free(m->topology);
+                m->topology = t;
+                for (int i = 0; i < N_TUNERS; i++)
+                        if (tuners[i]->cpu_dependent)
+                                dirty_mark_full(&m->dirty, i);
+                manager_schedule_pass(m, reason);
+                return;
+        }
+
+        for (int i = 0; i < N_TUNERS; i++) {
+                bool cares = false;
+                for (const char *const *sub = tuners[i]->subsystems; sub && *sub; sub++)
+                        cares = cares || streq(*sub, ev->subsystem);
+                if (!cares)
+                        continue;
+                if (streq(ev->subsystem, "block") && !streq(strempty(ev->devtype), "disk"))
+                        continue;
+                if (streq(ev->action, "remove")) {
+                        /* The kernel forgot the device's values with it. */
+                        _cleanup_free_ char *prefix = xasprintf("/sys/block/%s/", ev->sysname);
+                        journal_forget_prefix(m->journal, prefix);
+                        (void)journal_save(m->journal);
+                        g_hash_table_foreach_remove(m->failures, failure_under, prefix);
+                        g_hash_table_foreach_remove(m->unsupported, failure_under, prefix);
+                        continue;
+                }
+                if (!streq(ev->action, "add") && !streq(ev->action, "change") && !streq(ev->action, "bind"))
+                        continue;
+                dirty_mark_device(&m->dirty, i, ev->sysname);
+                manager_schedule_pass(m, reason);
+        }
+}
+
+static int open_journal(Manager *m)
+{
+        _cleanup_free_ char *path = xasprintf("%s/journal.json", m->runtime_dir);
+        _cleanup_free_ char *err = NULL;
+        int r;
+
+        r = mkdir_p(m->runtime_dir, 0755);
+        if (r < 0)
+                return log_error_errno(r, "Failed to create %s: %m", m->runtime_dir);
+        r = journal_open(path, &m->journal, &err);
+        if (r == -EBADMSG) {
+                _cleanup_free_ char *aside = xasprintf("%s.broken", path);
+                log_error("%s; moved to %s, the originals it held cannot be restored automatically.", err, aside);
+                if (rename(path, aside) < 0)
+                        return log_error_errno(errno, "Failed to move %s aside: %m", path);
+                free(err);
+                err = NULL;
+                r = journal_open(path, &m->journal, &err);
+        }
+        if (r < 0)
+                return log_error_errno(r, "%s", err ?: "Failed to open the journal");
+        if (journal_size(m->journal) > 0)
+                log_info("Found %zu original values in %s from an earlier run; keeping them for restore.",
+                         journal_size(m->journal), path);
+        return 0;
+}
+
+static char *initial_profile(Manager *m)
+{
+        _cleanup_free_ char *path = xasprintf("%s/active-profile", m->state_dir);
+        char *s = NULL;
+
+        if (m->profile_override)
+                return xstrdup(m->profile_override);
+        if (read_full_file(path, &s, NULL) >= 0) {
+                strstrip(s);
+                if (profile_name_valid(s)) {
+                        char *n = xstrdup(strstrip(s));
+                        free(s);
+                        return n;
+                }
+                free(s);
+        }
+        return xstrdup(m->conf.default_profile);
+}
+
+int manager_start(Manager *m)
+{
+        _cleanup_free_ char *err = NULL, *profile = NULL;
+        int r;
+
+        m->search_path = conf_search_path();
+        r = daemon_conf_load(m->search_path, &m->conf, &err);
+        if (r < 0) {
+                log_error("Invalid daemon configuration, using defaults:\n%s", err);
+                free(err);
+                err = NULL;
+                m->conf = (DaemonConf){.default_profile = xstrdup("desktop")};
+        }
+
+        r = open_journal(m);
+        if (r < 0)
+                return r;
+        r = topology_load(NULL, &m->topology);
+        if (r < 0)
+                return log_error_errno(r, "Failed to read the CPU topology: %m");
+
+        r = sd_event_add_defer(m->event, &m->pass_source, on_pass, m);
+        if (r < 0)
+                return log_error_errno(r, "Failed to add the pass source: %m");
+        (void)sd_event_source_set_priority(m->pass_source, SD_EVENT_PRIORITY_IDLE);
+        (void)sd_event_source_set_enabled(m->pass_source, SD_EVENT_OFF);
+        (void)sd_event_source_set_description(m->pass_source, "reconcile-pass");
+
+        sigset_t mask;
+        sigemptyset(&mask);
+        sigaddset(&mask, SIGTERM);
+        sigaddset(&mask, SIGINT);
+        sigaddset(&mask, SIGHUP);
+        sigprocmask(SIG_BLOCK, &mask, NULL);
+        if ((r = sd_event_add_signal(m->event, NULL, SIGTERM, on_stop_signal, m)) < 0 ||
+            (r = sd_event_add_signal(m->event, NULL, SIGINT, on_stop_signal, m)) < 0 ||
+            (r = sd_event_add_signal(m->event, NULL, SIGHUP, on_reload_signal, m)) < 0)
+                return log_error_errno(r, "Failed to handle signals: %m");
+        (void)sd_event_set_watchdog(m->event, true);
+
+        r = uevent_monitor_new(m->event, m->conf.uevents, on_uevent, m, &m->uevents);
+        if (r < 0)
+                return log_error_errno(r, "Failed to listen for uevents: %m");
+        log_debug("Listening for %s uevents.", uevent_monitor_backend_name(m->uevents));
+
+        profile = initial_profile(m);
+        r = switch_profile(m, profile, false, &err);
+        if (r < 0)
+                log_error("Cannot use profile %s, running without a profile until one is set:\n%s", profile, err);
+
+        if (!m->no_bus) {
+                r = bus_setup(m);
+                if (r < 0)
+                        return r;
+        }
+        if (!m->policy)
+                manager_schedule_pass(m, "start");
+        return 0;
+}
+
+int manager_run(Manager *m)
+{
+        return sd_event_loop(m->event);
+}

@@ -1,0 +1,131 @@
+/* SPDX-License-Identifier: GPL-2.0-or-later */
+#include <fcntl.h>
+#include <limits.h>
+#include <sys/stat.h>
+
+#include "shared/sysfs.h"
+
+static char *prefix;
+static bool prefix_read;
+
+const char *sysroot(void)
+{
+        if (!prefix_read) {
+                const char *e = getenv("RTCTL_SYSROOT");
+                prefix = xstrdup(e && !streq(e, "/") ? e : "");
+                /* "/x/" + "/sys" would give "//sys": harmless, but keep paths tidy in messages. */
+                if (endswith(prefix, "/"))
+                        prefix[strlen(prefix) - 1] = 0;
+                prefix_read = true;
+        }
+        return prefix;
+}
+
+void sysroot_set(const char *p)
+{
+        free(prefix);
+        prefix = xstrdup(p ?: "");
+        prefix_read = true;
+}
+
+char *sys_path(const char *path)
+{
+        return xasprintf("%s%s", sysroot(), path);
+}
+
+int sys_read(const char *path, char **ret)
+{
+        _cleanup_free_ char *p = sys_path(path);
+        char *s;
+        size_t n;
+        int r;
+
+        r = read_full_file(p, &s, &n);
+        if (r < 0)
+                return r;
+        while (n > 0 && s[n - 1] == '\n')
+                s[--n] = 0;
+        *ret = s;
+        return 0;
+}
+
+int sys_read_uint(const char *path, unsigned *ret)
+{
+        _cleanup_free_ char *s = NULL;
+        int r;
+
+        r = sys_read(path, &s);
+        if (r < 0)
+                return r;
+        return safe_atou(strstrip(s), ret);
+}
+
+int sys_write(const char *path, const char *value)
+{
+        _cleanup_free_ char *p = sys_path(path);
+        _cleanup_close_ int fd = -EBADF;
+        size_t len = strlen(value);
+        ssize_t k;
+
+        fd = open(p, O_WRONLY | O_TRUNC | O_CLOEXEC | O_NOCTTY);
+        if (fd < 0)
+                return -errno;
+        k = write(fd, value, len);
+        if (k < 0)
+                return -errno;
+        if ((size_t)k != len)
+                return -EIO;
+        return 0;
+}
+
+bool sys_exists(const char *path)
+{
+        return sys_access(path, F_OK) >= 0;
+}
+
+int sys_access(const char *path, int mode)
+{
+        _cleanup_free_ char *p = sys_path(path);
+        return access(p, mode) < 0 ? -errno : 0;
+}
+
+DIR *sys_opendir(const char *path)
+{
+        _cleanup_free_ char *p = sys_path(path);
+        return opendir(p);
+}
+
+int sys_readlink(const char *path, char **ret)
+{
+        _cleanup_free_ char *p = sys_path(path);
+        char buf[PATH_MAX];
+        ssize_t n;
+
+        n = readlink(p, buf, sizeof buf - 1);
+        if (n < 0)
+                return -errno;
+        buf[n] = 0;
+        *ret = xstrdup(buf);
+        return 0;
+}
+
+int sys_readlink_basename(const char *path, char **ret)
+{
+        _cleanup_free_ char *target = NULL;
+        const char *slash;
+        int r;
+
+        r = sys_readlink(path, &target);
+        if (r < 0)
+                return r;
+        slash = strrchr(target, '/');
+        *ret = xstrdup(slash ? slash + 1 : target);
+        return 0;
+}
+
+int sys_open(const char *path, int flags)
+{
+        _cleanup_free_ char *p = sys_path(path);
+        int fd = open(p, flags | O_CLOEXEC);
+        return fd < 0 ? -errno : fd;
+}

@@ -1,0 +1,97 @@
+/* SPDX-License-Identifier: GPL-2.0-or-later */
+#pragma once
+
+#include <dirent.h>
+#include <errno.h>
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdio.h>
+#include <stdint.h>
+#include <stdlib.h>
+#include <sys/types.h>
+#include <string.h>
+#include <unistd.h>
+
+#define _cleanup_(f)     __attribute__((cleanup(f)))
+#define _unused_         __attribute__((unused))
+#define _printf_(a, b)   __attribute__((format(printf, a, b)))
+#define ELEMENTSOF(x)    (sizeof(x) / sizeof((x)[0]))
+#define streq(a, b)      (strcmp((a), (b)) == 0)
+#define strneq(a, b, n)  (strncmp((a), (b), (n)) == 0)
+#ifndef MIN
+#define MIN(a, b) ((a) < (b) ? (a) : (b))
+#endif
+#ifndef MAX
+#define MAX(a, b) ((a) > (b) ? (a) : (b))
+#endif
+
+static inline void freep(void *p)
+{
+        free(*(void **)p);
+}
+static inline void closep(int *fd)
+{
+        if (*fd >= 0)
+                close(*fd);
+}
+static inline void fclosep(FILE **f)
+{
+        if (*f)
+                fclose(*f);
+}
+#define _cleanup_free_   _cleanup_(freep)
+#define _cleanup_close_  _cleanup_(closep)
+#define _cleanup_fclose_ _cleanup_(fclosep)
+static inline void closedirp(DIR **d)
+{
+        if (*d)
+                closedir(*d);
+}
+#define _cleanup_closedir_ _cleanup_(closedirp)
+
+/* Hand a pointer over to the caller and forget it here, so a cleanup attribute does not free it. */
+#define TAKE_PTR(p)                                                                                         \
+        ({                                                                                                  \
+                __typeof__(p) _p_ = (p);                                                                    \
+                (p) = NULL;                                                                                 \
+                _p_;                                                                                        \
+        })
+
+static inline bool isempty(const char *s)
+{
+        return !s || !*s;
+}
+
+static inline const char *strempty(const char *s)
+{
+        return s ?: "";
+}
+
+const char *startswith(const char *s, const char *prefix);
+bool endswith(const char *s, const char *suffix);
+char *strstrip(char *s);
+char *xasprintf(const char *fmt, ...) _printf_(1, 2);
+void *xmalloc0(size_t n);
+char *xstrdup(const char *s);
+
+/* A NULL-terminated vector of strings. */
+void strv_free(char **l);
+static inline void strv_freep(char ***l)
+{
+        strv_free(*l);
+}
+#define _cleanup_strv_free_ _cleanup_(strv_freep)
+size_t strv_length(char *const *l);
+int strv_push(char ***l, char *s); /* takes s */
+bool strv_contains(char *const *l, const char *s);
+char **strv_split(const char *s, const char *separators);
+
+/* Parse an unsigned decimal, rejecting signs, trailing junk and overflow. */
+int safe_atou(const char *s, unsigned *ret);
+int safe_atoi(const char *s, int *ret);
+
+int read_full_file(const char *path, char **ret, size_t *ret_size);
+int write_file_atomic(const char *path, const char *content);
+int mkdir_p(const char *path, mode_t mode);
+
+uint64_t now_usec(int clock);

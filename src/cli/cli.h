@@ -1,0 +1,41 @@
+/* SPDX-License-Identifier: GPL-2.0-or-later */
+#pragma once
+
+#include <json-c/json.h>
+#include <systemd/sd-bus.h>
+
+#include "shared/util.h"
+
+/* Exit codes scripts can rely on; documented in rtctl(1). */
+enum {
+        EXIT_OK = 0,
+        EXIT_FAILED = 1,       /* the operation failed, or left failures behind */
+        EXIT_USAGE = 2,
+        EXIT_NO_DAEMON = 3,    /* rtctld is not on the bus and the verb needs it */
+        EXIT_NO_PROFILE = 4,
+        EXIT_INVALID = 5,      /* a profile or configuration file is invalid */
+        EXIT_NOT_AUTHORIZED = 6,
+};
+
+typedef struct Cli {
+        bool json;
+        sd_bus *bus;
+} Cli;
+
+/* Connects to the system bus. Returns EXIT_OK, or EXIT_NO_DAEMON (quietly, when quiet) if no bus. */
+int cli_bus(Cli *c, bool quiet);
+/* Calls a method on rtctld. On failure prints the error and returns the exit code it maps to; with
+ * quiet_absent, a daemon that is not running returns EXIT_NO_DAEMON without printing. */
+int cli_call(Cli *c, const char *method, sd_bus_message **reply, bool quiet_absent, const char *types, ...);
+int cli_get_property(Cli *c, const char *name, const char *type, sd_bus_message **reply, bool quiet_absent);
+int cli_exit_for_error(const sd_bus_error *e);
+
+void cli_print_json(json_object *o);
+/* Prints rows of n columns, aligned; cells is rows*n strings. */
+void cli_print_table(const char *const *header, size_t n, char **cells, size_t rows);
+
+int verb_status(Cli *c, int argc, char *argv[]);
+int verb_profiles(Cli *c, int argc, char *argv[]);
+int verb_profile(Cli *c, int argc, char *argv[]);
+int verb_restore(Cli *c, int argc, char *argv[]);
+int verb_plan(Cli *c, int argc, char *argv[]);

@@ -1,0 +1,187 @@
+/* SPDX-License-Identifier: GPL-2.0-or-later */
+#include <getopt.h>
+#include <stdarg.h>
+
+#include "cli/cli.h"
+#include "shared/log.h"
+
+#define BUS_NAME  "org.rtctl.Manager1"
+#define BUS_PATH  "/org/rtctl/Manager1"
+#define BUS_IFACE "org.rtctl.Manager1"
+
+static void help(void)
+{
+        printf("rtctl [--json] COMMAND ...\n\n"
+               "Shows and changes how rtctld tunes this machine for low-latency work.\n\n"
+               "Commands:\n"
+               "  status                 Active profile, state, failures, last pass\n"
+               "  profiles               The profiles there are\n"
+               "  profile [NAME]         Show the active profile, or switch to NAME (returns when in place)\n"
+               "  plan [--profile NAME]  What applying a profile would change (works without rtctld)\n"
+               "  restore                Put every value rtctl changed back (works without rtctld)\n\n"
+               "Options:\n"
+               "  -h --help              Show this help\n"
+               "     --version           Show the version\n"
+               "     --json              Machine-readable output\n\n"
+               "Exit status: 0 ok, 1 failed or failures left, 2 usage, 3 rtctld not running,\n"
+               "4 no such profile, 5 invalid profile, 6 not authorized. See rtctl(1).\n");
+}
+
+int cli_exit_for_error(const sd_bus_error *e)
+{
+        if (sd_bus_error_has_names(e, "org.freedesktop.DBus.Error.ServiceUnknown",
+                                   "org.freedesktop.DBus.Error.NameHasNoOwner",
+                                   "org.freedesktop.DBus.Error.NoServer", "org.freedesktop.DBus.Error.FileNotFound"))
+                return EXIT_NO_DAEMON;
+        if (sd_bus_error_has_name(e, "org.rtctl.Error.NoSuchProfile"))
+                return EXIT_NO_PROFILE;
+        if (sd_bus_error_has_name(e, "org.rtctl.Error.InvalidProfile"))
+                return EXIT_INVALID;
+        if (sd_bus_error_has_names(e, "org.rtctl.Error.NotAuthorized", "org.freedesktop.DBus.Error.AccessDenied"))
+                return EXIT_NOT_AUTHORIZED;
+        if (sd_bus_error_has_name(e, "org.rtctl.Error.InvalidArgument"))
+                return EXIT_USAGE;
+        return EXIT_FAILED;
+}
+
+int cli_bus(Cli *c, bool quiet)
+{
+        int r;
+
+        if (c->bus)
+                return EXIT_OK;
+        r = sd_bus_open_system(&c->bus);
+        if (r < 0) {
+                if (!quiet)
+                        fprintf(stderr, "Cannot connect to the system bus: %s\n", strerror(-r));
+                return EXIT_NO_DAEMON;
+        }
+        return EXIT_OK;
+}
+
+static int handle_error(sd_bus_error *e, int r, bool quiet_absent)
+{
+        int code = e->name ? cli_exit_for_error(e) : EXIT_FAILED;
+
+        if (code == EXIT_NO_DAEMON) {
+                if (!quiet_absent)
+                        fprintf(stderr, "rtctld is not running (no %s on the system bus).\n", BUS_NAME);
+        } else
+                fprintf(stderr, "%s\n", e->message ?: strerror(-r));
+        return code;
+}
+
+int cli_call(Cli *c, const char *method, sd_bus_message **reply, bool quiet_absent, const char *types, ...)
+{
+        sd_bus_error e = SD_BUS_ERROR_NULL;
+        sd_bus_message *m = NULL;
+        va_list ap;
+        int r, code;
+
+        code = cli_bus(c, quiet_absent);
+        if (code != EXIT_OK)
+                return code;
+        r = sd_bus_message_new_method_call(c->bus, &m, BUS_NAME, BUS_PATH, BUS_IFACE, method);
+        if (r >= 0 && types) {
+                va_start(ap, types);
+                r = sd_bus_message_appendv(m, types, ap);
+                va_end(ap);
+        }
+        if (r >= 0)
+                /* A profile switch waits for elevator switches (~24 ms per disk): allow for many disks. */
+                r = sd_bus_call(c->bus, m, 120 * 1000000ULL, &e, reply);
+        sd_bus_message_unref(m);
+        if (r < 0) {
+                code = handle_error(&e, r, quiet_absent);
+                sd_bus_error_free(&e);
+                return code;
+        }
+        return EXIT_OK;
+}
+
+int cli_get_property(Cli *c, const char *name, const char *type, sd_bus_message **reply, bool quiet_absent)
+{
+        sd_bus_error e = SD_BUS_ERROR_NULL;
+        int r, code;
+
+        code = cli_bus(c, quiet_absent);
+        if (code != EXIT_OK)
+                return code;
+        r = sd_bus_get_property(c->bus, BUS_NAME, BUS_PATH, BUS_IFACE, name, &e, reply, type);
+        if (r < 0) {
+                code = handle_error(&e, r, quiet_absent);
+                sd_bus_error_free(&e);
+                return code;
+        }
+        return EXIT_OK;
+}
+
+void cli_print_json(json_object *o)
+{
+        puts(json_object_to_json_string_ext(o, JSON_C_TO_STRING_PRETTY | JSON_C_TO_STRING_NOSLASHESCAPE));
+        json_object_put(o);
+}
+
+void cli_print_table(const char *const *header, size_t n, char **cells, size_t rows)
+{
+        size_t width[16] = {};
+
+        for (size_t j = 0; j < n; j++)
+                width[j] = strlen(header[j]);
+        for (size_t i = 0; i < rows; i++)
+                for (size_t j = 0; j < n; j++)
+                        width[j] = MAX(width[j], strlen(cells[i * n + j]));
+        for (size_t j = 0; j < n; j++)
+                printf("%-*s%s", j + 1 < n ? (int)width[j] : 0, header[j], j + 1 < n ? "  " : "\n");
+        for (size_t i = 0; i < rows; i++)
+                for (size_t j = 0; j < n; j++)
+                        printf("%-*s%s", j + 1 < n ? (int)width[j] : 0, cells[i * n + j], j + 1 < n ? "  " : "\n");
+}
+
+static const struct {
+        const char *name;
+        int (*run)(Cli *c, int argc, char *argv[]);
+} verbs[] = {
+        {"status", verb_status},   {"profiles", verb_profiles}, {"profile", verb_profile},
+        {"restore", verb_restore}, {"plan", verb_plan},
+};
+
+int main(int argc, char *argv[])
+{
+        Cli c = {};
+        int i = 1, r;
+
+        log_setup("rtctl");
+        for (; i < argc && argv[i][0] == '-'; i++) {
+                if (streq(argv[i], "--json"))
+                        c.json = true;
+                else if (streq(argv[i], "-h") || streq(argv[i], "--help")) {
+                        help();
+                        return EXIT_OK;
+                } else if (streq(argv[i], "--version")) {
+                        puts("rtctl " RTCTL_VERSION);
+                        return EXIT_OK;
+                } else
+                        break;
+        }
+        if (i >= argc) {
+                help();
+                return EXIT_USAGE;
+        }
+        for (size_t v = 0; v < ELEMENTSOF(verbs); v++)
+                if (streq(argv[i], verbs[v].name)) {
+                        /* --json may also follow the verb. */
+                        for (int k = i + 1; k < argc; k++)
+                                if (streq(argv[k], "--json")) {
+                                        c.json = true;
+                                        memmove(&argv[k], &argv[k + 1], sizeof(char *) * (size_t)(argc - k));
+                                        argc--;
+                                        k--;
+                                }
+                        r = verbs[v].run(&c, argc - i, argv + i);
+                        sd_bus_flush_close_unref(c.bus);
+                        return r;
+                }
+        fprintf(stderr, "Unknown command '%s'. See rtctl --help.\n", argv[i]);
+        return EXIT_USAGE;
+}

@@ -1,0 +1,175 @@
+/* SPDX-License-Identifier: GPL-2.0-or-later */
+/* profile, restore, plan */
+#include "cli/cli.h"
+#include "cli/local.h"
+
+static int print_result(Cli *c, const char *what, sd_bus_message *reply)
+{
+        unsigned changes = 0, failures = 0;
+
+        (void)sd_bus_message_read(reply, "uu", &changes, &failures);
+        if (c->json) {
+                json_object *o = json_object_new_object();
+                json_object_object_add(o, "changes", json_object_new_int((int)changes));
+                json_object_object_add(o, "failures", json_object_new_int((int)failures));
+                cli_print_json(o);
+        } else {
+                printf("%s: %u changes, %u failures.\n", what, changes, failures);
+                if (failures)
+                        printf("See `rtctl status` for what failed.\n");
+        }
+        return failures ? EXIT_FAILED : EXIT_OK;
+}
+
+int verb_profile(Cli *c, int argc, char *argv[])
+{
+        sd_bus_message *reply = NULL;
+        int code;
+
+        if (argc > 2) {
+                fprintf(stderr, "profile takes at most one name.\n");
+                return EXIT_USAGE;
+        }
+        if (argc == 1) {
+                const char *name = "";
+                code = cli_get_property(c, "ActiveProfile", "s", &reply, false);
+                if (code != EXIT_OK)
+                        return code;
+                (void)sd_bus_message_read(reply, "s", &name);
+                if (c->json) {
+                        json_object *o = json_object_new_object();
+                        json_object_object_add(o, "profile", json_object_new_string(name));
+                        cli_print_json(o);
+                } else
+                        puts(*name ? name : "(none)");
+                sd_bus_message_unref(reply);
+                return EXIT_OK;
+        }
+
+        code = cli_call(c, "SetProfile", &reply, false, "s", argv[1]);
+        if (code != EXIT_OK)
+                return code;
+        _cleanup_free_ char *what = xasprintf("Profile %s in place", argv[1]);
+        code = print_result(c, what, reply);
+        sd_bus_message_unref(reply);
+        return code;
+}
+
+int verb_restore(Cli *c, int argc, char *argv[])
+{
+        _cleanup_free_ char *err = NULL;
+        sd_bus_message *reply = NULL;
+        PassResult res;
+        int code;
+
+        if (argc > 1) {
+                fprintf(stderr, "restore takes no arguments.\n");
+                return EXIT_USAGE;
+        }
+        code = cli_call(c, "Restore", &reply, true, NULL);
+        if (code == EXIT_OK) {
+                code = print_result(c, "Restored", reply);
+                sd_bus_message_unref(reply);
+                return code;
+        }
+        if (code != EXIT_NO_DAEMON)
+                return code;
+
+        /* rtctld is not running (killed, or never started): restore from its journal ourselves. */
+        if (local_pass(NULL, false, &res, &err) < 0) {
+                fprintf(stderr, "Cannot restore: %s\n", err);
+                return EXIT_FAILED;
+        }
+        for (size_t i = 0; i < res.plan.n; i++)
+                if (res.plan.settings[i].result == SETTING_FAILED)
+                        fprintf(stderr, "%s: %s\n", res.plan.settings[i].object, res.plan.settings[i].message);
+        if (c->json) {
+                json_object *o = json_object_new_object();
+                json_object_object_add(o, "changes", json_object_new_int((int)res.stats.changed));
+                json_object_object_add(o, "failures", json_object_new_int((int)res.stats.failed));
+                cli_print_json(o);
+        } else
+                printf("rtctld is not running; restored from its journal: %u changes, %u failures.\n",
+                       res.stats.changed, res.stats.failed);
+        code = res.stats.failed ? EXIT_FAILED : EXIT_OK;
+        pass_result_clear(&res);
+        return code;
+}
+
+static void print_plan(Cli *c, char **cells, size_t rows)
+{
+        if (c->json) {
+                json_object *a = json_object_new_array();
+                for (size_t i = 0; i < rows; i++) {
+                        json_object *o = json_object_new_object();
+                        json_object_object_add(o, "object", json_object_new_string(cells[i * 3]));
+                        json_object_object_add(o, "current", json_object_new_string(cells[i * 3 + 1]));
+                        json_object_object_add(o, "desired", json_object_new_string(cells[i * 3 + 2]));
+                        json_object_array_add(a, o);
+                }
+                cli_print_json(a);
+        } else if (rows == 0)
+                puts("Nothing to change.");
+        else
+                cli_print_table((const char *const[]){"OBJECT", "CURRENT", "DESIRED"}, 3, cells, rows);
+}
+
+int verb_plan(Cli *c, int argc, char *argv[])
+{
+        _cleanup_strv_free_ char **cells = NULL;
+        _cleanup_free_ char *err = NULL, *local_name = NULL;
+        const char *profile = "";
+        sd_bus_message *reply = NULL;
+        size_t rows = 0;
+        PassResult res;
+        int code;
+
+        for (int i = 1; i < argc; i++) {
+                if (streq(argv[i], "--profile") && i + 1 < argc)
+                        profile = argv[++i];
+                else if (startswith(argv[i], "--profile="))
+                        profile = argv[i] + strlen("--profile=");
+                else {
+                        fprintf(stderr, "Usage: rtctl plan [--profile NAME]\n");
+                        return EXIT_USAGE;
+                }
+        }
+
+        code = cli_call(c, "Plan", &reply, true, "s", profile);
+        if (code == EXIT_OK) {
+                const char *o, *cur, *want;
+                if (sd_bus_message_enter_container(reply, 'a', "(sss)") >= 0)
+                        while (sd_bus_message_read(reply, "(sss)", &o, &cur, &want) > 0) {
+                                strv_push(&cells, xstrdup(o));
+                                strv_push(&cells, xstrdup(cur));
+                                strv_push(&cells, xstrdup(want));
+                                rows++;
+                        }
+                sd_bus_message_unref(reply);
+                print_plan(c, cells, rows);
+                return EXIT_OK;
+        }
+        if (code != EXIT_NO_DAEMON)
+                return code;
+
+        /* No daemon: read the configuration and the machine ourselves. */
+        if (isempty(profile))
+                profile = local_name = local_default_profile();
+        code = local_pass(profile, true, &res, &err);
+        if (code < 0) {
+                fprintf(stderr, "%s\n", err);
+                return code == -ENOENT ? EXIT_NO_PROFILE : code == -EINVAL ? EXIT_INVALID : EXIT_FAILED;
+        }
+        for (size_t i = 0; i < res.plan.n; i++) {
+                Setting *s = &res.plan.settings[i];
+                if (s->result != SETTING_PENDING)
+                        continue;
+                strv_push(&cells, xstrdup(s->object));
+                strv_push(&cells, xstrdup(strempty(s->current)));
+                strv_push(&cells, xstrdup(s->desired));
+                rows++;
+        }
+        pass_result_clear(&res);
+        print_plan(c, cells, rows);
+        return EXIT_OK;
+}

@@ -1,0 +1,198 @@
+/* SPDX-License-Identifier: GPL-2.0-or-later */
+/* status, profiles */
+#include <time.h>
+
+#include "cli/cli.h"
+#include "cli/local.h"
+#include "core/policy.h"
+
+typedef struct Row {
+        char *a, *b, *c, *d;
+} Row;
+
+static int read_string_prop(Cli *c, const char *name, char **ret)
+{
+        sd_bus_message *reply = NULL;
+        const char *s;
+        int code = cli_get_property(c, name, "s", &reply, false);
+
+        if (code != EXIT_OK)
+                return code;
+        if (sd_bus_message_read(reply, "s", &s) < 0)
+                s = "";
+        *ret = xstrdup(s);
+        sd_bus_message_unref(reply);
+        return EXIT_OK;
+}
+
+/* a(ssis) for Failures, a(sss) for Unsupported */
+static int read_problems(Cli *c, const char *name, bool with_errno, char ***ret_cells, size_t *ret_rows)
+{
+        sd_bus_message *reply = NULL;
+        const char *tuner, *object, *message;
+        int err = 0, code, r;
+        size_t rows = 0;
+        char **cells = NULL;
+
+        code = cli_get_property(c, name, with_errno ? "a(ssis)" : "a(sss)", &reply, false);
+        if (code != EXIT_OK)
+                return code;
+        r = sd_bus_message_enter_container(reply, 'a', with_errno ? "(ssis)" : "(sss)");
+        while (r >= 0) {
+                r = with_errno ? sd_bus_message_read(reply, "(ssis)", &tuner, &object, &err, &message)
+                               : sd_bus_message_read(reply, "(sss)", &tuner, &object, &message);
+                if (r <= 0)
+                        break;
+                strv_push(&cells, xstrdup(tuner));
+                strv_push(&cells, xstrdup(object));
+                strv_push(&cells, with_errno ? xasprintf("%s", strerrorname_np(err) ?: "?") : xstrdup(""));
+                strv_push(&cells, xstrdup(message));
+                rows++;
+        }
+        sd_bus_message_unref(reply);
+        *ret_cells = cells;
+        *ret_rows = rows;
+        return EXIT_OK;
+}
+
+static json_object *problems_json(char **cells, size_t rows, bool with_errno)
+{
+        json_object *a = json_object_new_array();
+
+        for (size_t i = 0; i < rows; i++) {
+                json_object *o = json_object_new_object();
+                json_object_object_add(o, "tuner", json_object_new_string(cells[i * 4]));
+                json_object_object_add(o, "object", json_object_new_string(cells[i * 4 + 1]));
+                if (with_errno)
+                        json_object_object_add(o, "error", json_object_new_string(cells[i * 4 + 2]));
+                json_object_object_add(o, "message", json_object_new_string(cells[i * 4 + 3]));
+                json_object_array_add(a, o);
+        }
+        return a;
+}
+
+int verb_status(Cli *c, int argc, char *argv[])
+{
+        _cleanup_free_ char *profile = NULL, *state = NULL, *version = NULL, *iso = NULL, *hk = NULL;
+        _cleanup_strv_free_ char **failures = NULL, **unsupported = NULL;
+        size_t n_failures = 0, n_unsupported = 0;
+        sd_bus_message *reply = NULL;
+        uint64_t ts = 0, duration = 0;
+        unsigned changes = 0, failed = 0;
+        int code;
+
+        if (argc > 1) {
+                fprintf(stderr, "status takes no arguments.\n");
+                return EXIT_USAGE;
+        }
+        if ((code = read_string_prop(c, "ActiveProfile", &profile)) != EXIT_OK ||
+            (code = read_string_prop(c, "State", &state)) != EXIT_OK ||
+            (code = read_string_prop(c, "Version", &version)) != EXIT_OK ||
+            (code = read_string_prop(c, "IsolatedCPUs", &iso)) != EXIT_OK ||
+            (code = read_string_prop(c, "HousekeepingCPUs", &hk)) != EXIT_OK ||
+            (code = read_problems(c, "Failures", true, &failures, &n_failures)) != EXIT_OK ||
+            (code = read_problems(c, "Unsupported", false, &unsupported, &n_unsupported)) != EXIT_OK)
+                return code;
+        code = cli_get_property(c, "LastPass", "(tuut)", &reply, false);
+        if (code != EXIT_OK)
+                return code;
+        (void)sd_bus_message_read(reply, "(tuut)", &ts, &changes, &failed, &duration);
+        sd_bus_message_unref(reply);
+
+        if (c->json) {
+                json_object *o = json_object_new_object(), *lp = json_object_new_object();
+                json_object_object_add(o, "version", json_object_new_string(version));
+                json_object_object_add(o, "profile", json_object_new_string(profile));
+                json_object_object_add(o, "state", json_object_new_string(state));
+                json_object_object_add(o, "isolated_cpus", json_object_new_string(iso));
+                json_object_object_add(o, "housekeeping_cpus", json_object_new_string(hk));
+                json_object_object_add(lp, "timestamp_usec", json_object_new_uint64(ts));
+                json_object_object_add(lp, "changes", json_object_new_int((int)changes));
+                json_object_object_add(lp, "failures", json_object_new_int((int)failed));
+                json_object_object_add(lp, "duration_usec", json_object_new_uint64(duration));
+                json_object_object_add(o, "last_pass", lp);
+                json_object_object_add(o, "failures", problems_json(failures, n_failures, true));
+                json_object_object_add(o, "unsupported", problems_json(unsupported, n_unsupported, false));
+                cli_print_json(o);
+        } else {
+                char when[64] = "never";
+                time_t t = (time_t)(ts / 1000000);
+                if (ts)
+                        strftime(when, sizeof when, "%Y-%m-%d %H:%M:%S", localtime(&t));
+                printf("Profile:          %s\n", *profile ? profile : "(none)");
+                printf("State:            %s\n", state);
+                printf("Isolated CPUs:    %s\n", *iso ? iso : "(none)");
+                printf("Housekeeping CPUs: %s\n", hk);
+                printf("Last pass:        %s, %u changes, %u failures, %.1f ms\n", when, changes, failed,
+                       (double)duration / 1000.0);
+                printf("Daemon:           rtctld %s\n", version);
+                if (n_failures) {
+                        printf("\nFailures:\n");
+                        cli_print_table((const char *const[]){"TUNER", "OBJECT", "ERROR", "MESSAGE"}, 4, failures,
+                                        n_failures);
+                }
+                if (n_unsupported) {
+                        printf("\nNot supported here (not failures):\n");
+                        for (size_t i = 0; i < n_unsupported; i++)
+                                printf("  %s: %s\n", unsupported[i * 4 + 1], unsupported[i * 4 + 3]);
+                }
+        }
+        return streq(state, "degraded") ? EXIT_FAILED : EXIT_OK;
+}
+
+int verb_profiles(Cli *c, int argc, char *argv[])
+{
+        _cleanup_free_ char *active = NULL;
+        _cleanup_strv_free_ char **cells = NULL;
+        sd_bus_message *reply = NULL;
+        size_t rows = 0;
+        int code;
+
+        if (argc > 1) {
+                fprintf(stderr, "profiles takes no arguments.\n");
+                return EXIT_USAGE;
+        }
+        code = cli_get_property(c, "Profiles", "a(ss)", &reply, true);
+        if (code == EXIT_OK) {
+                const char *name, *desc;
+                (void)read_string_prop(c, "ActiveProfile", &active);
+                if (sd_bus_message_enter_container(reply, 'a', "(ss)") >= 0)
+                        while (sd_bus_message_read(reply, "(ss)", &name, &desc) > 0) {
+                                strv_push(&cells, xstrdup(name));
+                                strv_push(&cells, xstrdup(desc));
+                                rows++;
+                        }
+                sd_bus_message_unref(reply);
+        } else if (code == EXIT_NO_DAEMON) {
+                /* Without the daemon, list what this machine's configuration holds. */
+                _cleanup_strv_free_ char **path = conf_search_path();
+                ProfileInfo *l = NULL;
+                size_t n = 0;
+                (void)profiles_list(path, &l, &n);
+                for (size_t i = 0; i < n; i++) {
+                        strv_push(&cells, xstrdup(l[i].name));
+                        strv_push(&cells, xstrdup(l[i].description));
+                }
+                rows = n;
+                profiles_free(l, n);
+        } else
+                return code;
+
+        if (c->json) {
+                json_object *a = json_object_new_array();
+                for (size_t i = 0; i < rows; i++) {
+                        json_object *o = json_object_new_object();
+                        json_object_object_add(o, "name", json_object_new_string(cells[i * 2]));
+                        json_object_object_add(o, "description", json_object_new_string(cells[i * 2 + 1]));
+                        json_object_object_add(o, "active",
+                                               json_object_new_boolean(active && streq(active, cells[i * 2])));
+                        json_object_array_add(a, o);
+                }
+                cli_print_json(a);
+                return EXIT_OK;
+        }
+        for (size_t i = 0; i < rows; i++)
+                printf("%s %-16s %s\n", active && streq(active, cells[i * 2]) ? "*" : " ", cells[i * 2],
+                       cells[i * 2 + 1]);
+        return EXIT_OK;
+}

@@ -1,0 +1,209 @@
+"""Helpers that touch the real kernel: snapshots of everything rtctl can change, and devices the tests
+make and remove themselves. Never touches devices the test did not make, never offlines cpu0."""
+import contextlib
+import errno
+import fcntl
+import glob
+import os
+import re
+import socket
+import time
+
+LOOP_CTL_ADD = 0x4C80
+LOOP_CTL_REMOVE = 0x4C81
+# Loop numbers the tests own; test profiles match only these names (loop2NN).
+TEST_LOOP_BASE = 200
+
+SYSCTLS = [
+    "kernel/sched_rt_runtime_us",
+    "kernel/timer_migration",
+    "kernel/nmi_watchdog",
+    "kernel/watchdog_cpumask",
+    "kernel/sched_rt_period_us",
+]
+
+
+def read(path, default=None):
+    try:
+        with open(path) as f:
+            return f.read().strip()
+    except OSError:
+        return default
+
+
+def active_choice(line):
+    m = re.search(r"\[([^\]]+)\]", line or "")
+    return m.group(1) if m else line
+
+
+def snapshot():
+    """What rtctl can touch, as a dict of path -> value. Equal before and after a test module, or the
+    module left something behind."""
+    s = {}
+    for d in sorted(glob.glob("/proc/irq/[0-9]*")):
+        s[d + "/smp_affinity_list"] = read(d + "/smp_affinity_list")
+    s["/proc/irq/default_smp_affinity"] = read("/proc/irq/default_smp_affinity")
+    for f in sorted(glob.glob("/sys/devices/system/cpu/cpu[0-9]*/cpuidle/state*/disable")):
+        s[f] = read(f)
+    for f in sorted(glob.glob("/sys/devices/system/cpu/cpu[0-9]*/power/pm_qos_resume_latency_us")):
+        s[f] = read(f)
+    s["/sys/devices/system/cpu/online"] = read("/sys/devices/system/cpu/online")
+    for dev in sorted(glob.glob("/sys/block/*")):
+        q = dev + "/queue/"
+        if not os.path.exists(q + "scheduler"):
+            s[dev] = "present (no scheduler)"
+            continue
+        s[q + "scheduler"] = active_choice(read(q + "scheduler"))
+        for attr in ("read_ahead_kb", "nr_requests"):
+            s[q + attr] = read(q + attr)
+        for f in sorted(glob.glob(q + "iosched/*")):
+            s[f] = read(f)
+    for root in ("/sys/fs/cgroup/cpuset", "/sys/fs/cgroup/unified", "/sys/fs/cgroup"):
+        for d in sorted(glob.glob(root + "/*")):
+            name = os.path.basename(d)
+            if os.path.isdir(d) and re.search(r"rtctl|housekeeping|isolated", name):
+                s[d] = "cgroup"
+    for k in SYSCTLS:
+        v = read("/proc/sys/" + k)
+        if v is not None:
+            s["/proc/sys/" + k] = v
+    for stat in glob.glob("/proc/[0-9]*/stat"):
+        st = read(stat)
+        if not st or "(irq/" not in st:
+            continue
+        fields = st.rsplit(")", 1)[1].split()
+        comm = st[st.index("(") + 1:st.rindex(")")]
+        s["irqthread " + comm] = "policy %s prio %s" % (fields[38], fields[37])
+    return s
+
+
+def diff(before, after):
+    lines = []
+    for k in sorted(set(before) | set(after)):
+        if before.get(k) != after.get(k):
+            lines.append("%s: %r -> %r" % (k, before.get(k), after.get(k)))
+    return lines
+
+
+def _loop_ctl(op, n):
+    fd = os.open("/dev/loop-control", os.O_RDWR | os.O_CLOEXEC)
+    try:
+        return fcntl.ioctl(fd, op, n)
+    finally:
+        os.close(fd)
+
+
+def free_test_loop_number():
+    for n in range(TEST_LOOP_BASE, TEST_LOOP_BASE + 100):
+        if not os.path.exists("/sys/block/loop%d" % n):
+            return n
+    raise RuntimeError("no free test loop number")
+
+
+def add_loop(n=None):
+    """Makes loop device N through /dev/loop-control, which sends a real 'add' uevent."""
+    if n is None:
+        n = free_test_loop_number()
+    _loop_ctl(LOOP_CTL_ADD, n)
+    name = "loop%d" % n
+    deadline = time.monotonic() + 5
+    while not os.path.exists("/sys/block/%s/queue/scheduler" % name):
+        if time.monotonic() > deadline:
+            raise RuntimeError(name + " did not appear")
+        time.sleep(0.01)
+    return name
+
+
+def remove_loop(name):
+    n = int(name[4:])
+    for _ in range(100):
+        try:
+            _loop_ctl(LOOP_CTL_REMOVE, n)
+            return
+        except OSError as e:
+            if e.errno == errno.ENODEV or e.errno == errno.ENXIO:
+                return
+            if e.errno != errno.EBUSY:
+                raise
+            time.sleep(0.05)
+    raise RuntimeError("could not remove " + name)
+
+
+@contextlib.contextmanager
+def loop_devices(count):
+    names = []
+    try:
+        for _ in range(count):
+            names.append(add_loop())
+        yield names
+    finally:
+        for n in names:
+            remove_loop(n)
+
+
+def zram_available():
+    return os.path.exists("/sys/class/zram-control/hot_add")
+
+
+@contextlib.contextmanager
+def zram_device():
+    """A zram device: bio-based, so it has no queue/scheduler file at all."""
+    with open("/sys/class/zram-control/hot_add") as f:
+        n = int(f.read().strip())
+    name = "zram%d" % n
+    try:
+        yield name
+    finally:
+        for _ in range(50):
+            try:
+                with open("/sys/class/zram-control/hot_remove", "w") as f:
+                    f.write(str(n))
+                break
+            except OSError as e:
+                if e.errno != errno.EBUSY:
+                    raise
+                time.sleep(0.05)
+
+
+CPU1_ONLINE = "/sys/devices/system/cpu/cpu1/online"
+
+
+def set_cpu1(online):
+    with open(CPU1_ONLINE, "w") as f:
+        f.write("1" if online else "0")
+
+
+@contextlib.contextmanager
+def cpu1_hotplug_guard():
+    """Whatever happens inside, cpu1 is online again afterwards (cpu0 is never touched)."""
+    try:
+        yield
+    finally:
+        if read(CPU1_ONLINE) != "1":
+            set_cpu1(True)
+
+
+class UeventListener:
+    """Kernel uevents with the time they arrived (CLOCK_MONOTONIC)."""
+
+    def __init__(self):
+        self.sock = socket.socket(socket.AF_NETLINK, socket.SOCK_DGRAM, 15)  # NETLINK_KOBJECT_UEVENT
+        self.sock.bind((0, 1))
+        self.sock.settimeout(0.05)
+
+    def wait_for(self, action, devpath_suffix, timeout=5.0):
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            try:
+                data = self.sock.recv(65536)
+            except socket.timeout:
+                continue
+            now = time.monotonic()
+            parts = data.split(b"\0")
+            head = parts[0].decode(errors="replace")
+            if head.startswith(action + "@") and head.endswith(devpath_suffix):
+                return now
+        raise TimeoutError("no %s uevent for %s" % (action, devpath_suffix))
+
+    def close(self):
+        self.sock.close()

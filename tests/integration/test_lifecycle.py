@@ -1,0 +1,108 @@
+"""Stop, crash, restart and restore; bad configuration while running."""
+import signal
+
+import machine
+from conftest import wait_until
+
+RULES = """
+[Profile]
+Description=test
+[Block test]
+Match=name:loop2[0-9][0-9]
+Scheduler=bfq
+Tunables=low_latency=0
+[Sysctl]
+kernel.sched_rt_runtime_us=950001
+"""
+
+
+def test_sigterm_puts_every_value_back(env):
+    env.profile("t", RULES)
+    with machine.loop_devices(2):
+        before = machine.snapshot()
+        d = env.start("--profile", "t")
+        assert machine.diff(before, machine.snapshot()) != []
+        assert d.stop(signal.SIGTERM) == 0
+        assert machine.diff(before, machine.snapshot()) == []
+        assert env.journal is None
+
+
+def test_sigkill_then_restart_then_restore(env):
+    env.profile("t", RULES)
+    with machine.loop_devices(2):
+        before = machine.snapshot()
+        d = env.start("--profile", "t")
+        d.stop(signal.SIGKILL)
+        assert env.journal and len(env.journal["entries"]) >= 5
+        # A new daemon finds the journal and keeps the true originals, not the tuned values.
+        d2 = env.start("--profile", "t")
+        assert "from an earlier run" in d2.output()
+        assert env.rtctl_json("restore")["failures"] == 0
+        assert machine.diff(before, machine.snapshot()) == []
+        d2.stop()
+
+
+def test_sigkill_then_restore_without_daemon(env):
+    env.profile("t", RULES)
+    with machine.loop_devices(1):
+        before = machine.snapshot()
+        d = env.start("--profile", "t")
+        d.stop(signal.SIGKILL)
+        p = env.rtctl("restore")
+        assert p.returncode == 0, p.stderr
+        assert "not running" in p.stdout
+        assert machine.diff(before, machine.snapshot()) == []
+        assert env.journal is None
+
+
+def test_broken_profile_reported_daemon_keeps_last_good(env):
+    path = env.profile("t", RULES)
+    env.profile("bad", "[Profile]\nDescription=bad\n[Block x]\nMatch=name:loop2*\nScheduler=fastest\n"
+                "Frobnicate=1\n")
+    with machine.loop_devices(1) as (name,):
+        d = env.start("--profile", "t")
+        p = env.rtctl("profile", "bad")
+        assert p.returncode == 5
+        assert "bad.conf:5: Scheduler=fastest: unknown I/O scheduler 'fastest'" in p.stderr
+        assert "bad.conf:6: Frobnicate=1: unknown key in [Block x]" in p.stderr
+        assert env.rtctl_json("status")["profile"] == "t"
+
+        # The active profile's file breaks; a reload (by call or SIGHUP) keeps the last good policy.
+        with open(path, "a") as f:
+            f.write("[CPU]\nIsolate=0-1\nbogus line\n")
+        p = env.rtctl("profile", "t")
+        assert p.returncode == 5 and "t.conf:12: expected Key=Value" in p.stderr
+        d.proc.send_signal(signal.SIGHUP)
+        assert wait_until(lambda: "Reload failed" in d.output())
+        assert d.running()
+        status = env.rtctl_json("status")
+        assert status["profile"] == "t" and status["state"] == "applied"
+        assert machine.active_choice(machine.read("/sys/block/%s/queue/scheduler" % name)) == "bfq"
+
+
+def test_profile_errors_name_file_line_key(env):
+    env.profile("base", "[Profile]\nDescription=base\n[Block x]\nMatch=rotational:2\n")
+    env.profile("child", "[Profile]\nInclude=base\n[CPU]\nIsolate=3-1\n")
+    env.profile("loop1", "[Profile]\nInclude=loop2\n")
+    env.profile("loop2", "[Profile]\nInclude=loop1\n")
+    env.start("--profile", "off")
+    p = env.rtctl("plan", "--profile", "child")
+    assert p.returncode == 5
+    assert "base.conf:4: Match=rotational:2: rotational: takes 0 or 1, not '2'" in p.stderr
+    assert "child.conf:4: Isolate=3-1:" in p.stderr and "runs backwards" in p.stderr
+    p = env.rtctl("profile", "loop1")
+    assert p.returncode == 5 and "include cycle: loop1 -> loop2 -> loop1" in p.stderr
+    p = env.rtctl("profile", "nonexistent")
+    assert p.returncode == 4
+
+
+def test_remembered_profile_survives_restart(env):
+    env.profile("t", RULES)
+    with machine.loop_devices(1):
+        d = env.start()
+        assert env.rtctl_json("status")["profile"] == "off"
+        env.rtctl("profile", "t", check=True)
+        d.stop()
+        d = env.start()
+        assert env.rtctl_json("status")["profile"] == "t"
+        d.stop()

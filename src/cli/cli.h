@@ -9,11 +9,11 @@
 /* Exit codes scripts can rely on; documented in rtctl(1). */
 enum {
         EXIT_OK = 0,
-        EXIT_FAILED = 1,       /* the operation failed, or left failures behind */
+        EXIT_FAILED = 1, /* the operation failed, or left failures behind */
         EXIT_USAGE = 2,
-        EXIT_NO_DAEMON = 3,    /* rtctld is not on the bus and the verb needs it */
+        EXIT_NO_DAEMON = 3, /* rtctld is not on the bus and the verb needs it */
         EXIT_NO_PROFILE = 4,
-        EXIT_INVALID = 5,      /* a profile or configuration file is invalid */
+        EXIT_INVALID = 5, /* a profile or configuration file is invalid */
         EXIT_NOT_AUTHORIZED = 6,
 };
 

@@ -11,7 +11,8 @@ static const char *runtime_dir(void)
 char *local_default_profile(void)
 {
         const char *e = getenv("STATE_DIRECTORY");
-        _cleanup_free_ char *path = xasprintf("%s/active-profile", e && !strchr(e, ':') ? e : "/var/lib/rtctl");
+        _cleanup_free_ char *path =
+            xasprintf("%s/active-profile", e && !strchr(e, ':') ? e : "/var/lib/rtctl");
         _cleanup_strv_free_ char **search = conf_search_path();
         _cleanup_conf_ Conf *c = NULL;
         _cleanup_free_ char *err = NULL;

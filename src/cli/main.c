@@ -11,33 +11,35 @@
 
 static void help(void)
 {
-        printf("rtctl [--json] COMMAND ...\n\n"
-               "Shows and changes how rtctld tunes this machine for low-latency work.\n\n"
-               "Commands:\n"
-               "  status                 Active profile, state, failures, last pass\n"
-               "  profiles               The profiles there are\n"
-               "  profile [NAME]         Show the active profile, or switch to NAME (returns when in place)\n"
-               "  plan [--profile NAME]  What applying a profile would change (works without rtctld)\n"
-               "  restore                Put every value rtctl changed back (works without rtctld)\n\n"
-               "Options:\n"
-               "  -h --help              Show this help\n"
-               "     --version           Show the version\n"
-               "     --json              Machine-readable output\n\n"
-               "Exit status: 0 ok, 1 failed or failures left, 2 usage, 3 rtctld not running,\n"
-               "4 no such profile, 5 invalid profile, 6 not authorized. See rtctl(1).\n");
+        printf(
+            "rtctl [--json] COMMAND ...\n\n"
+            "Shows and changes how rtctld tunes this machine for low-latency work.\n\n"
+            "Commands:\n"
+            "  status                 Active profile, state, failures, last pass\n"
+            "  profiles               The profiles there are\n"
+            "  profile [NAME]         Show the active profile, or switch to NAME (returns when in place)\n"
+            "  plan [--profile NAME]  What applying a profile would change (works without rtctld)\n"
+            "  restore                Put every value rtctl changed back (works without rtctld)\n\n"
+            "Options:\n"
+            "  -h --help              Show this help\n"
+            "     --version           Show the version\n"
+            "     --json              Machine-readable output\n\n"
+            "Exit status: 0 ok, 1 failed or failures left, 2 usage, 3 rtctld not running,\n"
+            "4 no such profile, 5 invalid profile, 6 not authorized. See rtctl(1).\n");
 }
 
 int cli_exit_for_error(const sd_bus_error *e)
 {
-        if (sd_bus_error_has_names(e, "org.freedesktop.DBus.Error.ServiceUnknown",
-                                   "org.freedesktop.DBus.Error.NameHasNoOwner",
-                                   "org.freedesktop.DBus.Error.NoServer", "org.freedesktop.DBus.Error.FileNotFound"))
+        if (sd_bus_error_has_names(
+                e, "org.freedesktop.DBus.Error.ServiceUnknown", "org.freedesktop.DBus.Error.NameHasNoOwner",
+                "org.freedesktop.DBus.Error.NoServer", "org.freedesktop.DBus.Error.FileNotFound"))
                 return EXIT_NO_DAEMON;
         if (sd_bus_error_has_name(e, "org.rtctl.Error.NoSuchProfile"))
                 return EXIT_NO_PROFILE;
         if (sd_bus_error_has_name(e, "org.rtctl.Error.InvalidProfile"))
                 return EXIT_INVALID;
-        if (sd_bus_error_has_names(e, "org.rtctl.Error.NotAuthorized", "org.freedesktop.DBus.Error.AccessDenied"))
+        if (sd_bus_error_has_names(e, "org.rtctl.Error.NotAuthorized",
+                                   "org.freedesktop.DBus.Error.AccessDenied"))
                 return EXIT_NOT_AUTHORIZED;
         if (sd_bus_error_has_name(e, "org.rtctl.Error.InvalidArgument"))
                 return EXIT_USAGE;
@@ -135,15 +137,16 @@ void cli_print_table(const char *const *header, size_t n, char **cells, size_t r
                 printf("%-*s%s", j + 1 < n ? (int)width[j] : 0, header[j], j + 1 < n ? "  " : "\n");
         for (size_t i = 0; i < rows; i++)
                 for (size_t j = 0; j < n; j++)
-                        printf("%-*s%s", j + 1 < n ? (int)width[j] : 0, cells[i * n + j], j + 1 < n ? "  " : "\n");
+                        printf("%-*s%s", j + 1 < n ? (int)width[j] : 0, cells[i * n + j],
+                               j + 1 < n ? "  " : "\n");
 }
 
 static const struct {
         const char *name;
         int (*run)(Cli *c, int argc, char *argv[]);
 } verbs[] = {
-        {"status", verb_status},   {"profiles", verb_profiles}, {"profile", verb_profile},
-        {"restore", verb_restore}, {"plan", verb_plan},
+    {"status", verb_status},   {"profiles", verb_profiles}, {"profile", verb_profile},
+    {"restore", verb_restore}, {"plan", verb_plan},
 };
 
 int main(int argc, char *argv[])

@@ -82,7 +82,8 @@ int verb_restore(Cli *c, int argc, char *argv[])
         }
         for (size_t i = 0; i < res.plan.n; i++)
                 if (res.plan.settings[i].result == SETTING_FAILED)
-                        fprintf(stderr, "%s: %s\n", res.plan.settings[i].object, res.plan.settings[i].message);
+                        fprintf(stderr, "%s: %s\n", res.plan.settings[i].object,
+                                res.plan.settings[i].message);
         if (c->json) {
                 json_object *o = json_object_new_object();
                 json_object_object_add(o, "changes", json_object_new_int((int)res.stats.changed));

@@ -128,8 +128,8 @@ int verb_status(Cli *c, int argc, char *argv[])
                 printf("Daemon:           rtctld %s\n", version);
                 if (n_failures) {
                         printf("\nFailures:\n");
-                        cli_print_table((const char *const[]){"TUNER", "OBJECT", "ERROR", "MESSAGE"}, 4, failures,
-                                        n_failures);
+                        cli_print_table((const char *const[]){"TUNER", "OBJECT", "ERROR", "MESSAGE"}, 4,
+                                        failures, n_failures);
                 }
                 if (n_unsupported) {
                         printf("\nNot supported here (not failures):\n");
@@ -184,8 +184,8 @@ int verb_profiles(Cli *c, int argc, char *argv[])
                         json_object *o = json_object_new_object();
                         json_object_object_add(o, "name", json_object_new_string(cells[i * 2]));
                         json_object_object_add(o, "description", json_object_new_string(cells[i * 2 + 1]));
-                        json_object_object_add(o, "active",
-                                               json_object_new_boolean(active && streq(active, cells[i * 2])));
+                        json_object_object_add(
+                            o, "active", json_object_new_boolean(active && streq(active, cells[i * 2])));
                         json_object_array_add(a, o);
                 }
                 cli_print_json(a);

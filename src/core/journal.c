@@ -37,10 +37,8 @@ static void append(Journal *j, const SettingKind *kind, const char *tuner, const
                         abort();
                 reindex(j);
         }
-        j->entries[j->n] = (JournalEntry){.kind = kind,
-                                          .object = xstrdup(object),
-                                          .original = xstrdup(original),
-                                          .tuner = xstrdup(tuner)};
+        j->entries[j->n] = (JournalEntry){
+            .kind = kind, .object = xstrdup(object), .original = xstrdup(original), .tuner = xstrdup(tuner)};
         g_hash_table_insert(j->index, j->entries[j->n].object, GSIZE_TO_POINTER(j->n + 1));
         j->n++;
 }
@@ -182,9 +180,8 @@ int journal_save(Journal *j)
                 json_object_array_add(entries, e);
         }
         json_object_object_add(root, "entries", entries);
-        r = write_file_atomic(j->path,
-                              json_object_to_json_string_ext(root, JSON_C_TO_STRING_PRETTY |
-                                                                           JSON_C_TO_STRING_NOSLASHESCAPE));
+        r = write_file_atomic(j->path, json_object_to_json_string_ext(
+                                           root, JSON_C_TO_STRING_PRETTY | JSON_C_TO_STRING_NOSLASHESCAPE));
         json_object_put(root);
         if (r < 0)
                 return r;

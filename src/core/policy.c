@@ -147,7 +147,8 @@ static void check_unused(Conf *c, char ***errors)
                 }
                 for (size_t k = 0; k < s->n_keys; k++)
                         if (!s->keys[k].used)
-                                strv_push(errors, conf_key_error(&s->keys[k], "unknown key in [%s]", s->name));
+                                strv_push(errors,
+                                          conf_key_error(&s->keys[k], "unknown key in [%s]", s->name));
         }
 }
 
@@ -265,8 +266,9 @@ static int pick_auto(const Topology *t, unsigned n_cores, CpuSet **ret, char **r
                         best = TAKE_PTR(pick);
         }
         if (!best) {
-                *ret_error = xasprintf("auto:%u: no last-level cache group has %u whole cores besides CPU 0's",
-                                       n_cores, n_cores);
+                *ret_error =
+                    xasprintf("auto:%u: no last-level cache group has %u whole cores besides CPU 0's",
+                              n_cores, n_cores);
                 return -EINVAL;
         }
         *ret = TAKE_PTR(best);
@@ -284,8 +286,8 @@ int policy_cpus(const Policy *p, const Topology *t, CpuSet **ret_isolated, CpuSe
                 if (!cpuset_subset(p->isolate.list, t->possible)) {
                         _cleanup_free_ char *want = cpuset_format_list(p->isolate.list);
                         _cleanup_free_ char *have = cpuset_format_list(t->possible);
-                        *ret_error = xasprintf("Isolate=%s names CPUs this machine does not have (it has %s)",
-                                               want, have);
+                        *ret_error = xasprintf(
+                            "Isolate=%s names CPUs this machine does not have (it has %s)", want, have);
                         return -EINVAL;
                 }
                 iso = cpuset_new(t->n_cpus);
@@ -353,7 +355,9 @@ int profiles_list(char *const *search_path, ProfileInfo **ret, size_t *ret_n)
                         if (!l)
                                 abort();
                         l[n++] = (ProfileInfo){.name = TAKE_PTR(name),
-                                               .description = xstrdup(k ? k->value : err ? "(invalid)" : "")};
+                                               .description = xstrdup(k     ? k->value
+                                                                      : err ? "(invalid)"
+                                                                            : "")};
                 }
         }
         if (n > 1)

@@ -127,7 +127,8 @@ void reconcile_pass(const Policy *policy, const Topology *topology, Journal *jou
                 ret->housekeeping = cpuset_dup(topology->possible);
         }
 
-        PlanContext ctx = {.topology = topology, .isolated = ret->isolated, .housekeeping = ret->housekeeping};
+        PlanContext ctx = {
+            .topology = topology, .isolated = ret->isolated, .housekeeping = ret->housekeeping};
         plan_tuners(policy, &ctx, dirty, ret);
         if (journal)
                 plan_restores(journal, dirty, ret);

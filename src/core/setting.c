@@ -39,10 +39,10 @@ static int file_read(const char *object, char **ret)
 }
 
 const SettingKind setting_kind_file = {
-        .name = "file",
-        .read = file_read,
-        .write = sys_write,
-        .equal = equal_folded,
+    .name = "file",
+    .read = file_read,
+    .write = sys_write,
+    .equal = equal_folded,
 };
 
 static int choice_read(const char *object, char **ret)
@@ -65,10 +65,10 @@ static int choice_read(const char *object, char **ret)
 }
 
 const SettingKind setting_kind_choice = {
-        .name = "choice",
-        .read = choice_read,
-        .write = sys_write,
-        .equal = equal_folded,
+    .name = "choice",
+    .read = choice_read,
+    .write = sys_write,
+    .equal = equal_folded,
 };
 
 const SettingKind *setting_kind_from_name(const char *name)

@@ -31,7 +31,7 @@ typedef enum SettingResult {
 typedef struct Setting {
         const SettingKind *kind;
         const char *tuner;
-        char *object;  /* the kernel path, without root prefix */
+        char *object; /* the kernel path, without root prefix */
         char *desired;
         bool restore;   /* puts a journalled original back: the policy no longer wants this object */
         unsigned phase; /* applied in phase order: a block queue's iosched/ tunables only exist after

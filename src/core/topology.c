@@ -113,8 +113,8 @@ static void read_nodes(Topology *t)
                 path = xasprintf("/sys/devices/system/node/%s/cpulist", de->d_name);
                 if (read_cpulist(path, t->n_cpus, &set) < 0)
                         continue;
-                FOREACH_CPU(cpu, set)
-                t->cpus[cpu].node = (int)node;
+                FOREACH_CPU (cpu, set)
+                        t->cpus[cpu].node = (int)node;
         }
 }
 

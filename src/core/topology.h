@@ -8,8 +8,8 @@ typedef struct CpuInfo {
          * seen while it was online are kept across refreshes). */
         int package;
         int die;
-        int core;    /* the lowest CPU number among its SMT siblings: unique machine-wide */
-        int llc;     /* the lowest CPU number sharing its last-level cache */
+        int core; /* the lowest CPU number among its SMT siblings: unique machine-wide */
+        int llc;  /* the lowest CPU number sharing its last-level cache */
         int node;
         bool present;
         bool online;

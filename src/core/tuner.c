@@ -3,8 +3,8 @@
 
 /* The order is the order of a pass: sysctls before devices. */
 const Tuner *const tuners[N_TUNERS] = {
-        &tuner_sysctl,
-        &tuner_block,
+    &tuner_sysctl,
+    &tuner_block,
 };
 
 int tuner_index(const char *name)

@@ -33,7 +33,8 @@ static int profile_error(sd_bus_error *error, int r, const char *name, const cha
                 return sd_bus_error_setf(error, RTCTL_ERROR_NO_SUCH_PROFILE, "No profile named '%s'", name);
         if (!profile_name_valid(name))
                 return sd_bus_error_setf(error, RTCTL_ERROR_INVALID_ARGUMENT, "%s", msg);
-        return sd_bus_error_setf(error, RTCTL_ERROR_INVALID_PROFILE, "Profile '%s' is invalid:\n%s", name, msg);
+        return sd_bus_error_setf(error, RTCTL_ERROR_INVALID_PROFILE, "Profile '%s' is invalid:\n%s", name,
+                                 msg);
 }
 
 static int method_set_profile(sd_bus_message *msg, void *userdata, sd_bus_error *error)
@@ -140,8 +141,9 @@ static int property_version(sd_bus *bus, const char *path, const char *interface
         return sd_bus_message_append(reply, "s", RTCTL_VERSION);
 }
 
-static int property_active_profile(sd_bus *bus, const char *path, const char *interface, const char *property,
-                                   sd_bus_message *reply, void *userdata, sd_bus_error *error)
+static int property_active_profile(sd_bus *bus, const char *path, const char *interface,
+                                   const char *property, sd_bus_message *reply, void *userdata,
+                                   sd_bus_error *error)
 {
         return sd_bus_message_append(reply, "s", manager_active_profile(userdata));
 }
@@ -193,8 +195,9 @@ static int append_failures(sd_bus_message *reply, GHashTable *table, bool with_e
         r = sd_bus_message_open_container(reply, 'a', with_errno ? "(ssis)" : "(sss)");
         for (guint i = 0; r >= 0 && i < n; i++) {
                 Failure *f = arr->pdata[i];
-                r = with_errno ? sd_bus_message_append(reply, "(ssis)", f->tuner, f->object, f->error, f->message)
-                               : sd_bus_message_append(reply, "(sss)", f->tuner, f->object, f->message);
+                r = with_errno
+                        ? sd_bus_message_append(reply, "(ssis)", f->tuner, f->object, f->error, f->message)
+                        : sd_bus_message_append(reply, "(sss)", f->tuner, f->object, f->message);
         }
         g_ptr_array_free(arr, true);
         if (r < 0)
@@ -234,25 +237,25 @@ static int property_last_pass(sd_bus *bus, const char *path, const char *interfa
 }
 
 static const sd_bus_vtable manager_vtable[] = {
-        SD_BUS_VTABLE_START(0),
-        SD_BUS_PROPERTY("Version", "s", property_version, 0, SD_BUS_VTABLE_PROPERTY_CONST),
-        SD_BUS_PROPERTY("ActiveProfile", "s", property_active_profile, 0, SD_BUS_VTABLE_PROPERTY_EMITS_CHANGE),
-        SD_BUS_PROPERTY("Profiles", "a(ss)", property_profiles, 0, SD_BUS_VTABLE_PROPERTY_EMITS_INVALIDATION),
-        SD_BUS_PROPERTY("State", "s", property_state, 0, SD_BUS_VTABLE_PROPERTY_EMITS_CHANGE),
-        SD_BUS_PROPERTY("Failures", "a(ssis)", property_failures, 0, SD_BUS_VTABLE_PROPERTY_EMITS_CHANGE),
-        SD_BUS_PROPERTY("Unsupported", "a(sss)", property_unsupported, 0, SD_BUS_VTABLE_PROPERTY_EMITS_CHANGE),
-        SD_BUS_PROPERTY("IsolatedCPUs", "s", property_cpus, 0, SD_BUS_VTABLE_PROPERTY_EMITS_CHANGE),
-        SD_BUS_PROPERTY("HousekeepingCPUs", "s", property_cpus, 0, SD_BUS_VTABLE_PROPERTY_EMITS_CHANGE),
-        SD_BUS_PROPERTY("LastPass", "(tuut)", property_last_pass, 0, SD_BUS_VTABLE_PROPERTY_EMITS_CHANGE),
-        SD_BUS_METHOD_WITH_ARGS("SetProfile", SD_BUS_ARGS("s", name), SD_BUS_RESULT("u", changes, "u", failures),
-                                method_set_profile, SD_BUS_VTABLE_UNPRIVILEGED),
-        SD_BUS_METHOD("Reload", NULL, NULL, method_reload, SD_BUS_VTABLE_UNPRIVILEGED),
-        SD_BUS_METHOD_WITH_ARGS("Restore", SD_BUS_NO_ARGS, SD_BUS_RESULT("u", changes, "u", failures),
-                                method_restore, SD_BUS_VTABLE_UNPRIVILEGED),
-        SD_BUS_METHOD_WITH_ARGS("Plan", SD_BUS_ARGS("s", profile), SD_BUS_RESULT("a(sss)", settings),
-                                method_plan, SD_BUS_VTABLE_UNPRIVILEGED),
-        SD_BUS_SIGNAL_WITH_ARGS("Applied", SD_BUS_ARGS("s", reason, "u", changes, "u", failures), 0),
-        SD_BUS_VTABLE_END,
+    SD_BUS_VTABLE_START(0),
+    SD_BUS_PROPERTY("Version", "s", property_version, 0, SD_BUS_VTABLE_PROPERTY_CONST),
+    SD_BUS_PROPERTY("ActiveProfile", "s", property_active_profile, 0, SD_BUS_VTABLE_PROPERTY_EMITS_CHANGE),
+    SD_BUS_PROPERTY("Profiles", "a(ss)", property_profiles, 0, SD_BUS_VTABLE_PROPERTY_EMITS_INVALIDATION),
+    SD_BUS_PROPERTY("State", "s", property_state, 0, SD_BUS_VTABLE_PROPERTY_EMITS_CHANGE),
+    SD_BUS_PROPERTY("Failures", "a(ssis)", property_failures, 0, SD_BUS_VTABLE_PROPERTY_EMITS_CHANGE),
+    SD_BUS_PROPERTY("Unsupported", "a(sss)", property_unsupported, 0, SD_BUS_VTABLE_PROPERTY_EMITS_CHANGE),
+    SD_BUS_PROPERTY("IsolatedCPUs", "s", property_cpus, 0, SD_BUS_VTABLE_PROPERTY_EMITS_CHANGE),
+    SD_BUS_PROPERTY("HousekeepingCPUs", "s", property_cpus, 0, SD_BUS_VTABLE_PROPERTY_EMITS_CHANGE),
+    SD_BUS_PROPERTY("LastPass", "(tuut)", property_last_pass, 0, SD_BUS_VTABLE_PROPERTY_EMITS_CHANGE),
+    SD_BUS_METHOD_WITH_ARGS("SetProfile", SD_BUS_ARGS("s", name), SD_BUS_RESULT("u", changes, "u", failures),
+                            method_set_profile, SD_BUS_VTABLE_UNPRIVILEGED),
+    SD_BUS_METHOD("Reload", NULL, NULL, method_reload, SD_BUS_VTABLE_UNPRIVILEGED),
+    SD_BUS_METHOD_WITH_ARGS("Restore", SD_BUS_NO_ARGS, SD_BUS_RESULT("u", changes, "u", failures),
+                            method_restore, SD_BUS_VTABLE_UNPRIVILEGED),
+    SD_BUS_METHOD_WITH_ARGS("Plan", SD_BUS_ARGS("s", profile), SD_BUS_RESULT("a(sss)", settings),
+                            method_plan, SD_BUS_VTABLE_UNPRIVILEGED),
+    SD_BUS_SIGNAL_WITH_ARGS("Applied", SD_BUS_ARGS("s", reason, "u", changes, "u", failures), 0),
+    SD_BUS_VTABLE_END,
 };
 
 int bus_setup(Manager *m)
@@ -280,13 +283,14 @@ void bus_emit_applied(Manager *m, const char *reason)
                 return;
         (void)sd_bus_emit_signal(m->bus, RTCTL_BUS_PATH, RTCTL_BUS_IFACE, "Applied", "suu", reason,
                                  m->last_pass.changes, m->last_pass.failures);
-        (void)sd_bus_emit_properties_changed(m->bus, RTCTL_BUS_PATH, RTCTL_BUS_IFACE, "ActiveProfile", "State",
-                                             "Failures", "Unsupported", "IsolatedCPUs", "HousekeepingCPUs",
-                                             "LastPass", NULL);
+        (void)sd_bus_emit_properties_changed(m->bus, RTCTL_BUS_PATH, RTCTL_BUS_IFACE, "ActiveProfile",
+                                             "State", "Failures", "Unsupported", "IsolatedCPUs",
+                                             "HousekeepingCPUs", "LastPass", NULL);
 }
 
 void bus_emit_profiles_changed(Manager *m)
 {
         if (m->bus)
-                (void)sd_bus_emit_properties_changed(m->bus, RTCTL_BUS_PATH, RTCTL_BUS_IFACE, "Profiles", NULL);
+                (void)sd_bus_emit_properties_changed(m->bus, RTCTL_BUS_PATH, RTCTL_BUS_IFACE, "Profiles",
+                                                     NULL);
 }

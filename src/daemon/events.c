@@ -40,7 +40,9 @@ static void dispatch_kernel_message(UeventMonitor *m, const char *buf, size_t le
         }
         if (!action || !subsystem || !devpath || !strrchr(devpath, '/'))
                 return;
-        ev = (Uevent){.action = action, .subsystem = subsystem, .sysname = strrchr(devpath, '/') + 1,
+        ev = (Uevent){.action = action,
+                      .subsystem = subsystem,
+                      .sysname = strrchr(devpath, '/') + 1,
                       .devtype = devtype};
         m->handler(&ev, m->userdata);
 }
@@ -58,7 +60,8 @@ static int on_kernel_uevent(sd_event_source *s, int fd, uint32_t revents, void *
                 if (n <= 0) {
                         free(buf);
                         if (n < 0 && n != -NLE_AGAIN)
-                                log_warning("Failed to receive a kernel uevent: %s, ignoring", nl_geterror(n));
+                                log_warning("Failed to receive a kernel uevent: %s, ignoring",
+                                            nl_geterror(n));
                         break;
                 }
                 /* Only the kernel (port 0) speaks for devices on this group. */
@@ -101,12 +104,11 @@ static int on_udev_event(sd_device_monitor *mon, sd_device *d, void *userdata)
         const char *action = NULL, *subsystem = NULL, *sysname = NULL, *devtype = NULL;
         Uevent ev;
 
-        if (sd_device_get_property_value(d, "ACTION", &action) < 0 || sd_device_get_subsystem(d, &subsystem) < 0 ||
-            sd_device_get_sysname(d, &sysname) < 0)
+        if (sd_device_get_property_value(d, "ACTION", &action) < 0 ||
+            sd_device_get_subsystem(d, &subsystem) < 0 || sd_device_get_sysname(d, &sysname) < 0)
                 return 0;
         (void)sd_device_get_devtype(d, &devtype);
-        ev = (Uevent){.action = action, .subsystem = subsystem, .sysname = sysname,
-                      .devtype = devtype};
+        ev = (Uevent){.action = action, .subsystem = subsystem, .sysname = sysname, .devtype = devtype};
         m->handler(&ev, m->userdata);
         return 0;
 }

@@ -20,12 +20,12 @@ static int parse_argv(int argc, char *argv[], Manager *m)
 {
         enum { ARG_VERSION = 0x100, ARG_PROFILE, ARG_NO_BUS };
         static const struct option options[] = {
-                {"help", no_argument, NULL, 'h'},
-                {"version", no_argument, NULL, ARG_VERSION},
-                {"profile", required_argument, NULL, ARG_PROFILE},
-                {"no-bus", no_argument, NULL, ARG_NO_BUS},
-                {"verbose", no_argument, NULL, 'v'},
-                {},
+            {"help", no_argument, NULL, 'h'},
+            {"version", no_argument, NULL, ARG_VERSION},
+            {"profile", required_argument, NULL, ARG_PROFILE},
+            {"no-bus", no_argument, NULL, ARG_NO_BUS},
+            {"verbose", no_argument, NULL, 'v'},
+            {},
         };
         int c;
 

@@ -87,11 +87,14 @@ void manager_schedule_pass(Manager *m, const char *reason)
         (void)sd_event_source_set_enabled(m->pass_source, SD_EVENT_ONESHOT);
 }
 
-static void set_failure(GHashTable *table, const char *tuner, const char *object, int error, const char *message)
+static void set_failure(GHashTable *table, const char *tuner, const char *object, int error,
+                        const char *message)
 {
         Failure *f = xmalloc0(sizeof(Failure));
 
-        *f = (Failure){.tuner = xstrdup(tuner), .object = xstrdup(object), .error = error < 0 ? -error : error,
+        *f = (Failure){.tuner = xstrdup(tuner),
+                       .object = xstrdup(object),
+                       .error = error < 0 ? -error : error,
                        .message = xstrdup(message)};
         g_hash_table_replace(table, f->object, f);
 }
@@ -112,7 +115,8 @@ static void update_status(Manager *m, const Dirty *dirty, PassResult *res)
 {
         for (int i = 0; i < N_TUNERS; i++)
                 if (dirty->full[i]) {
-                        g_hash_table_foreach_remove(m->failures, failure_of_tuner, (gpointer)tuners[i]->name);
+                        g_hash_table_foreach_remove(m->failures, failure_of_tuner,
+                                                    (gpointer)tuners[i]->name);
                         g_hash_table_foreach_remove(m->unsupported, failure_of_tuner,
                                                     (gpointer)tuners[i]->name);
                 }
@@ -145,7 +149,8 @@ static void update_status(Manager *m, const Dirty *dirty, PassResult *res)
 static void answer_waiting(Manager *m)
 {
         for (size_t i = 0; i < m->n_waiting; i++) {
-                (void)sd_bus_reply_method_return(m->waiting[i], "uu", m->last_pass.changes, m->last_pass.failures);
+                (void)sd_bus_reply_method_return(m->waiting[i], "uu", m->last_pass.changes,
+                                                 m->last_pass.failures);
                 sd_bus_message_unref(m->waiting[i]);
         }
         free(m->waiting);
@@ -158,8 +163,8 @@ static void notify_status(Manager *m)
         const char *profile = manager_active_profile(m);
 
         (void)sd_notifyf(false, "%sSTATUS=%s%s: %s, %u changes, %u failures in the last pass",
-                         m->ready_sent ? "" : "READY=1\n", *profile ? "Profile " : "No profile",
-                         profile, manager_state(m), m->last_pass.changes, m->last_pass.failures);
+                         m->ready_sent ? "" : "READY=1\n", *profile ? "Profile " : "No profile", profile,
+                         manager_state(m), m->last_pass.changes, m->last_pass.failures);
         m->ready_sent = true;
 }
 
@@ -180,10 +185,12 @@ static int on_pass(sd_event_source *s, void *userdata)
                                   .failures = res.stats.failed + (res.error ? 1 : 0),
                                   .duration_usec = res.duration_usec};
         if (res.stats.changed || res.stats.failed || res.error)
-                log_info("Pass (%s): %u changed, %u failed, %u already in place, %" PRIu64 " µs", strempty(reason),
-                         res.stats.changed, res.stats.failed, res.stats.unchanged, res.duration_usec);
+                log_info("Pass (%s): %u changed, %u failed, %u already in place, %" PRIu64 " µs",
+                         strempty(reason), res.stats.changed, res.stats.failed, res.stats.unchanged,
+                         res.duration_usec);
         else
-                log_debug("Pass (%s): everything in place, %" PRIu64 " µs", strempty(reason), res.duration_usec);
+                log_debug("Pass (%s): everything in place, %" PRIu64 " µs", strempty(reason),
+                          res.duration_usec);
         pass_result_clear(&res);
 
         bus_emit_applied(m, strempty(reason));
@@ -299,8 +306,8 @@ static void restore_now(Manager *m)
         dirty_mark_all(&all);
         reconcile_pass(NULL, m->topology, m->journal, &all, false, &res);
         if (res.stats.failed)
-                log_error("Restore left %u values changed; they stay in %s for `rtctl restore`.", res.stats.failed,
-                          journal_path(m->journal));
+                log_error("Restore left %u values changed; they stay in %s for `rtctl restore`.",
+                          res.stats.failed, journal_path(m->journal));
         else
                 log_info("Restored %u values.", res.stats.changed);
         pass_result_clear(&res);
@@ -314,7 +321,8 @@ static int on_stop_signal(sd_event_source *s, const struct signalfd_siginfo *si,
         (void)sd_notify(false, "STOPPING=1\nSTATUS=Restoring");
         m->stopping = true;
         if (m->conf.keep_on_stop)
-                log_info("Stopping; OnStop=keep leaves the tuning in place (the journal keeps the originals).");
+                log_info(
+                    "Stopping; OnStop=keep leaves the tuning in place (the journal keeps the originals).");
         else
                 restore_now(m);
         return sd_event_exit(m->event, 0);
@@ -342,7 +350,8 @@ static void on_uevent(const Uevent *ev, void *userdata)
                 Topology *t = NULL;
                 int r = topology_load(m->topology, &t);
                 if (r < 0) {
-                        log_warning_errno(r, "Failed to reread the CPU topology after %s: %m, ignoring", reason);
+                        log_warning_errno(r, "Failed to reread the CPU topology after %s: %m, ignoring",
+                                          reason);
                         return;
                 }
                 topology_free(m->topology);
@@ -390,7 +399,8 @@ static int open_journal(Manager *m)
         r = journal_open(path, &m->journal, &err);
         if (r == -EBADMSG) {
                 _cleanup_free_ char *aside = xasprintf("%s.broken", path);
-                log_error("%s; moved to %s, the originals it held cannot be restored automatically.", err, aside);
+                log_error("%s; moved to %s, the originals it held cannot be restored automatically.", err,
+                          aside);
                 if (rename(path, aside) < 0)
                         return log_error_errno(errno, "Failed to move %s aside: %m", path);
                 free(err);
@@ -472,7 +482,8 @@ int manager_start(Manager *m)
         profile = initial_profile(m);
         r = switch_profile(m, profile, false, &err);
         if (r < 0)
-                log_error("Cannot use profile %s, running without a profile until one is set:\n%s", profile, err);
+                log_error("Cannot use profile %s, running without a profile until one is set:\n%s", profile,
+                          err);
 
         if (!m->no_bus) {
                 r = bus_setup(m);

@@ -170,8 +170,8 @@ int cpuset_parse_list(const char *s, unsigned size, CpuSet **ret, char **ret_err
                 if (*p == ',' || *p == 0)
                         return fail(ret_error, -EINVAL, "CPU list '%s' has an empty item%s", s, "");
                 if (*p == '-')
-                        return fail(ret_error, -EINVAL, "CPU list '%s': negative CPU numbers do not exist%s", s,
-                                    "");
+                        return fail(ret_error, -EINVAL, "CPU list '%s': negative CPU numbers do not exist%s",
+                                    s, "");
                 if (parse_cpu_number(&p, &lo) < 0) {
                         snprintf(detail, sizeof detail, " ('%.*s')", (int)strcspn(item, ","), item);
                         return fail(ret_error, -EINVAL, "CPU list '%s' is not a list of CPU numbers%s", s,
@@ -187,8 +187,8 @@ int cpuset_parse_list(const char *s, unsigned size, CpuSet **ret, char **ret_err
                         }
                         if (hi < lo) {
                                 snprintf(detail, sizeof detail, "%u-%u", lo, hi);
-                                return fail(ret_error, -EINVAL,
-                                            "CPU list '%s': range %s runs backwards", s, detail);
+                                return fail(ret_error, -EINVAL, "CPU list '%s': range %s runs backwards", s,
+                                            detail);
                         }
                 }
                 if (*p != ',' && *p != 0) {
@@ -197,7 +197,8 @@ int cpuset_parse_list(const char *s, unsigned size, CpuSet **ret, char **ret_err
                                     detail);
                 }
                 if (hi >= size) {
-                        snprintf(detail, sizeof detail, "%u, but this machine's CPUs are 0-%u", hi, size - 1);
+                        snprintf(detail, sizeof detail, "%u, but this machine's CPUs are 0-%u", hi,
+                                 size - 1);
                         return fail(ret_error, -ERANGE, "CPU list '%s' names CPU %s", s, detail);
                 }
                 for (unsigned c = lo; c <= hi; c++)
@@ -273,8 +274,9 @@ int cpuset_parse_mask(const char *s, unsigned size, CpuSet **ret, char **ret_err
                 while (start > s && start[-1] != ',')
                         start--;
                 if (start == end || end - start > 8)
-                        return fail(ret_error, -EINVAL, "CPU mask '%s' has a %s word; words are 1-8 hex digits",
-                                    s, start == end ? "empty" : "too long a");
+                        return fail(ret_error, -EINVAL,
+                                    "CPU mask '%s' has a %s word; words are 1-8 hex digits", s,
+                                    start == end ? "empty" : "too long a");
                 for (const char *c = end - 1; c >= start; c--) {
                         int v = hexval(*c);
                         if (v < 0)
@@ -283,7 +285,8 @@ int cpuset_parse_mask(const char *s, unsigned size, CpuSet **ret, char **ret_err
                                 if (v & (1 << b)) {
                                         if (bit >= size) {
                                                 snprintf(detail, sizeof detail,
-                                                         "%u, but this machine's CPUs are 0-%u", bit, size - 1);
+                                                         "%u, but this machine's CPUs are 0-%u", bit,
+                                                         size - 1);
                                                 return fail(ret_error, -ERANGE, "CPU mask '%s' names CPU %s",
                                                             s, detail);
                                         }

@@ -28,4 +28,3 @@ int sys_readlink(const char *path, char **ret);
 /* The last component of the link's target, e.g. the driver name from .../driver. */
 int sys_readlink_basename(const char *path, char **ret);
 int sys_open(const char *path, int flags);
-

@@ -12,12 +12,12 @@
 #include <string.h>
 #include <unistd.h>
 
-#define _cleanup_(f)     __attribute__((cleanup(f)))
-#define _unused_         __attribute__((unused))
-#define _printf_(a, b)   __attribute__((format(printf, a, b)))
-#define ELEMENTSOF(x)    (sizeof(x) / sizeof((x)[0]))
-#define streq(a, b)      (strcmp((a), (b)) == 0)
-#define strneq(a, b, n)  (strncmp((a), (b), (n)) == 0)
+#define _cleanup_(f)    __attribute__((cleanup(f)))
+#define _unused_        __attribute__((unused))
+#define _printf_(a, b)  __attribute__((format(printf, a, b)))
+#define ELEMENTSOF(x)   (sizeof(x) / sizeof((x)[0]))
+#define streq(a, b)     (strcmp((a), (b)) == 0)
+#define strneq(a, b, n) (strncmp((a), (b), (n)) == 0)
 #ifndef MIN
 #define MIN(a, b) ((a) < (b) ? (a) : (b))
 #endif

@@ -6,8 +6,8 @@
 #include "shared/sysfs.h"
 
 enum {
-        PHASE_QUEUE = 0,    /* scheduler and read-ahead */
-        PHASE_IOSCHED = 1,  /* iosched/ and nr_requests belong to the scheduler: set after the switch */
+        PHASE_QUEUE = 0,   /* scheduler and read-ahead */
+        PHASE_IOSCHED = 1, /* iosched/ and nr_requests belong to the scheduler: set after the switch */
 };
 
 typedef struct BlockRule {
@@ -25,7 +25,8 @@ typedef struct BlockConfig {
 } BlockConfig;
 
 static const char *const match_keys[] = {"rotational", "transport", "name", "model", "removable", NULL};
-static const char *const transports[] = {"nvme", "sata", "scsi", "usb", "virtio", "mmc", "loop", "zram", NULL};
+static const char *const transports[] = {"nvme", "sata", "scsi", "usb", "virtio",
+                                         "mmc",  "loop", "zram", NULL};
 static const char *const schedulers[] = {"none", "mq-deadline", "kyber", "bfq", NULL};
 
 static bool in_list(const char *const *l, const char *s)
@@ -64,9 +65,11 @@ static bool check_match(ConfKey *k, char **conds, char ***errors)
                 _cleanup_strv_free_ char **alts = NULL;
 
                 if (!key || !in_list(match_keys, key) || isempty(colon + 1)) {
-                        strv_push(errors, conf_key_error(k, "'%s' is not a condition: expected rotational:0|1, "
-                                                            "transport:T, name:GLOB, model:GLOB or removable:0|1",
-                                                         *c));
+                        strv_push(errors,
+                                  conf_key_error(k,
+                                                 "'%s' is not a condition: expected rotational:0|1, "
+                                                 "transport:T, name:GLOB, model:GLOB or removable:0|1",
+                                                 *c));
                         return false;
                 }
                 alts = strv_split(colon + 1, "|");
@@ -77,10 +80,11 @@ static bool check_match(ConfKey *k, char **conds, char ***errors)
                                 return false;
                         }
                         if (streq(key, "transport") && !in_list(transports, *a)) {
-                                strv_push(errors, conf_key_error(k,
-                                                                 "unknown transport '%s' (nvme, sata, scsi, usb, "
-                                                                 "virtio, mmc, loop, zram)",
-                                                                 *a));
+                                strv_push(errors,
+                                          conf_key_error(k,
+                                                         "unknown transport '%s' (nvme, sata, scsi, usb, "
+                                                         "virtio, mmc, loop, zram)",
+                                                         *a));
                                 return false;
                         }
                 }
@@ -115,10 +119,11 @@ static bool parse_rule(ConfSection *s, const char *name, BlockRule *r, char ***e
                 r->schedulers = strv_split(k->value, " \t,");
                 for (char **x = r->schedulers; *x; x++)
                         if (!in_list(schedulers, *x)) {
-                                strv_push(errors, conf_key_error(k,
-                                                                 "unknown I/O scheduler '%s' (none, mq-deadline, "
-                                                                 "kyber, bfq)",
-                                                                 *x));
+                                strv_push(errors,
+                                          conf_key_error(k,
+                                                         "unknown I/O scheduler '%s' (none, mq-deadline, "
+                                                         "kyber, bfq)",
+                                                         *x));
                                 ok = false;
                         }
         }
@@ -128,8 +133,9 @@ static bool parse_rule(ConfSection *s, const char *name, BlockRule *r, char ***e
                 for (char **t = r->tunables; *t; t++) {
                         const char *eq = strchr(*t, '=');
                         if (!eq || eq == *t || eq[1] == 0 || strcspn(*t, "/.") < (size_t)(eq - *t)) {
-                                strv_push(errors, conf_key_error(k, "'%s' is not name=value of a queue/iosched "
-                                                                    "tunable",
+                                strv_push(errors, conf_key_error(k,
+                                                                 "'%s' is not name=value of a queue/iosched "
+                                                                 "tunable",
                                                                  *t));
                                 ok = false;
                         }
@@ -326,7 +332,8 @@ static void plan_disk(const BlockConfig *c, const char *name, Plan *plan, PlanNo
         for (char **t = rule->tunables; t && *t; t++) {
                 const char *eq = strchr(*t, '=');
                 plan_add(plan, &setting_kind_file, "block", PHASE_IOSCHED,
-                         xasprintf("/sys/block/%s/queue/iosched/%.*s", name, (int)(eq - *t), *t), xstrdup(eq + 1));
+                         xasprintf("/sys/block/%s/queue/iosched/%.*s", name, (int)(eq - *t), *t),
+                         xstrdup(eq + 1));
         }
         if (rule->nr_requests)
                 plan_add(plan, &setting_kind_file, "block", PHASE_IOSCHED,
@@ -356,10 +363,10 @@ static int block_plan(const PlanContext *ctx, const void *config, const char *de
 }
 
 const Tuner tuner_block = {
-        .name = "block",
-        .sections = (const char *const[]){"Block", NULL},
-        .subsystems = (const char *const[]){"block", NULL},
-        .parse = block_parse,
-        .free_config = block_free_config,
-        .plan = block_plan,
+    .name = "block",
+    .sections = (const char *const[]){"Block", NULL},
+    .subsystems = (const char *const[]){"block", NULL},
+    .parse = block_parse,
+    .free_config = block_free_config,
+    .plan = block_plan,
 };

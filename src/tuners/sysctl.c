@@ -6,7 +6,7 @@
 #include "shared/sysfs.h"
 
 typedef struct SysctlConfig {
-        char **paths;  /* "/proc/sys/kernel/timer_migration" */
+        char **paths; /* "/proc/sys/kernel/timer_migration" */
         char **values;
 } SysctlConfig;
 
@@ -81,9 +81,9 @@ static int sysctl_plan(const PlanContext *ctx, const void *config, const char *d
 }
 
 const Tuner tuner_sysctl = {
-        .name = "sysctl",
-        .sections = (const char *const[]){"Sysctl", NULL},
-        .parse = sysctl_parse,
-        .free_config = sysctl_free_config,
-        .plan = sysctl_plan,
+    .name = "sysctl",
+    .sections = (const char *const[]){"Sysctl", NULL},
+    .parse = sysctl_parse,
+    .free_config = sysctl_free_config,
+    .plan = sysctl_plan,
 };

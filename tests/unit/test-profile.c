@@ -24,7 +24,8 @@ TEST(include_chain_overrides)
 
         test_write(d, "profiles/base.conf",
                    "[Profile]\nDescription=base\n[CPU]\nIsolate=1\n[Sysctl]\nkernel.a=1\nkernel.b=1\n");
-        test_write(d, "profiles/mid.conf", "[Profile]\nInclude=base\nDescription=mid\n[Sysctl]\nkernel.b=2\n");
+        test_write(d, "profiles/mid.conf",
+                   "[Profile]\nInclude=base\nDescription=mid\n[Sysctl]\nkernel.b=2\n");
         test_write(d, "profiles/top.conf", "[Profile]\nInclude=mid\n[CPU]\nIsolate=auto:2\n");
         CHECK_INTEQ(load(path, "top", &p, &err), 0);
         CHECK_STREQ(err, NULL);

@@ -25,7 +25,8 @@ static void make_tree(void)
         test_write(root, "sys/devices/system/cpu/possible", "0-1\n");
         test_write(root, "sys/devices/system/cpu/present", "0-1\n");
         test_write(root, "sys/devices/system/cpu/online", "0-1\n");
-        test_write(root, "sys/devices/virtual/block/loop1/queue/scheduler", "none [mq-deadline] kyber bfq\n");
+        test_write(root, "sys/devices/virtual/block/loop1/queue/scheduler",
+                   "none [mq-deadline] kyber bfq\n");
         test_write(root, "sys/devices/virtual/block/loop1/queue/rotational", "0\n");
         test_write(root, "sys/devices/virtual/block/loop1/queue/nr_requests", "256\n");
         test_write(root, "sys/devices/virtual/block/loop1/queue/iosched/low_latency", "1\n");
@@ -41,8 +42,10 @@ static void make_tree(void)
         test_write(conf, "profiles/a.conf",
                    "[Profile]\nDescription=a\n[Block l]\nMatch=transport:loop\nScheduler=bfq\n"
                    "Tunables=low_latency=0\n[Sysctl]\nkernel.timer_migration=0\n");
-        test_write(conf, "profiles/b.conf",
-                   "[Profile]\nDescription=b\n[Block l]\nMatch=name:loop*\nScheduler=kyber\nNrRequests=64\n");
+        test_write(
+            conf, "profiles/b.conf",
+            "[Profile]\nDescription=b\n[Block l]\nMatch=name:loop*\nScheduler=bfq\nNrRequests=64\n"
+                   "[Sysctl]\nkernel.timer_migration=2\n");
         test_write(conf, "profiles/base.conf",
                    "[Profile]\nDescription=base\n[Block any]\nScheduler=mq-deadline\n");
         test_write(conf, "profiles/child.conf",
@@ -87,9 +90,9 @@ static Setting *find(PassResult *r, const char *object)
         return NULL;
 }
 
-#define SCHED "/sys/block/loop1/queue/scheduler"
+#define SCHED  "/sys/block/loop1/queue/scheduler"
 #define LOWLAT "/sys/block/loop1/queue/iosched/low_latency"
-#define TIMER "/proc/sys/kernel/timer_migration"
+#define TIMER  "/proc/sys/kernel/timer_migration"
 
 TEST(apply_journal_restore_after_restart)
 {
@@ -165,23 +168,26 @@ TEST(switch_goes_straight_and_restores_only_what_is_left)
         pass_result_clear(&res);
 
         pass(b, j, false, &res);
-        /* The scheduler goes bfq -> kyber directly: no restore of it in between. */
-        s = find(&res, SCHED);
-        CHECK(s && !s->restore && streq(s->desired, "kyber") && s->result == SETTING_CHANGED);
+        /* timer_migration goes 0 -> 2 directly: no restore of it in between. */
         for (size_t i = 0; i < res.plan.n; i++)
-                if (streq(res.plan.settings[i].object, SCHED))
-                        CHECK(res.plan.settings[i].restore == false);
-        /* What b leaves alone goes back. */
+                if (streq(res.plan.settings[i].object, TIMER))
+                        CHECK(!res.plan.settings[i].restore && streq(res.plan.settings[i].desired, "2"));
         s = find(&res, TIMER);
-        CHECK(s && s->restore && streq(s->desired, "1") && s->result == SETTING_CHANGED);
+        CHECK(s && s->result == SETTING_CHANGED);
+        CHECK_STREQ(s ? s->current : NULL, "0");
+        /* The scheduler both want stays; what b leaves alone goes back. */
+        s = find(&res, SCHED);
+        CHECK(s && !s->restore && s->result == SETTING_UNCHANGED);
         s = find(&res, LOWLAT);
-        CHECK(s && s->restore);
+        CHECK(s && s->restore && streq(s->desired, "1") && s->result == SETTING_CHANGED);
         pass_result_clear(&res);
-        /* The journal still holds the true original of the scheduler, not a's value. */
-        CHECK_STREQ(journal_find(j, SCHED)->original, "mq-deadline");
-        CHECK(journal_find(j, TIMER) == NULL);
-        _cleanup_free_ char *t = value(TIMER);
-        CHECK_STREQ(t, "1");
+        /* The journal still holds the true original, not a's value. */
+        const JournalEntry *e = journal_find(j, TIMER);
+        CHECK_STREQ(e ? e->original : NULL, "1");
+        CHECK(journal_find(j, LOWLAT) == NULL);
+        _cleanup_free_ char *t = value(TIMER), *l = value(LOWLAT);
+        CHECK_STREQ(t, "2");
+        CHECK_STREQ(l, "1");
         pass(NULL, j, false, &res);
         pass_result_clear(&res);
 }

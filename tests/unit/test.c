@@ -52,6 +52,7 @@ int test_run(const TestCase *cases, size_t n)
 {
         int failed = 0;
 
+        setvbuf(stdout, NULL, _IONBF, 0);
         printf("1..%zu\n", n);
         for (size_t i = 0; i < n; i++) {
                 int before = test_failures_;

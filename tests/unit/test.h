@@ -14,7 +14,8 @@ extern const char *test_current_;
 #define CHECK(cond)                                                                                         \
         do {                                                                                                \
                 if (!(cond)) {                                                                              \
-                        printf("# %s:%d: %s: check failed: %s\n", __FILE__, __LINE__, test_current_, #cond); \
+                        printf("# %s:%d: %s: check failed: %s\n", __FILE__, __LINE__, test_current_,        \
+                               #cond);                                                                      \
                         test_failures_++;                                                                   \
                 }                                                                                           \
         } while (0)
@@ -22,7 +23,7 @@ extern const char *test_current_;
 #define CHECK_STREQ(a, b)                                                                                   \
         do {                                                                                                \
                 const char *a_ = (a), *b_ = (b);                                                            \
-                if ((a_ || b_) && (!a_ || !b_ || strcmp(a_, b_) != 0)) {                                                  \
+                if ((a_ || b_) && (!a_ || !b_ || strcmp(a_, b_) != 0)) {                                    \
                         printf("# %s:%d: %s: '%s' != '%s' (%s vs %s)\n", __FILE__, __LINE__, test_current_, \
                                a_ ?: "(null)", b_ ?: "(null)", #a, #b);                                     \
                         test_failures_++;                                                                   \
@@ -43,7 +44,7 @@ extern const char *test_current_;
         do {                                                                                                \
                 const char *h_ = (haystack), *n_ = (needle);                                                \
                 if (!h_ || !strstr(h_, n_)) {                                                               \
-                        printf("# %s:%d: %s: '%s' does not contain '%s'\n", __FILE__, __LINE__,              \
+                        printf("# %s:%d: %s: '%s' does not contain '%s'\n", __FILE__, __LINE__,             \
                                test_current_, h_ ?: "(null)", n_);                                          \
                         test_failures_++;                                                                   \
                 }                                                                                           \
@@ -55,7 +56,10 @@ typedef struct TestCase {
 } TestCase;
 
 #define TEST(n) static void test_##n(void)
-#define T(n)    {#n, test_##n}
+#define T(n)                                                                                                \
+        {                                                                                                   \
+#n, test_##n                                                                                \
+        }
 
 int test_run(const TestCase *cases, size_t n);
 #define TEST_MAIN(...)                                                                                      \

@@ -42,9 +42,8 @@ static void make_tree(void)
         test_write(conf, "profiles/a.conf",
                    "[Profile]\nDescription=a\n[Block l]\nMatch=transport:loop\nScheduler=bfq\n"
                    "Tunables=low_latency=0\n[Sysctl]\nkernel.timer_migration=0\n");
-        test_write(
-            conf, "profiles/b.conf",
-            "[Profile]\nDescription=b\n[Block l]\nMatch=name:loop*\nScheduler=bfq\nNrRequests=64\n"
+        test_write(conf, "profiles/b.conf",
+                   "[Profile]\nDescription=b\n[Block l]\nMatch=name:loop*\nScheduler=bfq\nNrRequests=64\n"
                    "[Sysctl]\nkernel.timer_migration=2\n");
         test_write(conf, "profiles/base.conf",
                    "[Profile]\nDescription=base\n[Block any]\nScheduler=mq-deadline\n");

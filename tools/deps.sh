@@ -1,0 +1,20 @@
+#!/bin/bash
+# Installs what rtctl needs to build and test from Debian 12's own packages (only what is missing).
+set -eu
+pkgs=(
+  # build
+  gcc meson ninja-build pkg-config
+  libsystemd-dev libglib2.0-dev libjson-c-dev libnl-3-dev libnl-genl-3-dev libcgroup-dev
+  # tests
+  python3 python3-pytest python3-dbus dbus util-linux clang-format kmod
+)
+missing=()
+for p in "${pkgs[@]}"; do
+  dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "ok installed" || missing+=("$p")
+done
+if [ ${#missing[@]} -gt 0 ]; then
+  echo "Installing: ${missing[*]}"
+  export DEBIAN_FRONTEND=noninteractive
+  apt-get update -q >/dev/null
+  apt-get install -y -q --no-install-recommends "${missing[@]}" >/dev/null
+fi

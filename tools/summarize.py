@@ -1,0 +1,68 @@
+#!/usr/bin/python3
+"""Adds up every tier's results for tools/test and prints 'N passed, N failed' last.
+A skipped test counts as failed: nothing is expected to skip on the machines this runs on."""
+import glob
+import json
+import os
+import re
+import sys
+import xml.etree.ElementTree as ET
+
+out = sys.argv[1]
+passed = failed = 0
+lines = []
+
+
+def tally(name, p, f, note=""):
+    global passed, failed
+    passed += p
+    failed += f
+    lines.append("%-22s %4d passed, %4d failed%s" % (name, p, f, note))
+
+
+for path in sorted(glob.glob(os.path.join(out, "unit-*.json"))):
+    p = f = 0
+    with open(path) as fh:
+        for line in fh:
+            t = json.loads(line)
+            ok = len(re.findall(r"^ok \d+", t.get("stdout", ""), re.M))
+            bad = len(re.findall(r"^not ok \d+", t.get("stdout", ""), re.M))
+            p += ok
+            f += bad
+            if t["result"] != "OK" and bad == 0:
+                f += 1  # crashed or failed outside any case
+    tally(os.path.basename(path)[:-5], p, f)
+
+for path in sorted(glob.glob(os.path.join(out, "*.xml"))):
+    p = f = s = 0
+    root = ET.parse(path).getroot()
+    for case in root.iter("testcase"):
+        if case.find("skipped") is not None:
+            s += 1
+        elif case.find("failure") is not None or case.find("error") is not None:
+            f += 1
+        else:
+            p += 1
+    tally(os.path.basename(path)[:-4], p, f + s, " (%d skipped, counted as failed)" % s if s else "")
+
+vm = os.path.join(out, "vm.log")
+if os.path.exists(vm):
+    m = None
+    for line in open(vm, errors="replace"):
+        m = re.match(r"^(\d+) passed, (\d+) failed", line.strip()) or m
+    if m:
+        tally("vm", int(m.group(1)), int(m.group(2)))
+    else:
+        tally("vm", 0, 1, " (no result line)")
+
+steps = os.path.join(out, "steps")
+if os.path.exists(steps):
+    for line in open(steps):
+        name, _, result = line.strip().partition(": ")
+        tally(name, 1 if result == "ok" else 0, 0 if result == "ok" else 1,
+              "" if result == "ok" else "  " + result)
+
+print()
+print("\n".join(lines))
+print("%d passed, %d failed" % (passed, failed))
+sys.exit(1 if failed or passed == 0 else 0)

@@ -180,8 +180,12 @@ int journal_save(Journal *j)
                 json_object_array_add(entries, e);
         }
         json_object_object_add(root, "entries", entries);
-        r = write_file_atomic(j->path, json_object_to_json_string_ext(
-                                           root, JSON_C_TO_STRING_PRETTY | JSON_C_TO_STRING_NOSLASHESCAPE));
+        /* Not fsynced: the journal must outlive the daemon, which the page cache does; a machine that
+         * crashes forgets the tuned values as well, which is why the journal lives in /run. */
+        r = write_file_atomic(
+            j->path,
+            json_object_to_json_string_ext(root, JSON_C_TO_STRING_PRETTY | JSON_C_TO_STRING_NOSLASHESCAPE),
+            false);
         json_object_put(root);
         if (r < 0)
                 return r;

@@ -58,6 +58,7 @@ void manager_free(Manager *m)
         free(m->state_dir);
         free(m->profile_override);
         free(m->pass_reason);
+        free(m->last_status);
         free(m);
 }
 
@@ -158,14 +159,26 @@ static void answer_waiting(Manager *m)
         m->n_waiting = 0;
 }
 
+/* PID 1 hears from us only when the status line changes, not on every pass: a pass for each uevent must
+ * not wake systemd too. */
 static void notify_status(Manager *m)
 {
         const char *profile = manager_active_profile(m);
+        _cleanup_free_ char *status = NULL;
+        unsigned n = g_hash_table_size(m->failures);
 
-        (void)sd_notifyf(false, "%sSTATUS=%s%s: %s, %u changes, %u failures in the last pass",
-                         m->ready_sent ? "" : "READY=1\n", *profile ? "Profile " : "No profile", profile,
-                         manager_state(m), m->last_pass.changes, m->last_pass.failures);
+        if (!*profile)
+                status = xstrdup("No profile: nothing tuned");
+        else if (n > 0)
+                status = xasprintf("Profile %s: %u settings failed (rtctl status)", profile, n);
+        else
+                status = xasprintf("Profile %s applied", profile);
+        if (m->ready_sent && streq_ptr(status, m->last_status))
+                return;
+        (void)sd_notifyf(false, "%sSTATUS=%s", m->ready_sent ? "" : "READY=1\n", status);
         m->ready_sent = true;
+        free(m->last_status);
+        m->last_status = TAKE_PTR(status);
 }
 
 static int on_pass(sd_event_source *s, void *userdata)
@@ -215,7 +228,7 @@ static void persist_profile(Manager *m, const char *name)
 
         r = mkdir_p(m->state_dir, 0755);
         if (r >= 0)
-                r = write_file_atomic(path, content);
+                r = write_file_atomic(path, content, true);
         if (r < 0)
                 log_warning_errno(r, "Failed to remember the active profile in %s: %m, ignoring", path);
 }

@@ -55,6 +55,7 @@ typedef struct Manager {
         CpuSet *housekeeping;
         LastPass last_pass;
         bool ready_sent;
+        char *last_status; /* the STATUS= line systemd has */
         bool stopping;
 } Manager;
 

@@ -201,7 +201,7 @@ int read_full_file(const char *path, char **ret, size_t *ret_size)
         return 0;
 }
 
-int write_file_atomic(const char *path, const char *content)
+int write_file_atomic(const char *path, const char *content, bool durable)
 {
         _cleanup_free_ char *tmp = xasprintf("%s.tmp.%d", path, (int)getpid());
         _cleanup_close_ int fd = -EBADF;
@@ -223,7 +223,7 @@ int write_file_atomic(const char *path, const char *content)
                 p += k;
                 left -= (size_t)k;
         }
-        if (fsync(fd) < 0 || rename(tmp, path) < 0) {
+        if ((durable && fsync(fd) < 0) || rename(tmp, path) < 0) {
                 int r = -errno;
                 unlink(tmp);
                 return r;

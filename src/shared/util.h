@@ -57,6 +57,11 @@ static inline void closedirp(DIR **d)
                 _p_;                                                                                        \
         })
 
+static inline bool streq_ptr(const char *a, const char *b)
+{
+        return a && b ? streq(a, b) : a == b;
+}
+
 static inline bool isempty(const char *s)
 {
         return !s || !*s;
@@ -91,7 +96,9 @@ int safe_atou(const char *s, unsigned *ret);
 int safe_atoi(const char *s, int *ret);
 
 int read_full_file(const char *path, char **ret, size_t *ret_size);
-int write_file_atomic(const char *path, const char *content);
+/* Writes via a temporary file and rename(2), so readers see the old or the new content, never half.
+ * durable: fsync before the rename, for files that must survive a power loss. */
+int write_file_atomic(const char *path, const char *content, bool durable);
 int mkdir_p(const char *path, mode_t mode);
 
 uint64_t now_usec(int clock);

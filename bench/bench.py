@@ -1,0 +1,208 @@
+#!/usr/bin/python3
+"""rtctl benchmarks on this machine's real kernel. Prints a table and writes JSON.
+
+    bench/bench.py [--runs 20] [--idle 60] [--json FILE] [SECTION...]
+
+Sections: uevent (loop device add uevent -> scheduler in place, beside the kernel's own elevator switch
+time), start (cold start -> READY=1), memory (RSS, PSS, private), idle (wakeups of all rtctld threads
+over --idle seconds). Needs root and a build tree (RTCTL_BUILD_DIR, default build/). Leaves the
+machine as it found it (test loop devices only, removed afterwards)."""
+import argparse
+import json
+import os
+import statistics
+import sys
+import tempfile
+import time
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+sys.path.insert(0, os.path.join(HERE, "..", "tests", "integration"))
+
+import machine  # noqa: E402
+from harness import Bus, Env  # noqa: E402
+
+PROFILE = """[Profile]
+Description=bench: test loop devices only
+[Block test]
+Match=name:loop2[0-4][0-9]
+Scheduler=bfq
+"""
+
+
+def stats(values):
+    values = sorted(values)
+    p95 = values[min(len(values) - 1, int(round(0.95 * (len(values) - 1))))]
+    return {"median": statistics.median(values), "p95": p95, "min": values[0], "max": values[-1],
+            "n": len(values)}
+
+
+def sched(name):
+    return machine.active_choice(machine.read("/sys/block/%s/queue/scheduler" % name))
+
+
+def kernel_elevator_write(n):
+    """The kernel's own cost: one write of 'bfq' to a fresh queue's scheduler file (loop 250-299: no
+    rule of the bench profile matches them)."""
+    name = machine.add_loop(n)
+    try:
+        fd = os.open("/sys/block/%s/queue/scheduler" % name, os.O_WRONLY)
+        t0 = time.monotonic()
+        os.write(fd, b"bfq")
+        elapsed = (time.monotonic() - t0) * 1000
+        os.close(fd)
+        return elapsed
+    finally:
+        machine.remove_loop(name)
+
+
+def uevent_to_scheduler(listener, n):
+    """From the add uevent reaching a listener to the scheduler file showing the rule's choice."""
+    name = machine.add_loop(n)
+    try:
+        t_event = listener.wait_for("add", "/" + name)
+        while sched(name) != "bfq":
+            if time.monotonic() - t_event > 5:
+                raise RuntimeError("scheduler not in place after 5 s")
+            time.sleep(0.0002)
+        return (time.monotonic() - t_event) * 1000
+    finally:
+        machine.remove_loop(name)
+
+
+def bench_uevent(env, runs):
+    """Alternates the two, run by run, so machine noise hits both alike; rtctl's share is the median
+    of the paired differences."""
+    env.start("--profile", "bench")
+    listener = machine.UeventListener()
+    kernel, daemon, share = [], [], []
+    try:
+        for i in range(runs):
+            k = kernel_elevator_write(250 + i % 50)
+            d = uevent_to_scheduler(listener, 200 + i % 50)
+            kernel.append(k)
+            daemon.append(d)
+            share.append(d - k)
+            time.sleep(0.02)
+    finally:
+        listener.close()
+        for dm in env.daemons:
+            dm.stop_if_running()
+    return stats(kernel), stats(daemon), stats(share)
+
+
+def bench_start(env, runs):
+    """Spawn -> READY=1, with one test loop device to switch (a real first pass)."""
+    times = []
+    with machine.loop_devices(1):
+        for _ in range(runs):
+            t0 = time.monotonic()
+            d = env.start("--profile", "bench")
+            times.append((time.monotonic() - t0) * 1000)
+            d.stop()
+    return stats(times)
+
+
+def read_status(pid):
+    out = {}
+    for line in open("/proc/%d/status" % pid):
+        k, _, v = line.partition(":")
+        out[k] = v.strip()
+    return out
+
+
+def bench_memory(env):
+    d = env.start("--profile", "bench")
+    time.sleep(0.5)
+    pid = d.proc.pid
+    st = read_status(pid)
+    pss = private = 0
+    for line in open("/proc/%d/smaps_rollup" % pid):
+        if line.startswith("Pss:"):
+            pss = int(line.split()[1])
+        elif line.startswith(("Private_Clean:", "Private_Dirty:")):
+            private += int(line.split()[1])
+    d.stop()
+    return {"rss_kb": int(st["VmRSS"].split()[0]), "rss_anon_kb": int(st["RssAnon"].split()[0]),
+            "rss_file_kb": int(st["RssFile"].split()[0]), "pss_kb": pss, "private_kb": private}
+
+
+def ctxt_switches(pid):
+    total = 0
+    for tid in os.listdir("/proc/%d/task" % pid):
+        st = read_status_path("/proc/%d/task/%s/status" % (pid, tid))
+        total += int(st["voluntary_ctxt_switches"]) + int(st["nonvoluntary_ctxt_switches"])
+    return total
+
+
+def read_status_path(path):
+    out = {}
+    for line in open(path):
+        k, _, v = line.partition(":")
+        out[k] = v.strip()
+    return out
+
+
+def bench_idle(env, seconds):
+    d = env.start("--profile", "bench")
+    time.sleep(1)
+    before = ctxt_switches(d.proc.pid)
+    time.sleep(seconds)
+    after = ctxt_switches(d.proc.pid)
+    threads = len(os.listdir("/proc/%d/task" % d.proc.pid))
+    d.stop()
+    return {"seconds": seconds, "wakeups": after - before,
+            "per_minute": (after - before) * 60.0 / seconds, "threads": threads}
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--runs", type=int, default=20)
+    ap.add_argument("--idle", type=int, default=60)
+    ap.add_argument("--json", default=None)
+    ap.add_argument("sections", nargs="*", default=["uevent", "start", "memory", "idle"])
+    args = ap.parse_args()
+    if os.geteuid() != 0:
+        sys.exit("bench needs root: it changes real kernel settings (test loop devices only)")
+
+    tmp = tempfile.mkdtemp(prefix="rtctl-bench-")
+    os.chmod(tmp, 0o755)
+    bus = Bus(tmp)
+    env = Env(tmp, bus)
+    env.profile("bench", PROFILE)
+    before = machine.snapshot()
+    results = {}
+    try:
+        if "uevent" in args.sections:
+            (results["kernel_elevator_write_ms"], results["uevent_to_scheduler_ms"],
+             results["rtctl_share_ms"]) = bench_uevent(env, args.runs)
+        if "start" in args.sections:
+            results["start_to_ready_ms"] = bench_start(env, args.runs)
+        if "memory" in args.sections:
+            results["memory"] = bench_memory(env)
+        if "idle" in args.sections:
+            results["idle"] = bench_idle(env, args.idle)
+    finally:
+        env.cleanup()
+        bus.stop()
+    left = machine.diff(before, machine.snapshot())
+    if left:
+        print("WARNING: the machine changed:", *left, sep="\n  ")
+
+    print("%-32s %10s %10s %10s" % ("figure", "median", "p95", "n"))
+    for k, v in results.items():
+        if isinstance(v, dict) and "median" in v:
+            print("%-32s %10.2f %10.2f %10d" % (k, v["median"], v["p95"], v["n"]))
+    if "memory" in results:
+        m = results["memory"]
+        print("memory: RSS %(rss_kb)d kB (anon %(rss_anon_kb)d, file %(rss_file_kb)d), PSS %(pss_kb)d kB, "
+              "private %(private_kb)d kB" % m)
+    if "idle" in results:
+        print("idle: %(wakeups)d wakeups in %(seconds)d s (%(per_minute).1f/min), %(threads)d thread(s)"
+              % results["idle"])
+    if args.json:
+        with open(args.json, "w") as f:
+            json.dump(results, f, indent=2)
+
+
+if __name__ == "__main__":
+    main()

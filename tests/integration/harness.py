@@ -1,0 +1,180 @@
+"""The host tier's harness, shared by the tests and bench/: rtctld from the build tree on a private
+dbus-daemon that runs a system-bus configuration plus the project's own bus policy file."""
+import json
+import os
+import re
+import shutil
+import signal
+import socket
+import subprocess
+import tempfile
+import time
+
+ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+BUILD = os.environ.get("RTCTL_BUILD_DIR", os.path.join(ROOT, "build"))
+RTCTLD = os.path.join(BUILD, "src", "rtctld")
+RTCTL = os.path.join(BUILD, "src", "rtctl")
+NOBODY = 65534
+
+
+class Bus:
+    def __init__(self, tmp):
+        self.dir = tempfile.mkdtemp(prefix="rtctl-bus-", dir=tmp)
+        os.chmod(self.dir, 0o755)
+        self.socket = os.path.join(self.dir, "system_bus_socket")
+        self.address = "unix:path=" + self.socket
+        conf = open("/usr/share/dbus-1/system.conf").read()
+        conf = re.sub(r"<listen>.*?</listen>", "<listen>%s</listen>" % self.address, conf)
+        conf = re.sub(r"<pidfile>.*?</pidfile>|<user>.*?</user>|<includedir>.*?</includedir>|"
+                      r"<servicedir>.*?</servicedir>|<include [^>]*>.*?</include>|"
+                      r"<standard_system_servicedirs/>", "", conf)
+        conf = conf.replace("</busconfig>", "<include>%s</include>\n</busconfig>"
+                            % os.path.join(ROOT, "dbus", "org.rtctl.Manager1.conf"))
+        self.config = os.path.join(self.dir, "bus.conf")
+        with open(self.config, "w") as f:
+            f.write(conf)
+        self.proc = subprocess.Popen(["dbus-daemon", "--config-file=" + self.config, "--nofork"],
+                                     stderr=subprocess.DEVNULL)
+        deadline = time.monotonic() + 10
+        while not os.path.exists(self.socket):
+            assert time.monotonic() < deadline, "private dbus-daemon did not start"
+            time.sleep(0.01)
+        os.chmod(self.socket, 0o777)
+
+    def stop(self):
+        self.proc.terminate()
+        self.proc.wait(5)
+        shutil.rmtree(self.dir, ignore_errors=True)
+
+
+class Env:
+    """Configuration, runtime and state directories of one test's daemon, and its environment."""
+
+    def __init__(self, tmp, bus):
+        self.dir = tempfile.mkdtemp(prefix="env-", dir=tmp)
+        os.chmod(self.dir, 0o755)
+        self.conf = os.path.join(self.dir, "conf")
+        self.run = os.path.join(self.dir, "run")
+        self.state = os.path.join(self.dir, "state")
+        os.makedirs(os.path.join(self.conf, "profiles"))
+        self.bus = bus
+        self.daemons = []
+        self.write("rtctl.conf", "[Daemon]\nDefaultProfile=off\nUevents=kernel\n")
+
+    def write(self, rel, text):
+        path = os.path.join(self.conf, rel)
+        os.makedirs(os.path.dirname(path), exist_ok=True)
+        with open(path, "w") as f:
+            f.write(text)
+        return path
+
+    def profile(self, name, text):
+        return self.write("profiles/%s.conf" % name, text)
+
+    @property
+    def environ(self):
+        e = dict(os.environ)
+        e.update({
+            # The test's own profiles first, then the shipped ones from the source tree.
+            "RTCTL_CONF_PATH": self.conf + ":" + os.path.join(ROOT, "conf.d"),
+            "RUNTIME_DIRECTORY": self.run,
+            "STATE_DIRECTORY": self.state,
+            "DBUS_SYSTEM_BUS_ADDRESS": self.bus.address,
+        })
+        e.pop("NOTIFY_SOCKET", None)
+        return e
+
+    @property
+    def journal(self):
+        path = os.path.join(self.run, "journal.json")
+        if not os.path.exists(path):
+            return None
+        with open(path) as f:
+            return json.load(f)
+
+    def start(self, *args, wait_ready=True):
+        d = Daemon(self, list(args))
+        self.daemons.append(d)
+        if wait_ready:
+            d.wait_ready()
+        return d
+
+    def rtctl(self, *args, user=None, check=False):
+        cmd = [RTCTL] + list(args)
+        if user is not None:
+            cmd = ["setpriv", "--reuid=%d" % user, "--regid=%d" % user, "--clear-groups"] + cmd
+        p = subprocess.run(cmd, env=self.environ, capture_output=True, text=True, timeout=120)
+        if check:
+            assert p.returncode == 0, "rtctl %s: rc=%d\n%s%s" % (args, p.returncode, p.stdout, p.stderr)
+        return p
+
+    def rtctl_json(self, *args):
+        p = self.rtctl("--json", *args, check=True)
+        return json.loads(p.stdout)
+
+    def cleanup(self):
+        for d in self.daemons:
+            d.stop_if_running()
+        # Whatever a failed test left behind goes back before the snapshot is taken.
+        if self.journal:
+            subprocess.run([RTCTL, "restore"], env=self.environ, capture_output=True, timeout=60)
+        shutil.rmtree(self.dir, ignore_errors=True)
+
+
+class Daemon:
+    def __init__(self, env, args):
+        self.env = env
+        self.notify_path = os.path.join(env.dir, "notify-%d" % len(env.daemons))
+        self.notify = socket.socket(socket.AF_UNIX, socket.SOCK_DGRAM)
+        self.notify.bind(self.notify_path)
+        self.messages = []
+        e = env.environ
+        e["NOTIFY_SOCKET"] = self.notify_path
+        self.log_path = os.path.join(env.dir, "rtctld-%d.log" % len(env.daemons))
+        self.log = open(self.log_path, "w")
+        self.proc = subprocess.Popen([RTCTLD] + args, env=e, stdout=self.log, stderr=subprocess.STDOUT)
+
+    def wait_notify(self, key, timeout=10):
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            for m in self.messages:
+                if key in m:
+                    return m
+            self.notify.settimeout(max(0.01, deadline - time.monotonic()))
+            try:
+                self.messages.append(self.notify.recv(4096).decode())
+            except socket.timeout:
+                break
+            if self.proc.poll() is not None:
+                break
+        raise AssertionError("rtctld sent no %s (exit %s):\n%s" % (key, self.proc.poll(), self.output()))
+
+    def wait_ready(self):
+        return self.wait_notify("READY=1")
+
+    def output(self):
+        self.log.flush()
+        with open(self.log_path) as f:
+            return f.read()
+
+    def running(self):
+        return self.proc.poll() is None
+
+    def stop(self, sig=signal.SIGTERM, timeout=30):
+        self.proc.send_signal(sig)
+        rc = self.proc.wait(timeout)
+        self.notify.close()
+        return rc
+
+    def stop_if_running(self):
+        if self.running():
+            self.stop()
+
+
+def wait_until(predicate, timeout=5.0, interval=0.01):
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if predicate():
+            return True
+        time.sleep(interval)
+    return predicate()

@@ -1,8 +1,11 @@
 """Stop, crash, restart and restore; bad configuration while running."""
+import json
 import signal
+import subprocess
 
 import machine
 from conftest import wait_until
+from harness import RTCTL
 
 RULES = """
 [Profile]
@@ -106,3 +109,51 @@ def test_remembered_profile_survives_restart(env):
         d = env.start()
         assert env.rtctl_json("status")["profile"] == "t"
         d.stop()
+
+
+def test_on_stop_keep_leaves_tuning_then_restore_puts_it_back(env):
+    env.write("rtctl.conf.d/keep.conf", "[Daemon]\nOnStop=keep\n")
+    env.profile("t", RULES)
+    with machine.loop_devices(1) as (name,):
+        before = machine.snapshot()
+        d = env.start("--profile", "t")
+        tuned = machine.snapshot()
+        assert d.stop() == 0
+        assert machine.snapshot() == tuned
+        assert env.journal and len(env.journal["entries"]) == 3
+        assert env.rtctl("restore").returncode == 0
+        assert machine.diff(before, machine.snapshot()) == []
+
+
+def test_bad_daemon_settings_fall_back_to_defaults(env):
+    env.write("rtctl.conf.d/bad.conf", "[Daemon]\nOnStop=sometimes\nColour=red\n")
+    env.profile("t", RULES)
+    d = env.start("--profile", "t")
+    out = d.output()
+    assert "bad.conf:2: OnStop=sometimes: expected restore or keep" in out
+    assert "bad.conf:3: Colour=red: unknown key in [Daemon]" in out
+    assert d.stop() == 0
+    # Defaults include OnStop=restore: nothing is left tuned.
+    assert env.journal is None
+
+
+def test_cpu_hotplug_event_refreshes_topology(env):
+    env.profile("t", RULES)
+    d = env.start("--profile", "t", "--verbose")
+    with machine.cpu1_hotplug_guard():
+        machine.set_cpu1(False)
+        assert wait_until(lambda: "cpu offline cpu1" in d.output())
+        machine.set_cpu1(True)
+        assert wait_until(lambda: "cpu online cpu1" in d.output())
+    assert d.running()
+    status = env.rtctl_json("status")
+    assert status["state"] == "applied"
+    assert status["housekeeping_cpus"] == machine.read("/sys/devices/system/cpu/possible")
+
+
+def test_build_tree_finds_its_own_configuration(env):
+    e = env.environ
+    del e["RTCTL_CONF_PATH"]
+    p = subprocess.run([RTCTL, "--json", "profiles"], env=e, capture_output=True, text=True, timeout=30)
+    names = [x["name"] for x in json.loads(p.stdout)]
+    assert "desktop" in names and "off" in names

@@ -118,6 +118,23 @@ static void read_nodes(Topology *t)
         }
 }
 
+static void number_cores(Topology *t)
+{
+        for (unsigned cpu = 0; cpu < t->n_cpus; cpu++) {
+                CpuInfo *info = &t->cpus[cpu];
+
+                if (info->core_id < 0)
+                        continue;
+                info->core = (int)cpu;
+                for (unsigned c = 0; c < cpu; c++)
+                        if (t->cpus[c].core_id == info->core_id && t->cpus[c].package == info->package &&
+                            t->cpus[c].die == info->die) {
+                                info->core = t->cpus[c].core;
+                                break;
+                        }
+        }
+}
+
 int topology_load(const Topology *previous, Topology **ret)
 {
         _cleanup_topology_ Topology *t = xmalloc0(sizeof(Topology));
@@ -140,9 +157,9 @@ int topology_load(const Topology *previous, Topology **ret)
         for (unsigned cpu = 0; cpu < t->n_cpus; cpu++) {
                 CpuInfo *info = &t->cpus[cpu];
                 const CpuInfo *old = previous && cpu < previous->n_cpus ? &previous->cpus[cpu] : NULL;
-                _cleanup_free_ char *siblings = NULL;
 
-                *info = (CpuInfo){.package = -1, .die = -1, .core = -1, .llc = -1, .node = -1};
+                *info =
+                    (CpuInfo){.package = -1, .die = -1, .core_id = -1, .core = -1, .llc = -1, .node = -1};
                 info->present = cpuset_has(t->present, cpu);
                 info->online = cpuset_has(t->online, cpu);
                 if (!cpuset_has(t->possible, cpu))
@@ -151,17 +168,17 @@ int topology_load(const Topology *previous, Topology **ret)
                 (void)read_topology_int(cpu, "physical_package_id", &info->package);
                 if (read_topology_int(cpu, "die_id", &info->die) < 0)
                         info->die = info->package >= 0 ? 0 : -1;
-                siblings = xasprintf("/sys/devices/system/cpu/cpu%u/topology/thread_siblings_list", cpu);
-                (void)first_of_list(siblings, t->n_cpus, &info->core);
+                (void)read_topology_int(cpu, "core_id", &info->core_id);
                 read_llc(cpu, t->n_cpus, info);
 
-                if (old && info->core < 0) {
+                if (old && info->core_id < 0) {
                         info->package = old->package;
                         info->die = old->die;
-                        info->core = old->core;
+                        info->core_id = old->core_id;
                         info->llc = old->llc;
                 }
         }
+        number_cores(t);
         read_nodes(t);
 
         *ret = TAKE_PTR(t);

@@ -8,8 +8,11 @@ typedef struct CpuInfo {
          * seen while it was online are kept across refreshes). */
         int package;
         int die;
-        int core; /* the lowest CPU number among its SMT siblings: unique machine-wide */
-        int llc;  /* the lowest CPU number sharing its last-level cache */
+        int core_id; /* topology/core_id: unique within a package and die only */
+        /* The lowest CPU number with the same package, die and core_id: unique machine-wide, and stable
+         * while SMT siblings go offline (thread_siblings_list is not). */
+        int core;
+        int llc; /* the lowest CPU number sharing its last-level cache */
         int node;
         bool present;
         bool online;

@@ -279,13 +279,35 @@ static bool rule_matches(const BlockRule *r, const Disk *d)
         return true;
 }
 
+/* An elevator built as a module (bfq, kyber on Debian) is not listed until it is loaded; writing its name
+ * makes the kernel load it. It counts as offered when modules.dep has it (read once per kernel). */
+static bool scheduler_loadable(const char *name)
+{
+        static char *dep, *dep_path;
+        _cleanup_free_ char *mod = xasprintf("/%s.ko", name), *iosched = xasprintf("/%s-iosched.ko", name);
+        _cleanup_free_ char *release = NULL, *path = NULL;
+
+        if (sys_read("/proc/sys/kernel/osrelease", &release) < 0)
+                return false;
+        path = sys_path(release); /* keyed by root prefix and release: fixtures differ */
+        if (!streq_ptr(path, dep_path)) {
+                _cleanup_free_ char *file = xasprintf("/lib/modules/%s/modules.dep", strstrip(release));
+                free(dep);
+                free(dep_path);
+                dep_path = TAKE_PTR(path);
+                if (sys_read(file, &dep) < 0)
+                        dep = NULL;
+        }
+        return dep && (strstr(dep, mod) || strstr(dep, iosched));
+}
+
 /* The scheduler file lists what the kernel offers: "none [mq-deadline] kyber bfq". */
 static const char *pick_scheduler(char **wanted, const char *offered_line)
 {
         _cleanup_strv_free_ char **offered = strv_split(offered_line, " []");
 
         for (char **w = wanted; *w; w++)
-                if (strv_contains(offered, *w))
+                if (strv_contains(offered, *w) || scheduler_loadable(*w))
                         return *w;
         return NULL;
 }
@@ -295,6 +317,7 @@ static void plan_disk(const BlockConfig *c, const char *name, Plan *plan, PlanNo
         _cleanup_free_ char *sched_path = xasprintf("/sys/block/%s/queue/scheduler", name);
         _cleanup_free_ char *offered = NULL;
         const BlockRule *rule = NULL;
+        bool unsatisfied = false;
         Disk d;
 
         /* Bio-based devices (zram, some dm) have no scheduler file: nothing here to tune. */
@@ -311,6 +334,7 @@ static void plan_disk(const BlockConfig *c, const char *name, Plan *plan, PlanNo
 
         if (rule->schedulers) {
                 const char *s = pick_scheduler(rule->schedulers, offered);
+                unsatisfied = !s;
                 if (s)
                         plan_add(plan, &setting_kind_choice, "block", PHASE_QUEUE, TAKE_PTR(sched_path),
                                  xstrdup(s));
@@ -329,7 +353,9 @@ static void plan_disk(const BlockConfig *c, const char *name, Plan *plan, PlanNo
         if (rule->read_ahead_kb)
                 plan_add(plan, &setting_kind_file, "block", PHASE_QUEUE,
                          xasprintf("/sys/block/%s/queue/read_ahead_kb", name), xstrdup(rule->read_ahead_kb));
-        for (char **t = rule->tunables; t && *t; t++) {
+        /* Tunables belong to the scheduler the rule asked for: without it they are not there (or are
+         * another scheduler's). */
+        for (char **t = unsatisfied ? NULL : rule->tunables; t && *t; t++) {
                 const char *eq = strchr(*t, '=');
                 plan_add(plan, &setting_kind_file, "block", PHASE_IOSCHED,
                          xasprintf("/sys/block/%s/queue/iosched/%.*s", name, (int)(eq - *t), *t),

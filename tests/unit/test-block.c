@@ -146,5 +146,32 @@ TEST(unoffered_scheduler_is_a_note_not_a_failure)
                        "[Block x]: the kernel offers none of 'bfq kyber' (it has: none [mq-deadline])");
 }
 
+TEST(scheduler_built_as_module_counts_as_offered)
+{
+        const char *tmp = test_tmpdir();
+        _cleanup_free_ char *root = xasprintf("%s/tiny", tmp);
+        char *search[] = {(char *)tmp, NULL};
+        _cleanup_topology_ Topology *t = NULL;
+        _cleanup_policy_ Policy *p = NULL;
+        _cleanup_free_ char *err = NULL;
+        Dirty all = {};
+
+        /* The tree of the previous test, now with a kernel that has bfq as a module (Debian's). */
+        test_write(root, "proc/sys/kernel/osrelease", "6.1.0-28-amd64\n");
+        test_write(root, "lib/modules/6.1.0-28-amd64/modules.dep",
+                   "kernel/block/bfq.ko.xz:\nkernel/block/kyber-iosched.ko.xz:\n");
+        sysroot_set(root);
+        pass_result_clear(&res);
+        CHECK_INTEQ(topology_load(NULL, &t), 0);
+        CHECK_INTEQ(policy_load(search, "n", &p, &err), 0);
+        if (!t || !p)
+                return;
+        dirty_mark_all(&all);
+        reconcile_pass(p, t, NULL, &all, true, &res);
+        dirty_clear(&all);
+        CHECK_INTEQ(res.notes.n, 0);
+        CHECK_STREQ(desired("/sys/block/sdz/queue/scheduler"), "bfq");
+}
+
 TEST_MAIN(T(desktop_on_amd_workstation), T(desktop_on_vm2_skips_zram), T(matching_conditions),
-          T(unoffered_scheduler_is_a_note_not_a_failure))
+          T(unoffered_scheduler_is_a_note_not_a_failure), T(scheduler_built_as_module_counts_as_offered))

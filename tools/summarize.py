@@ -49,9 +49,11 @@ vm = os.path.join(out, "vm.log")
 if os.path.exists(vm):
     m = None
     for line in open(vm, errors="replace"):
-        m = re.match(r"^(\d+) passed, (\d+) failed", line.strip()) or m
+        m = re.match(r"^(\d+) passed, (\d+) failed(?:, (\d+) skipped)?", line.strip()) or m
     if m:
-        tally("vm", int(m.group(1)), int(m.group(2)))
+        skipped = int(m.group(3) or 0)
+        tally("vm", int(m.group(1)), int(m.group(2)) + skipped,
+              " (%d skipped, counted as failed)" % skipped if skipped else "")
     else:
         tally("vm", 0, 1, " (no result line)")
 

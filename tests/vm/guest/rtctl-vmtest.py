@@ -1,0 +1,826 @@
+#!/usr/bin/python3
+"""In-VM test runner of rtctl's VM tier (tests/vm/README.md).
+
+Started by rtctl-vmtest.service once the system is up. Prints on the serial
+console (/dev/ttyS0), one line each:
+
+    VMINFO <text>                      facts about the run (kernel, boot time)
+    VMTEST-PLAN <name> <name> ...      the tests about to run, in order
+    VMTEST <name> PASS|FAIL|SKIP <reason>
+    VMLOG <name> <text>                diagnostics of a failed test
+    VMTEST-END <n>                     the runner finished n tests
+
+and drives the host through the vmhost virtio-serial port:
+
+    guest -> host   VMHOST <seq> <command> [args]
+    host -> guest   VMHOSTACK <seq> OK|ERR <text>
+
+Commands: ping, hotplug-disk NAME [MB], unplug-disk NAME, hotplug-cpu,
+unplug-cpu ID, qmp JSON. Every VMHOST request is echoed on the console.
+
+Kernel command line: rtctl_vmtest.only=GLOB[,GLOB...] runs only matching tests
+(harness-boot always runs); rtctl_vmtest.debug dumps the boot's journal
+as VMLOG lines first.
+
+Run as `rtctl-vmtest.py --call-as-user-helper METHOD [ARG...]` (under setpriv,
+as the test user) it makes one D-Bus call and prints the outcome as JSON.
+"""
+
+import fnmatch
+import glob
+import json
+import os
+import re
+import select
+import shlex
+import signal
+import subprocess
+import sys
+import time
+import traceback
+
+BUS_NAME = "org.rtctl.Manager1"
+OBJ_PATH = "/org/rtctl/Manager1"
+IFACE = "org.rtctl.Manager1"
+ERR_NOT_AUTHORIZED = "org.rtctl.Error.NotAuthorized"
+ERR_NO_SUCH_PROFILE = "org.rtctl.Error.NoSuchProfile"
+ERR_INVALID_ARGUMENT = "org.rtctl.Error.InvalidArgument"
+TEST_PROFILE = "vmtest"
+TEST_USER = "tester"
+UNIT = "rtctld.service"
+RTCTL = "/usr/bin/rtctl"
+RTCTLD = "/usr/sbin/rtctld"
+CONSOLE = "/dev/ttyS0"
+TEST_TIMEOUT = 90  # seconds, per test
+
+
+# --------------------------------------------------------------------------
+# output
+
+
+class Console:
+    def __init__(self):
+        try:
+            self.fd = os.open(CONSOLE, os.O_WRONLY | os.O_NOCTTY)
+        except OSError:
+            self.fd = None
+
+    def line(self, text):
+        text = text.replace("\n", " ").replace("\r", " ")
+        data = (text + "\n").encode("utf-8", "replace")
+        # one write() per line: the line reaches the UART in one piece
+        if self.fd is not None:
+            try:
+                os.write(self.fd, data)
+            except OSError:
+                pass
+        sys.stdout.write(text + "\n")
+        sys.stdout.flush()
+
+
+con = Console()
+
+
+class Fail(Exception):
+    pass
+
+
+class Skip(Exception):
+    pass
+
+
+class TestTimeout(Exception):
+    pass
+
+
+def check(cond, reason):
+    if not cond:
+        raise Fail(reason)
+
+
+# --------------------------------------------------------------------------
+# host channel
+
+
+class Host:
+    """VMHOST requests to the host over the `vmhost` virtio-serial port."""
+
+    def __init__(self):
+        self.fd = None
+        self.buf = b""
+        self.seq = 0
+
+    def _path(self):
+        if os.path.exists("/dev/virtio-ports/vmhost"):
+            return "/dev/virtio-ports/vmhost"
+        for name in glob.glob("/sys/class/virtio-ports/*/name"):
+            try:
+                with open(name) as f:
+                    if f.read().strip() == "vmhost":
+                        return "/dev/" + name.split("/")[-2]
+            except OSError:
+                pass
+        return None
+
+    def open(self, timeout=20):
+        deadline = time.monotonic() + timeout
+        while self.fd is None:
+            path = self._path()
+            if path:
+                self.fd = os.open(path, os.O_RDWR | os.O_NONBLOCK | os.O_NOCTTY)
+                break
+            if time.monotonic() > deadline:
+                raise Fail("no vmhost virtio-serial port (/dev/virtio-ports/vmhost)")
+            subprocess.run(["modprobe", "virtio_console"], capture_output=True)
+            time.sleep(0.2)
+
+    def call(self, command, timeout=60):
+        """Send one request; return the OK text, raise Fail on ERR/timeout."""
+        self.open()
+        self.seq += 1
+        seq = self.seq
+        req = "VMHOST %d %s" % (seq, command)
+        con.line(req)
+        data = (req + "\n").encode()
+        deadline = time.monotonic() + timeout
+        while data:
+            try:
+                n = os.write(self.fd, data)
+                data = data[n:]
+            except BlockingIOError:
+                if time.monotonic() > deadline:
+                    raise Fail("vmhost: cannot send %r (host not reading)" % command)
+                select.select([], [self.fd], [], 0.5)
+        while True:
+            while b"\n" in self.buf:
+                raw, self.buf = self.buf.split(b"\n", 1)
+                m = re.match(r"VMHOSTACK (\d+) (OK|ERR) ?(.*)$", raw.decode("utf-8", "replace").strip())
+                if not m or int(m.group(1)) != seq:
+                    continue  # stale or noise
+                if m.group(2) == "OK":
+                    return m.group(3)
+                raise Fail("host could not %s: %s" % (command, m.group(3)))
+            left = deadline - time.monotonic()
+            if left <= 0:
+                raise Fail("vmhost: no answer to %r in %d s" % (command, timeout))
+            r, _, _ = select.select([self.fd], [], [], min(left, 1.0))
+            if r:
+                try:
+                    chunk = os.read(self.fd, 4096)
+                except BlockingIOError:
+                    chunk = b""
+                if chunk:
+                    self.buf += chunk
+                else:
+                    time.sleep(0.1)  # host side not connected: EOF until it is
+
+
+host = Host()
+
+
+# --------------------------------------------------------------------------
+# helpers
+
+
+def run(cmd, timeout=60, user=None, check_rc=False, env=None):
+    if isinstance(cmd, str):
+        cmd = shlex.split(cmd)
+    if user:
+        cmd = ["setpriv", "--reuid", user, "--regid", user, "--clear-groups", "--reset-env"] + cmd
+    try:
+        p = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout, env=env)
+    except subprocess.TimeoutExpired:
+        raise Fail("%s: no exit in %d s" % (" ".join(cmd), timeout))
+    except FileNotFoundError:
+        raise Fail("%s: not found" % cmd[0])
+    if check_rc and p.returncode != 0:
+        raise Fail("%s exited %d: %s" % (" ".join(cmd), p.returncode, (p.stderr or p.stdout).strip()[-300:]))
+    return p
+
+
+def read(path, default=None):
+    try:
+        with open(path) as f:
+            return f.read().strip()
+    except OSError:
+        return default
+
+
+def write(path, value):
+    with open(path, "w") as f:
+        f.write(value)
+
+
+def wait_for(pred, timeout, interval=0.1):
+    deadline = time.monotonic() + timeout
+    while True:
+        v = pred()
+        if v:
+            return v
+        if time.monotonic() > deadline:
+            return v
+        time.sleep(interval)
+
+
+def settle(timeout=30):
+    run(["udevadm", "settle", "--timeout=%d" % timeout], timeout=timeout + 5)
+
+
+def active_scheduler(dev):
+    s = read("/sys/block/%s/queue/scheduler" % dev)
+    if s is None:
+        return None
+    m = re.search(r"\[([^\]]+)\]", s)
+    return m.group(1) if m else s  # "none" alone has no brackets on some kernels
+
+
+def disk_by_serial(serial):
+    for p in glob.glob("/sys/block/*/serial"):
+        if read(p) == serial:
+            return p.split("/")[3]
+    return None
+
+
+def cpu_ids():
+    return sorted(int(m.group(1)) for m in
+                  (re.match(r".*/cpu(\d+)$", p) for p in glob.glob("/sys/devices/system/cpu/cpu[0-9]*")) if m)
+
+
+def unit_prop(unit, *props):
+    p = run(["systemctl", "show", unit] + ["-p" + x for x in props])
+    out = {}
+    for line in p.stdout.splitlines():
+        k, _, v = line.partition("=")
+        out[k] = v
+    return out
+
+
+def journal(unit, lines=25):
+    p = run(["journalctl", "-u", unit, "-n", str(lines), "--no-pager", "-o", "short-monotonic"], timeout=20)
+    return p.stdout.splitlines()
+
+
+def rtctld_installed():
+    return os.path.exists("/usr/lib/systemd/system/" + UNIT) or os.path.exists("/etc/systemd/system/" + UNIT)
+
+
+def require_rtctld():
+    if not os.path.exists(RTCTLD):
+        raise Fail("rtctld is not installed (no %s in the image; built with --no-rtctl or no meson install)" % RTCTLD)
+    if not rtctld_installed():
+        raise Fail("%s is not installed (no /usr/lib/systemd/system/%s)" % (UNIT, UNIT))
+    st = unit_prop(UNIT, "ActiveState")
+    if st.get("ActiveState") != "active":
+        raise Fail("rtctld is not running (ActiveState=%s)" % st.get("ActiveState"))
+
+
+# --------------------------------------------------------------------------
+# D-Bus
+
+
+def dbus_mod():
+    try:
+        import dbus
+    except ImportError as e:
+        raise Fail("python3-dbus missing in the image: %s" % e)
+    return dbus
+
+
+def manager(bus=None):
+    dbus = dbus_mod()
+    bus = bus or dbus.SystemBus()
+    obj = bus.get_object(BUS_NAME, OBJ_PATH, introspect=False)
+    return dbus.Interface(obj, IFACE), dbus.Interface(obj, "org.freedesktop.DBus.Properties")
+
+
+def call(method, *args, timeout=60):
+    """Call a manager method as this process; return (result, error_name, message)."""
+    dbus = dbus_mod()
+    mgr, _ = manager()
+    try:
+        r = getattr(mgr, method)(*args, timeout=timeout)
+        return plain(r), None, None
+    except dbus.exceptions.DBusException as e:
+        return None, e.get_dbus_name(), e.get_dbus_message()
+
+
+def plain(v):
+    """dbus-python values to plain Python (JSON-able)."""
+    dbus = dbus_mod()
+    if isinstance(v, (dbus.Struct, tuple, list, dbus.Array)):
+        return [plain(x) for x in v]
+    if isinstance(v, (dict, dbus.Dictionary)):
+        return {str(k): plain(x) for k, x in v.items()}
+    if isinstance(v, dbus.Boolean):
+        return bool(v)
+    if isinstance(v, (int, dbus.Byte, dbus.Int16, dbus.Int32, dbus.Int64, dbus.UInt16, dbus.UInt32, dbus.UInt64)):
+        return int(v)
+    if isinstance(v, (float, dbus.Double)):
+        return float(v)
+    if isinstance(v, (str, dbus.String, dbus.ObjectPath, dbus.Signature)):
+        return str(v)
+    return v
+
+
+def call_as_user(user, method, *args):
+    """Run one method call as `user` in a fresh process: {'result'|'error', 'message'}."""
+    p = run([sys.executable, os.path.abspath(__file__), "--call-as-user-helper", method] + list(args),
+            user=user, timeout=60)
+    try:
+        return json.loads(p.stdout.strip().splitlines()[-1])
+    except (ValueError, IndexError):
+        raise Fail("call as %s failed: rc=%d %s" % (user, p.returncode, (p.stderr or p.stdout).strip()[-300:]))
+
+
+def helper_main(method, args):
+    try:
+        if method == "Get":
+            _, props = manager()
+            r = plain(props.Get(IFACE, args[0], timeout=30))
+        else:
+            r, name, msg = call(method, *args, timeout=30)
+            if name:
+                print(json.dumps({"error": name, "message": msg, "uid": os.getuid()}))
+                return 0
+        print(json.dumps({"result": r, "uid": os.getuid()}))
+    except Exception as e:  # report, never crash silently
+        name = e.get_dbus_name() if hasattr(e, "get_dbus_name") else type(e).__name__
+        print(json.dumps({"error": name, "message": str(e), "uid": os.getuid()}))
+    return 0
+
+
+# --------------------------------------------------------------------------
+# kernel state snapshot (for "stop restores everything")
+
+
+def snapshot():
+    s = {}
+    for q in sorted(glob.glob("/sys/block/*/queue")):
+        dev = q.split("/")[3]
+        if dev.startswith(("loop", "ram", "zram")):
+            continue
+        s["block/%s/scheduler" % dev] = active_scheduler(dev)
+        for k in ("read_ahead_kb", "nr_requests", "rotational", "add_random", "rq_affinity", "nomerges", "wbt_lat_usec"):
+            v = read("%s/%s" % (q, k))
+            if v is not None:
+                s["block/%s/%s" % (dev, k)] = v
+        for t in sorted(glob.glob(q + "/iosched/*")):
+            v = read(t)
+            if v is not None:
+                s["block/%s/iosched/%s" % (dev, os.path.basename(t))] = v
+    for p in sorted(glob.glob("/proc/irq/[0-9]*/smp_affinity_list")):
+        s["irq/%s" % p.split("/")[3]] = read(p)
+    s["irq/default_smp_affinity"] = read("/proc/irq/default_smp_affinity")
+    for c in cpu_ids():
+        base = "/sys/devices/system/cpu/cpu%d" % c
+        s["cpu%d/online" % c] = read(base + "/online", "1")
+        s["cpu%d/pm_qos_resume_latency_us" % c] = read(base + "/power/pm_qos_resume_latency_us")
+        for d in sorted(glob.glob(base + "/cpuidle/state*/disable")):
+            s["cpu%d/%s" % (c, "/".join(d.split("/")[-2:]))] = read(d)
+        for k in ("scaling_governor", "scaling_min_freq", "energy_performance_preference"):
+            v = read(base + "/cpufreq/" + k)
+            if v is not None:
+                s["cpu%d/cpufreq/%s" % (c, k)] = v
+    for k in ("sched_rt_runtime_us", "sched_rt_period_us", "timer_migration", "nmi_watchdog",
+              "watchdog_cpumask", "watchdog", "sched_autogroup_enabled"):
+        v = read("/proc/sys/kernel/" + k)
+        if v is not None:
+            s["sysctl/kernel.%s" % k] = v
+    s["workqueue/cpumask"] = read("/sys/devices/virtual/workqueue/cpumask")
+    for k in ("cpuset.cpus.partition", "cpuset.cpus", "cgroup.subtree_control"):
+        for p in sorted(glob.glob("/sys/fs/cgroup/*/" + k) + glob.glob("/sys/fs/cgroup/" + k)):
+            s["cgroup" + p[len("/sys/fs/cgroup"):]] = read(p)
+    return s
+
+
+def diff_snapshots(before, after):
+    out = []
+    for k in sorted(set(before) | set(after)):
+        b, a = before.get(k), after.get(k)
+        if b != a:
+            out.append("%s: %s -> %s" % (k, b, a))
+    return out
+
+
+# --------------------------------------------------------------------------
+# the tests
+
+TESTS = []
+STATE = {}
+
+
+def test(name):
+    def deco(fn):
+        TESTS.append((name, fn))
+        return fn
+    return deco
+
+
+@test("harness-boot")
+def t_harness_boot():
+    return "kernel %s, %d CPUs, boot-to-runner %.1f s" % (
+        os.uname().release, len(cpu_ids()), STATE["uptime_at_start"])
+
+
+@test("harness-vmhost")
+def t_harness_vmhost():
+    t0 = time.monotonic()
+    r = host.call("ping", timeout=30)
+    check(r.startswith("pong"), "host answered %r to ping" % r)
+    return "round trip %.0f ms" % ((time.monotonic() - t0) * 1000)
+
+
+@test("harness-hotplug-disk")
+def t_harness_hotplug_disk():
+    serial = "hpself"
+    check(disk_by_serial(serial) is None, "a disk with serial %s is already there" % serial)
+    t0 = time.monotonic()
+    host.call("hotplug-disk %s 16" % serial)
+    dev = wait_for(lambda: disk_by_serial(serial), 30)
+    check(dev, "hot-added disk (serial %s) did not show up in /sys/block within 30 s" % serial)
+    t_add = time.monotonic() - t0
+    settle()
+    check(os.path.exists("/dev/" + dev), "/dev/%s missing after udevadm settle" % dev)
+    t0 = time.monotonic()
+    host.call("unplug-disk %s" % serial)
+    gone = wait_for(lambda: not os.path.exists("/sys/block/" + dev), 30)
+    check(gone, "/sys/block/%s still there 30 s after unplug" % dev)
+    settle()
+    return "%s added in %.1f s, removed in %.1f s" % (dev, t_add, time.monotonic() - t0)
+
+
+@test("harness-hotplug-cpu")
+def t_harness_hotplug_cpu():
+    before = set(cpu_ids())
+    r = host.call("hotplug-cpu")
+    new = wait_for(lambda: set(cpu_ids()) - before, 30)
+    check(new, "no new /sys/devices/system/cpu/cpuN within 30 s of hotplug-cpu (%s)" % r)
+    cpu = min(new)
+    online = "/sys/devices/system/cpu/cpu%d/online" % cpu
+    if read(online) != "1":
+        write(online, "1")
+    check(read(online) == "1", "cpu%d did not come online" % cpu)
+    settle()
+    return "cpu%d added and online (%s)" % (cpu, r)
+
+
+@test("rtctld-start")
+def t_rtctld_start():
+    """(a) rtctld started by systemd from the shipped unit reaches active (READY=1)."""
+    settle()
+    # the state before the daemon ever ran, for stop-restores
+    STATE["before"] = snapshot()
+    if not os.path.exists(RTCTLD):
+        raise Fail("rtctld is not installed (no %s in the image; built with --no-rtctl or no meson install)" % RTCTLD)
+    if not rtctld_installed():
+        raise Fail("%s is not installed (no /usr/lib/systemd/system/%s)" % (UNIT, UNIT))
+    props = unit_prop(UNIT, "Type", "LoadState", "FragmentPath")
+    check(props.get("LoadState") == "loaded", "%s LoadState=%s" % (UNIT, props.get("LoadState")))
+    check(props.get("Type") == "notify", "%s has Type=%s, want notify" % (UNIT, props.get("Type")))
+    pre = unit_prop(UNIT, "ActiveState")
+    check(pre.get("ActiveState") == "inactive", "rtctld already %s before the test started it (enabled at boot, or bus-activated?)" % pre.get("ActiveState"))
+    t0 = time.monotonic()
+    p = run(["systemctl", "start", UNIT], timeout=60)
+    dt = time.monotonic() - t0
+    st = unit_prop(UNIT, "ActiveState", "SubState", "MainPID", "Result")
+    check(p.returncode == 0, "systemctl start %s exited %d: %s" % (UNIT, p.returncode, p.stderr.strip()))
+    check(st.get("ActiveState") == "active" and st.get("SubState") == "running",
+          "after start: ActiveState=%s SubState=%s Result=%s" % (st.get("ActiveState"), st.get("SubState"), st.get("Result")))
+    STATE["started"] = True
+    return "active (running) pid %s, start took %.2f s (from %s)" % (st.get("MainPID"), dt, props.get("FragmentPath"))
+
+
+@test("dbus-properties")
+def t_dbus_properties():
+    require_rtctld()
+    _, props = manager()
+    allp = plain(props.GetAll(IFACE, timeout=30))
+    want = {"Version": str, "ActiveProfile": str, "Profiles": list, "State": str, "Failures": list}
+    for k, typ in want.items():
+        check(k in allp, "property %s missing (have: %s)" % (k, ", ".join(sorted(allp))))
+        check(isinstance(allp[k], typ), "property %s is %r" % (k, allp[k]))
+    check(allp["State"] in ("applied", "degraded", "off"), "State=%r" % allp["State"])
+    names = [p[0] for p in allp["Profiles"]]
+    check(all(isinstance(p, list) and len(p) == 2 for p in allp["Profiles"]), "Profiles is not a(ss): %r" % allp["Profiles"][:3])
+    check(TEST_PROFILE in names, "profile %s (/etc/rtctl/profiles/%s.conf) not in Profiles %s" % (TEST_PROFILE, TEST_PROFILE, names))
+    for f in allp["Failures"]:
+        check(len(f) == 4 and isinstance(f[2], int), "Failures is not a(ssis): %r" % (f,))
+    return "Version=%s State=%s ActiveProfile=%s, %d profiles" % (allp["Version"], allp["State"], allp["ActiveProfile"], len(names))
+
+
+def block_state(devs):
+    """Scheduler and every queue tunable of each disk, for 'unchanged' checks."""
+    snap = snapshot()
+    return {k: v for k, v in snap.items() if any(k.startswith("block/%s/" % d) for d in devs)}
+
+
+def check_unchanged(what):
+    """The extra disks are as SetProfile left them (independent of whether it worked)."""
+    ref = STATE.get("applied")
+    if ref is None:
+        return
+    d = diff_snapshots(ref, block_state(["vdb", "vdc"]))
+    check(not d, "%s changed the disks: %s" % (what, "; ".join(d[:6])))
+
+
+def check_block_profile(devs):
+    bad = []
+    for dev in devs:
+        sch = active_scheduler(dev)
+        ll = read("/sys/block/%s/queue/iosched/low_latency" % dev)
+        if sch != "bfq" or ll != "0":
+            bad.append("%s: scheduler=%s low_latency=%s (%s)" % (
+                dev, sch, ll, read("/sys/block/%s/queue/scheduler" % dev)))
+    return bad
+
+
+def check_plan_shape(r):
+    check(isinstance(r, list) and all(isinstance(x, list) and len(x) == 3 and all(isinstance(y, str) for y in x) for x in r),
+          "Plan returned %r, want a(sss)" % (r[:3] if isinstance(r, list) else r,))
+
+
+@test("dbus-plan-dry-run")
+def t_dbus_plan_dry_run():
+    """Plan(vmtest) before SetProfile: lists what would change on vdb/vdc, writes nothing."""
+    require_rtctld()
+    pre = snapshot()
+    r, err, msg = call("Plan", TEST_PROFILE)
+    check(err is None, "Plan(%s): %s: %s" % (TEST_PROFILE, err, msg))
+    check_plan_shape(r)
+    d = diff_snapshots(pre, snapshot())
+    check(not d, "Plan is a dry run but changed: %s" % "; ".join(d[:6]))
+    want = []
+    for dev in ("vdb", "vdc"):
+        cur = active_scheduler(dev)
+        if cur != "bfq":
+            ent = [e for e in r if dev in e[0] and e[0].endswith("scheduler")]
+            check(ent, "Plan(%s) has no entry for %s's scheduler (now %s, the profile wants bfq); it has: %s" % (
+                TEST_PROFILE, dev, cur, "; ".join("|".join(e) for e in r[:6])))
+            check("bfq" in ent[0][2], "Plan(%s) wants %r for %s's scheduler, the profile says bfq" % (TEST_PROFILE, ent[0][2], dev))
+            check(cur in ent[0][1], "Plan(%s) says %s's scheduler is %r, it is %s" % (TEST_PROFILE, dev, ent[0][1], cur))
+            want.append("%s %s->bfq" % (dev, cur))
+        else:
+            ll = read("/sys/block/%s/queue/iosched/low_latency" % dev)
+            if ll not in (None, "0"):
+                ent = [e for e in r if dev in e[0] and e[0].endswith("low_latency")]
+                check(ent and ent[0][2] == "0", "Plan(%s) has no low_latency=0 entry for %s (now %s): %s" % (
+                    TEST_PROFILE, dev, ll, "; ".join("|".join(e) for e in r[:6])))
+                want.append("%s low_latency %s->0" % (dev, ll))
+    return "%d entries, writes nothing; %s" % (len(r), ", ".join(want) or "vdb/vdc already in place")
+
+
+@test("set-profile")
+def t_set_profile():
+    """(b) root SetProfile("vmtest") over the system bus: vdb/vdc get bfq, low_latency=0."""
+    require_rtctld()
+    t0 = time.monotonic()
+    r, err, msg = call("SetProfile", TEST_PROFILE)
+    dt = time.monotonic() - t0
+    check(err is None, "SetProfile(%s) failed: %s: %s" % (TEST_PROFILE, err, msg))
+    check(isinstance(r, list) and len(r) == 2 and all(isinstance(x, int) for x in r), "SetProfile returned %r, want (uu)" % (r,))
+    # returns when the profile is in place: no polling here
+    STATE["applied"] = block_state(["vdb", "vdc"])
+    bad = check_block_profile(["vdb", "vdc"])
+    check(not bad, "right after SetProfile returned: " + "; ".join(bad))
+    check(active_scheduler("vda") == STATE["before"].get("block/vda/scheduler"), "vda (not matched) changed to %s" % active_scheduler("vda"))
+    _, props = manager()
+    ap = str(props.Get(IFACE, "ActiveProfile"))
+    check(ap == TEST_PROFILE, "ActiveProfile=%r after SetProfile" % ap)
+    changes, failures = r
+    check(failures == 0, "SetProfile reported %d failures: %r" % (failures, plain(props.Get(IFACE, "Failures"))))
+    return "changes=%d failures=%d in %.0f ms; vdb, vdc: [bfq] low_latency=0" % (changes, failures, dt * 1000)
+
+
+@test("dbus-errors")
+def t_dbus_errors():
+    require_rtctld()
+    _, err, msg = call("SetProfile", "no-such-profile-xyz")
+    check(err == ERR_NO_SUCH_PROFILE, "SetProfile(no-such-profile-xyz): got %s (%s), want %s" % (err, msg, ERR_NO_SUCH_PROFILE))
+    _, err2, msg2 = call("Plan", "no-such-profile-xyz")
+    check(err2 == ERR_NO_SUCH_PROFILE, "Plan(no-such-profile-xyz): got %s (%s), want %s" % (err2, msg2, ERR_NO_SUCH_PROFILE))
+    _, err3, msg3 = call("SetProfile", "../../etc/passwd")
+    check(err3 in (ERR_INVALID_ARGUMENT, ERR_NO_SUCH_PROFILE), "SetProfile(../../etc/passwd): got %s (%s), want %s" % (err3, msg3, ERR_INVALID_ARGUMENT))
+    _, props = manager()
+    ap = str(props.Get(IFACE, "ActiveProfile"))
+    check(ap == TEST_PROFILE, "a failed SetProfile changed ActiveProfile to %r" % ap)
+    check_unchanged("a failed SetProfile")
+    return "NoSuchProfile: %s" % msg
+
+
+@test("unprivileged-denied")
+def t_unprivileged():
+    """(c) a non-root caller gets NotAuthorized from SetProfile/Reload/Restore."""
+    require_rtctld()
+    check(run(["id", TEST_USER]).returncode == 0, "user %s missing in the image" % TEST_USER)
+    r = call_as_user(TEST_USER, "Get", "ActiveProfile")
+    check("result" in r, "properties must be readable by anyone; %s got %s: %s" % (TEST_USER, r.get("error"), r.get("message")))
+    check(r.get("uid", 0) != 0, "helper did not drop privileges (uid %s)" % r.get("uid"))
+    for method, args in (("SetProfile", [TEST_PROFILE]), ("Reload", []), ("Restore", [])):
+        r = call_as_user(TEST_USER, method, *args)
+        check(r.get("error") == ERR_NOT_AUTHORIZED, "%s as %s: got %s, want %s" % (
+            method, TEST_USER, r.get("error") or "success %r" % (r.get("result"),), ERR_NOT_AUTHORIZED) +
+            (" (%s)" % r["message"] if r.get("message") else ""))
+    check_unchanged("calls denied to %s" % TEST_USER)
+    if os.path.exists(RTCTL):
+        p = run([RTCTL, "profile", TEST_PROFILE], user=TEST_USER)
+        check(p.returncode != 0, "`rtctl profile %s` as %s exited 0" % (TEST_PROFILE, TEST_USER))
+    return "SetProfile, Reload, Restore -> NotAuthorized"
+
+
+@test("dbus-plan-reload")
+def t_dbus_plan_reload():
+    require_rtctld()
+    r, err, msg = call("Plan", TEST_PROFILE)
+    check(err is None, "Plan(%s): %s: %s" % (TEST_PROFILE, err, msg))
+    check_plan_shape(r)
+    for obj, cur, want in r:
+        m = re.search(r"\b(vd[a-z])\b.*scheduler$", obj)
+        if m:  # current must be what the kernel says
+            check(active_scheduler(m.group(1)) in cur, "Plan says %s's scheduler is %r while it is %s" % (
+                m.group(1), cur, active_scheduler(m.group(1))))
+    _, err, msg = call("Reload")
+    check(err is None, "Reload(): %s: %s" % (err, msg))
+    _, props = manager()
+    ap = str(props.Get(IFACE, "ActiveProfile"))
+    check(ap == TEST_PROFILE, "ActiveProfile=%r after Reload" % ap)
+    check_unchanged("Reload()")
+    return "Plan: %d entries; Reload kept %s" % (len(r), ap)
+
+
+def cli(args, json_out=False, user=None, ok_rcs=(0,)):
+    if not os.path.exists(RTCTL):
+        raise Fail("rtctl is not installed (no %s in the image)" % RTCTL)
+    p = run([RTCTL] + args + (["--json"] if json_out else []), timeout=60, user=user)
+    check(p.returncode in ok_rcs, "`rtctl %s` exited %d: %s" % (" ".join(args + (["--json"] if json_out else [])), p.returncode, (p.stderr or p.stdout).strip()[-300:]))
+    if json_out:
+        try:
+            return json.loads(p.stdout)
+        except ValueError as e:
+            raise Fail("`rtctl %s --json` printed no valid JSON (%s): %r" % (" ".join(args), e, p.stdout[:200]))
+    return p.stdout
+
+
+@test("cli-status")
+def t_cli_status():
+    require_rtctld()
+    _, props = manager()
+    state = str(props.Get(IFACE, "State"))
+    # status exits non-zero while the state is not "applied": only then is 0 required
+    rcs = (0,) if state == "applied" else tuple(range(0, 8))
+    out = cli(["status"], ok_rcs=rcs)
+    check(out.strip(), "`rtctl status` printed nothing")
+    j = cli(["status"], json_out=True, ok_rcs=rcs)
+    check(TEST_PROFILE in json.dumps(j), "`rtctl status --json` does not name the active profile %s: %s" % (TEST_PROFILE, json.dumps(j)[:200]))
+    cli(["status"], json_out=True, user=TEST_USER, ok_rcs=rcs)  # status is for everyone
+    return "State=%s; %d lines; --json ok" % (state, len(out.splitlines()))
+
+
+@test("cli-profiles")
+def t_cli_profiles():
+    require_rtctld()
+    out = cli(["profiles"])
+    check(TEST_PROFILE in out, "`rtctl profiles` does not list %s" % TEST_PROFILE)
+    j = cli(["profiles"], json_out=True)
+    check(TEST_PROFILE in json.dumps(j), "`rtctl profiles --json` does not list %s" % TEST_PROFILE)
+    return "lists %s" % TEST_PROFILE
+
+
+@test("cli-plan")
+def t_cli_plan():
+    require_rtctld()
+    cli(["plan"])
+    j = cli(["plan"], json_out=True)
+    return "--json: %s" % type(j).__name__
+
+
+@test("cli-restore-profile")
+def t_cli_restore_profile():
+    require_rtctld()
+    j = cli(["restore"], json_out=True)
+    before = STATE["before"]
+    bad = []
+    for dev in ("vdb", "vdc"):
+        if active_scheduler(dev) != before.get("block/%s/scheduler" % dev):
+            bad.append("%s: %s, was %s" % (dev, active_scheduler(dev), before.get("block/%s/scheduler" % dev)))
+    check(not bad, "after `rtctl restore`: " + "; ".join(bad))
+    j2 = cli(["profile", TEST_PROFILE], json_out=True)
+    check_unchanged("`rtctl restore` + `rtctl profile %s` (not the same as SetProfile)" % TEST_PROFILE)
+    cli(["profile", TEST_PROFILE])  # idempotent, text output
+    return "restore put vdb/vdc back, profile re-applied (restore: %s, profile: %s)" % (
+        json.dumps(j)[:60], json.dumps(j2)[:60])
+
+
+@test("hotplug-disk-rule")
+def t_hotplug_disk_rule():
+    """(d) a disk hot-added through QMP that matches a rule ends with [bfq], after udev's rules."""
+    require_rtctld()
+    serial = "hprule"
+    host.call("hotplug-disk %s 16" % serial)
+    try:
+        dev = wait_for(lambda: disk_by_serial(serial), 30)
+        check(dev, "hot-added disk (serial %s) did not show up" % serial)
+        check(re.match(r"vd[d-z]$", dev), "hot-added disk is %s, the profile's hotplug rule matches vd[d-z]" % dev)
+        settle()
+        t0 = time.monotonic()
+        wait_for(lambda: not check_block_profile([dev]), 5, 0.05)
+        waited = time.monotonic() - t0
+        bad = check_block_profile([dev])
+        check(not bad, "5 s after udevadm settle: " + "; ".join(bad) + " (udev's rule sets mq-deadline; rtctld must act after it)")
+        return "%s: [bfq] low_latency=0 after udev's rules (%.2f s after settle)" % (dev, waited)
+    finally:
+        try:
+            host.call("unplug-disk %s" % serial)
+            wait_for(lambda: disk_by_serial(serial) is None, 30)
+            settle()
+        except Fail as e:
+            con.line("VMLOG hotplug-disk-rule cleanup: %s" % e)
+
+
+@test("stop-restores")
+def t_stop_restores():
+    """(e) systemctl stop rtctld puts every value back as before the daemon started."""
+    if "before" not in STATE:
+        raise Fail("no snapshot from before rtctld started (rtctld-start did not run)")
+    require_rtctld()
+    p = run(["systemctl", "stop", UNIT], timeout=60)
+    check(p.returncode == 0, "systemctl stop exited %d: %s" % (p.returncode, p.stderr.strip()))
+    st = unit_prop(UNIT, "ActiveState", "Result")
+    check(st.get("ActiveState") in ("inactive",), "after stop: ActiveState=%s Result=%s" % (st.get("ActiveState"), st.get("Result")))
+    settle()
+    after = snapshot()
+    d = diff_snapshots(STATE["before"], after)
+    check(not d, "%d values differ from before rtctld started: %s" % (len(d), "; ".join(d[:8])))
+    return "%d values compared, all back (Result=%s)" % (len(after), st.get("Result"))
+
+
+# --------------------------------------------------------------------------
+
+
+def selected():
+    m = re.search(r"(?:^|\s)rtctl_vmtest\.only=(\S+)", read("/proc/cmdline", ""))
+    if not m:
+        return TESTS
+    pats = m.group(1).split(",")
+    return [(n, f) for n, f in TESTS if n == "harness-boot" or any(fnmatch.fnmatch(n, p) for p in pats)]
+
+
+def on_alarm(signum, frame):
+    raise TestTimeout()
+
+
+def main():
+    STATE["uptime_at_start"] = float(read("/proc/uptime", "0").split()[0])
+    img = dict(l.split("=", 1) for l in read("/etc/rtctl-vmtest-image", "").splitlines() if "=" in l)
+    con.line("VMINFO runner-start uptime=%.2f kernel=%s cpus=%d image=%s rtctl=%s" % (
+        STATE["uptime_at_start"], os.uname().release, len(cpu_ids()), img.get("BASE_KEY", "?"), img.get("RTCTL_GIT", "?")))
+    if re.search(r"(?:^|\s)rtctl_vmtest\.debug(?:=1)?(?:\s|$)", read("/proc/cmdline", "")):
+        # where the boot went: every unit start with its monotonic time
+        for l in run(["journalctl", "-b", "-o", "short-monotonic", "--no-pager"], timeout=30).stdout.splitlines():
+            con.line("VMLOG boot " + l)
+        for l in run(["lsmod"]).stdout.splitlines():
+            con.line("VMLOG lsmod " + l)
+    tests = selected()
+    con.line("VMTEST-PLAN " + " ".join(n for n, _ in tests))
+    signal.signal(signal.SIGALRM, on_alarm)
+    n = 0
+    for name, fn in tests:
+        t0 = time.monotonic()
+        status, reason = "PASS", ""
+        signal.alarm(TEST_TIMEOUT)
+        try:
+            reason = fn() or ""
+        except Fail as e:
+            status, reason = "FAIL", str(e)
+        except Skip as e:
+            status, reason = "SKIP", str(e)
+        except TestTimeout:
+            status, reason = "FAIL", "timed out after %d s" % TEST_TIMEOUT
+        except Exception as e:
+            status, reason = "FAIL", "%s: %s" % (type(e).__name__, e)
+            for l in traceback.format_exc().splitlines()[-8:]:
+                con.line("VMLOG %s %s" % (name, l))
+        finally:
+            signal.alarm(0)
+        n += 1
+        con.line("VMTEST %s %s %s(%.1f s)" % (name, status, (reason + " ") if reason else "", time.monotonic() - t0))
+        if status == "FAIL" and name not in ("harness-boot",) and rtctld_installed() and not name.startswith("harness-"):
+            try:
+                for l in journal(UNIT, 15):
+                    con.line("VMLOG %s %s" % (name, l))
+            except Exception:
+                pass
+    con.line("VMTEST-END %d" % n)
+    return 0
+
+
+if __name__ == "__main__":
+    if len(sys.argv) >= 3 and sys.argv[1] == "--call-as-user-helper":
+        sys.exit(helper_main(sys.argv[2], sys.argv[3:]))
+    try:
+        sys.exit(main())
+    except Exception as e:
+        con.line("VMLOG runner crashed: %s: %s" % (type(e).__name__, e))
+        for l in traceback.format_exc().splitlines():
+            con.line("VMLOG runner " + l)
+        con.line("VMTEST-END 0")
+        sys.exit(1)

@@ -1,0 +1,544 @@
+#!/usr/bin/python3
+"""Boot the rtctl VM test image under qemu (TCG) and report its tests.
+
+    tests/vm/run-vm.py [--image-dir DIR] [--timeout SEC] [--only GLOB,...]
+                       [--console-log FILE] [--verbose] [--keep]
+
+The image (rootfs.ext4, vmlinuz, initrd.img) comes from build-image.sh. The
+root disk is opened with snapshot=on: the image is never written, every run
+starts from the same state.
+
+The guest prints `VMTEST <name> PASS|FAIL|SKIP <reason>` on the serial
+console (ttyS0); this prints one line per test as it arrives and a final
+`N passed, N failed, N skipped`. Exit 1 on any failure, on a timeout, when the
+runner in the guest did not finish, or when no test ran.
+
+Hotplug from outside: the guest sends `VMHOST <seq> <command>` lines on the
+`vmhost` virtio-serial port; this runs the command through QMP and answers
+`VMHOSTACK <seq> OK|ERR <text>` on the same port. Commands:
+
+    ping                      -> OK pong
+    hotplug-disk NAME [MB]    blockdev-add (raw file, MB MiB, default 32) +
+                              device_add virtio-blk-pci id=NAME serial=NAME
+    unplug-disk NAME          device_del NAME, wait DEVICE_DELETED, blockdev-del
+                              (NAME may also be disk1/disk2, the boot-time disks)
+    hotplug-cpu               device_add the first free slot of
+                              query-hotpluggable-cpus (-smp 4,maxcpus=6)
+    unplug-cpu ID             device_del ID (an id hotplug-cpu answered)
+    qmp JSON                  any QMP command {"execute":...}; OK <return JSON>
+
+Only stdlib; qemu is always killed at the end (and dies with this process:
+PR_SET_PDEATHSIG).
+"""
+
+import argparse
+import ctypes
+import json
+import os
+import re
+import select
+import shutil
+import signal
+import socket
+import subprocess
+import sys
+import tempfile
+import time
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+CACHE = os.environ.get("RTCTL_VM_CACHE", "/var/tmp/rtctl-vm")
+DEFAULT_IMAGE_DIR = os.environ.get("RTCTL_VM_OUT", os.path.join(CACHE, "out"))
+
+RE_TEST = re.compile(r"VMTEST (\S+) (PASS|FAIL|SKIP)(?: (.*))?$")
+RE_PLAN = re.compile(r"VMTEST-PLAN ?(.*)$")
+RE_END = re.compile(r"VMTEST-END (\d+)")
+RE_INFO = re.compile(r"VMINFO (.*)$")
+RE_LOG = re.compile(r"VMLOG (\S+) ?(.*)$")
+RE_NAME = re.compile(r"^[A-Za-z0-9_-]{1,24}$")
+
+
+def log(msg):
+    sys.stdout.write("[run-vm %s] %s\n" % (time.strftime("%H:%M:%S"), msg))
+    sys.stdout.flush()
+
+
+def pdeathsig():
+    """In the qemu child: die with SIGKILL when run-vm.py dies, however it dies."""
+    try:
+        libc = ctypes.CDLL("libc.so.6", use_errno=True)
+        libc.prctl(1, signal.SIGKILL)  # PR_SET_PDEATHSIG
+    except OSError:
+        pass
+    os.setpgrp()
+
+
+class QMP:
+    def __init__(self, sock, pump):
+        self.sock = sock
+        self.buf = b""
+        self.events = []
+        self.pump = pump  # called while waiting: keeps the console drained
+        greeting = self._read_msg(30)
+        if "QMP" not in greeting:
+            raise RuntimeError("no QMP greeting: %r" % greeting)
+        self.execute("qmp_capabilities")
+
+    def _read_msg(self, timeout):
+        deadline = time.monotonic() + timeout
+        while b"\n" not in self.buf:
+            left = deadline - time.monotonic()
+            if left <= 0:
+                raise TimeoutError("QMP: no answer in %d s" % timeout)
+            r, _, _ = select.select([self.sock], [], [], min(left, 0.2))
+            if r:
+                chunk = self.sock.recv(65536)
+                if not chunk:
+                    raise ConnectionError("QMP socket closed")
+                self.buf += chunk
+            self.pump()
+        line, self.buf = self.buf.split(b"\n", 1)
+        return json.loads(line)
+
+    def execute(self, cmd, timeout=30, **args):
+        msg = {"execute": cmd}
+        if args:
+            msg["arguments"] = args
+        return self.raw(msg, timeout)
+
+    def raw(self, msg, timeout=30):
+        self.sock.sendall(json.dumps(msg).encode() + b"\n")
+        deadline = time.monotonic() + timeout
+        while True:
+            m = self._read_msg(max(0.1, deadline - time.monotonic()))
+            if "event" in m:
+                self.events.append(m)
+                continue
+            if "error" in m:
+                raise QMPError("%s: %s" % (m["error"].get("class"), m["error"].get("desc")))
+            return m.get("return")
+
+    def wait_event(self, name, pred, timeout):
+        deadline = time.monotonic() + timeout
+        while True:
+            for i, e in enumerate(self.events):
+                if e.get("event") == name and pred(e.get("data", {})):
+                    del self.events[i]
+                    return e
+            left = deadline - time.monotonic()
+            if left <= 0:
+                raise TimeoutError("no %s event in %d s" % (name, timeout))
+            try:
+                m = self._read_msg(left)
+            except TimeoutError:
+                continue
+            if "event" in m:
+                self.events.append(m)
+
+
+class QMPError(Exception):
+    pass
+
+
+def remove_stale_tmpdirs():
+    """Temp dirs of runs that were SIGKILLed (their owner pid is gone)."""
+    for d in os.listdir("/tmp"):
+        if not d.startswith("rtctl-vm-"):
+            continue
+        path = os.path.join("/tmp", d)
+        try:
+            with open(os.path.join(path, "owner.pid")) as f:
+                pid = int(f.read())
+            os.kill(pid, 0)
+            continue  # still running
+        except ProcessLookupError:
+            pass
+        except (OSError, ValueError):
+            continue  # not ours, or mid-creation: leave it
+        shutil.rmtree(path, ignore_errors=True)
+
+
+class VM:
+    def __init__(self, args):
+        self.args = args
+        remove_stale_tmpdirs()
+        self.tmp = tempfile.mkdtemp(prefix="rtctl-vm-", dir="/tmp")  # short: unix socket paths
+        with open(os.path.join(self.tmp, "owner.pid"), "w") as f:
+            f.write(str(os.getpid()))
+        self.proc = None
+        self.qmp = None
+        self.con = None
+        self.vmhost = None
+        self.con_buf = b""
+        self.host_buf = b""
+        self.con_log = open(args.console_log, "wb")
+        self.results = {}  # name -> (status, reason)
+        self.order = []
+        self.plan = None
+        self.logs = {}
+        self.ended = None
+        self.t_start = None
+        self.t_runner = None
+        self.hotplugged_cpus = []
+        self.disks = {}
+
+    # --- qemu --------------------------------------------------------------
+    def disk_file(self, name, mb):
+        path = os.path.join(self.tmp, name + ".raw")
+        with open(path, "wb") as f:
+            f.truncate(mb * 1024 * 1024)
+        return path
+
+    def command(self):
+        a = self.args
+        img = a.image_dir
+        for f in ("rootfs.ext4", "vmlinuz", "initrd.img"):
+            if not os.path.exists(os.path.join(img, f)):
+                raise SystemExit("run-vm.py: %s missing: build the image first (tests/vm/build-image.sh)" % os.path.join(img, f))
+        append = ["root=/dev/vda", "rw", "console=ttyS0", "threadirqs", "panic=-1",
+                  "rootwait", "systemd.show_status=error"]
+        append += [] if a.verbose else ["quiet", "loglevel=3"]
+        if a.only:
+            append.append("rtctl_vmtest.only=" + a.only)
+        append += a.append
+        t = self.tmp
+        cmd = [a.qemu, "-accel", a.accel, "-machine", "pc", "-cpu", a.cpu,
+               "-smp", "4,maxcpus=6", "-m", "1536",
+               "-nodefaults", "-no-user-config", "-display", "none", "-vga", "none", "-nic", "none",
+               "-no-reboot",
+               "-kernel", os.path.join(img, "vmlinuz"), "-initrd", os.path.join(img, "initrd.img"),
+               "-append", " ".join(append),
+               # root disk: never written (snapshot=on), every run starts clean
+               "-drive", "file=%s,if=none,id=root,format=raw,snapshot=on,cache=unsafe" % os.path.join(img, "rootfs.ext4"),
+               "-device", "virtio-blk-pci,drive=root,serial=root"]
+        for i, name in enumerate(("disk1", "disk2")):  # vdb, vdc
+            path = self.disk_file(name, 64)
+            cmd += ["-blockdev", "driver=raw,node-name=hp-%s,file.driver=file,file.filename=%s" % (name, path),
+                    "-device", "virtio-blk-pci,drive=hp-%s,id=%s,serial=%s" % (name, name, name)]
+            self.disks[name] = path
+        cmd += ["-audiodev", "none,id=snd0", "-device", "ich9-intel-hda", "-device", "hda-duplex,audiodev=snd0",
+                "-device", "virtio-rng-pci",
+                # vmhost channel and QMP first: the console chardev below waits
+                # (wait=on) for us to connect, nothing of the boot is lost
+                "-chardev", "socket,id=vmhost,path=%s/vmhost.sock,server=on,wait=off" % t,
+                "-device", "virtio-serial-pci,id=vser0",
+                "-device", "virtserialport,bus=vser0.0,chardev=vmhost,name=vmhost",
+                "-chardev", "socket,id=qmp,path=%s/qmp.sock,server=on,wait=off" % t,
+                "-mon", "chardev=qmp,mode=control",
+                "-chardev", "socket,id=con0,path=%s/console.sock,server=on,wait=on" % t,
+                "-serial", "chardev:con0"]
+        return cmd
+
+    def connect(self, name, timeout=20):
+        path = os.path.join(self.tmp, name)
+        deadline = time.monotonic() + timeout
+        while True:
+            if self.proc.poll() is not None:
+                raise RuntimeError("qemu exited (%d) before %s was up: %s" % (
+                    self.proc.returncode, name, self.stderr_tail()))
+            if os.path.exists(path):
+                s = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+                try:
+                    s.connect(path)
+                    return s
+                except OSError:
+                    s.close()
+            if time.monotonic() > deadline:
+                raise RuntimeError("qemu did not create %s in %d s" % (path, timeout))
+            time.sleep(0.05)
+
+    def stderr_tail(self):
+        try:
+            with open(os.path.join(self.tmp, "qemu.stderr"), "rb") as f:
+                return f.read()[-600:].decode("utf-8", "replace").strip()
+        except OSError:
+            return ""
+
+    def start(self):
+        cmd = self.command()
+        if self.args.verbose:
+            log("qemu: " + " ".join(cmd))
+        self.t_start = time.monotonic()
+        self.proc = subprocess.Popen(cmd, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
+                                     stderr=open(os.path.join(self.tmp, "qemu.stderr"), "wb"),
+                                     preexec_fn=pdeathsig)
+        self.vmhost = self.connect("vmhost.sock")
+        self.con = self.connect("console.sock")
+        self.con.setblocking(False)
+        self.vmhost.setblocking(False)
+        self.qmp = QMP(self.connect("qmp.sock"), self.pump_console)
+
+    def stop(self):
+        if self.proc and self.proc.poll() is None:
+            try:
+                if self.qmp:
+                    self.qmp.execute("quit", timeout=5)
+            except Exception:
+                pass
+            try:
+                self.proc.wait(5)
+            except subprocess.TimeoutExpired:
+                pass
+        if self.proc and self.proc.poll() is None:
+            os.killpg(self.proc.pid, signal.SIGKILL)
+            self.proc.wait()
+        for s in (self.con, self.vmhost):
+            if s:
+                s.close()
+        self.con_log.close()
+        if not self.args.keep:
+            shutil.rmtree(self.tmp, ignore_errors=True)
+        else:
+            log("kept %s" % self.tmp)
+
+    # --- console -----------------------------------------------------------
+    def pump_console(self):
+        while True:
+            try:
+                chunk = self.con.recv(65536)
+            except BlockingIOError:
+                return
+            except OSError:
+                return
+            if not chunk:
+                return
+            self.con_log.write(chunk)
+            self.con_log.flush()
+            self.con_buf += chunk
+            while b"\n" in self.con_buf:
+                line, self.con_buf = self.con_buf.split(b"\n", 1)
+                self.console_line(line.decode("utf-8", "replace").replace("\r", "").rstrip())
+
+    def console_line(self, line):
+        if self.args.verbose:
+            sys.stdout.write("  | " + line + "\n")
+        m = RE_TEST.search(line)
+        if m:
+            name, status, reason = m.group(1), m.group(2), (m.group(3) or "").strip()
+            if name in self.results:
+                log("warning: %s reported twice; the last result counts" % name)
+            else:
+                self.order.append(name)
+            self.results[name] = (status, reason)
+            print("%-4s %s%s" % (status, name, (" - " + reason) if reason else ""))
+            if status == "FAIL" and not self.args.verbose:
+                for l in self.logs.get(name, [])[-20:]:
+                    print("       | " + l)
+            sys.stdout.flush()
+            return
+        m = RE_LOG.search(line)
+        if m:
+            self.logs.setdefault(m.group(1), []).append(m.group(2))
+            # a test's journal is printed after its FAIL line: show it then
+            if m.group(1) in self.results and self.results[m.group(1)][0] == "FAIL" and not self.args.verbose:
+                print("       | " + m.group(2))
+            return
+        m = RE_PLAN.search(line)
+        if m:
+            self.plan = m.group(1).split()
+            log("guest runner: %d tests planned" % len(self.plan))
+            return
+        m = RE_END.search(line)
+        if m:
+            self.ended = int(m.group(1))
+            return
+        m = RE_INFO.search(line)
+        if m:
+            if "runner-start" in line and self.t_runner is None:
+                self.t_runner = time.monotonic() - self.t_start
+                log("boot to test unit: %.1f s wall (%s)" % (self.t_runner, m.group(1)))
+            else:
+                log("guest: " + m.group(1))
+            return
+        if "Kernel panic" in line or "end Kernel panic" in line:
+            log("guest: " + line.strip())
+
+    # --- vmhost channel ----------------------------------------------------
+    def pump_vmhost(self):
+        while True:
+            try:
+                chunk = self.vmhost.recv(65536)
+            except (BlockingIOError, OSError):
+                return
+            if not chunk:
+                return
+            self.host_buf += chunk
+            while b"\n" in self.host_buf:
+                line, self.host_buf = self.host_buf.split(b"\n", 1)
+                self.host_request(line.decode("utf-8", "replace").strip())
+
+    def reply(self, seq, ok, text):
+        msg = "VMHOSTACK %s %s %s\n" % (seq, "OK" if ok else "ERR", text.replace("\n", " "))
+        self.vmhost.setblocking(True)
+        try:
+            self.vmhost.sendall(msg.encode())
+        finally:
+            self.vmhost.setblocking(False)
+
+    def host_request(self, line):
+        m = re.match(r"VMHOST (\d+) (\S+) ?(.*)$", line)
+        if not m:
+            if line:
+                log("vmhost: ignoring %r" % line)
+            return
+        seq, cmd, rest = m.group(1), m.group(2), m.group(3).strip()
+        t0 = time.monotonic()
+        try:
+            text = self.host_command(cmd, rest)
+            ok = True
+        except Exception as e:  # every failure goes back to the guest as ERR
+            ok, text = False, "%s: %s" % (type(e).__name__, e)
+        if self.args.verbose or not ok:
+            log("vmhost %s %s -> %s %s (%.2f s)" % (cmd, rest, "OK" if ok else "ERR", text, time.monotonic() - t0))
+        self.reply(seq, ok, text)
+
+    def host_command(self, cmd, rest):
+        args = rest.split()
+        q = self.qmp
+        if cmd == "ping":
+            return "pong"
+        if cmd == "hotplug-disk":
+            if not args or not RE_NAME.match(args[0]):
+                raise ValueError("usage: hotplug-disk NAME [MB]")
+            name = args[0]
+            mb = int(args[1]) if len(args) > 1 else 32
+            if name in self.disks:
+                raise ValueError("disk %s already exists" % name)
+            path = self.disk_file(name, mb)
+            q.execute("blockdev-add", driver="raw", **{"node-name": "hp-" + name,
+                                                       "file": {"driver": "file", "filename": path}})
+            try:
+                q.execute("device_add", driver="virtio-blk-pci", id=name, drive="hp-" + name, serial=name)
+            except Exception:
+                q.execute("blockdev-del", **{"node-name": "hp-" + name})
+                raise
+            self.disks[name] = path
+            return "serial=%s size=%dMiB" % (name, mb)
+        if cmd == "unplug-disk":
+            if not args or args[0] not in self.disks:
+                raise ValueError("no such disk %r (have %s)" % (rest, ", ".join(sorted(self.disks))))
+            name = args[0]
+            q.execute("device_del", id=name)
+            q.wait_event("DEVICE_DELETED", lambda d: d.get("device") == name, 60)
+            q.execute("blockdev-del", **{"node-name": "hp-" + name})
+            os.unlink(self.disks.pop(name))
+            return "removed %s" % name
+        if cmd == "hotplug-cpu":
+            cpus = q.execute("query-hotpluggable-cpus")
+            free = [c for c in cpus if not c.get("qom-path")]
+            if not free:
+                raise RuntimeError("no free CPU slot (maxcpus reached)")
+            key = lambda c: tuple(c["props"].get(k, 0) for k in ("socket-id", "die-id", "core-id", "thread-id"))
+            c = sorted(free, key=key)[0]
+            cid = "hcpu%d" % len(self.hotplugged_cpus)
+            q.execute("device_add", driver=c["type"], id=cid, **c["props"])
+            self.hotplugged_cpus.append(cid)
+            return "id=%s %s" % (cid, " ".join("%s=%s" % kv for kv in sorted(c["props"].items())))
+        if cmd == "unplug-cpu":
+            if not args or args[0] not in self.hotplugged_cpus:
+                raise ValueError("no hot-plugged cpu %r (have %s)" % (rest, self.hotplugged_cpus))
+            q.execute("device_del", id=args[0])
+            q.wait_event("DEVICE_DELETED", lambda d: d.get("device") == args[0], 60)
+            self.hotplugged_cpus.remove(args[0])
+            return "removed %s" % args[0]
+        if cmd == "qmp":
+            return json.dumps(q.raw(json.loads(rest), timeout=60))
+        raise ValueError("unknown command %r" % cmd)
+
+    # --- main loop ---------------------------------------------------------
+    def run(self):
+        deadline = self.t_start + self.args.timeout
+        end_deadline = None
+        while True:
+            now = time.monotonic()
+            if now > deadline:
+                return "timeout"
+            if self.proc.poll() is not None:
+                self.pump_console()
+                return "exited"
+            if self.ended is not None:
+                if end_deadline is None:
+                    end_deadline = now + 30  # time to power off by itself
+                elif now > end_deadline:
+                    return "ended"
+            r, _, _ = select.select([self.con, self.vmhost], [], [], 0.5)
+            if self.con in r:
+                self.pump_console()
+            if self.vmhost in r:
+                self.pump_vmhost()
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--image-dir", default=DEFAULT_IMAGE_DIR, help="rootfs.ext4, vmlinuz, initrd.img (default %(default)s)")
+    ap.add_argument("--timeout", type=float, default=float(os.environ.get("RTCTL_VM_TIMEOUT", 480)),
+                    help="hard limit for the whole run, seconds (default %(default)s)")
+    ap.add_argument("--only", help="comma-separated globs of guest test names (harness-boot always runs)")
+    ap.add_argument("--console-log", help="where the serial console goes (default IMAGE_DIR/console.log)")
+    ap.add_argument("--accel", default=os.environ.get("RTCTL_VM_ACCEL", "tcg"))
+    ap.add_argument("--cpu", default=os.environ.get("RTCTL_VM_CPU", "qemu64"))
+    ap.add_argument("--qemu", default="qemu-system-x86_64")
+    ap.add_argument("--append", action="append", default=[], help="extra kernel command line word")
+    ap.add_argument("--verbose", "-v", action="store_true", help="echo the console; kernel not quiet")
+    ap.add_argument("--keep", action="store_true", help="keep the temporary dir (disks, sockets)")
+    args = ap.parse_args()
+    args.console_log = args.console_log or os.path.join(args.image_dir, "console.log")
+    if not shutil.which(args.qemu):
+        raise SystemExit("run-vm.py: %s not found (apt-get install qemu-system-x86, or run tests/vm/build-image.sh)" % args.qemu)
+
+    def on_signal(signum, frame):
+        raise KeyboardInterrupt("signal %d" % signum)
+    signal.signal(signal.SIGTERM, on_signal)
+    signal.signal(signal.SIGHUP, on_signal)
+
+    vm = VM(args)
+    how = "error"
+    problems = []
+    try:
+        log("booting %s (accel %s, timeout %d s, console %s)" % (args.image_dir, args.accel, args.timeout, args.console_log))
+        vm.start()
+        how = vm.run()
+    except KeyboardInterrupt as e:
+        how = "interrupted"
+        problems.append("interrupted (%s)" % (e or "SIGINT"))
+    except Exception as e:
+        problems.append("harness error: %s: %s" % (type(e).__name__, e))
+    finally:
+        elapsed = time.monotonic() - vm.t_start if vm.t_start else 0
+        vm.stop()
+
+    if how == "timeout":
+        problems.append("timeout: the VM did not finish in %d s" % args.timeout)
+    if vm.ended is None and how != "error" and not problems:
+        problems.append("the guest runner did not finish (qemu %s%s)" % (
+            how, ", exit %s" % vm.proc.returncode if vm.proc and vm.proc.returncode is not None else ""))
+    if vm.plan:
+        for name in vm.plan:
+            if name not in vm.results:
+                vm.results[name] = ("FAIL", "no result (runner died or timed out during the run)")
+                vm.order.append(name)
+                print("FAIL %s - no result" % name)
+    for p in problems:
+        print("FAIL harness - %s" % p)
+    if problems or vm.ended is None:
+        try:
+            with open(args.console_log, "rb") as f:
+                tail = f.read()[-3000:].decode("utf-8", "replace").replace("\r", "").splitlines()[-25:]
+            print("--- last console lines (%s) ---" % args.console_log)
+            for l in tail:
+                print("  | " + l)
+        except OSError:
+            pass
+    passed = sum(1 for s, _ in vm.results.values() if s == "PASS")
+    failed = sum(1 for s, _ in vm.results.values() if s == "FAIL") + (1 if problems else 0)
+    skipped = sum(1 for s, _ in vm.results.values() if s == "SKIP")
+    boot = " boot to test unit %.1f s," % vm.t_runner if vm.t_runner else ""
+    log("VM run took %.1f s,%s qemu ended: %s" % (elapsed, boot, how))
+    print("%d passed, %d failed, %d skipped" % (passed, failed, skipped))
+    if passed + failed == 0:
+        print("run-vm.py: no test ran")
+        return 1
+    return 1 if failed else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -39,3 +39,4 @@ int verb_profiles(Cli *c, int argc, char *argv[]);
 int verb_profile(Cli *c, int argc, char *argv[]);
 int verb_restore(Cli *c, int argc, char *argv[]);
 int verb_plan(Cli *c, int argc, char *argv[]);
+int verb_attach(Cli *c, int argc, char *argv[]);

@@ -19,7 +19,9 @@ static void help(void)
             "  profiles               The profiles there are\n"
             "  profile [NAME]         Show the active profile, or switch to NAME (returns when in place)\n"
             "  plan [--profile NAME]  What applying a profile would change (works without rtctld)\n"
-            "  restore                Put every value rtctl changed back (works without rtctld)\n\n"
+            "  restore                Put every value rtctl changed back (works without rtctld)\n"
+            "  attach PID             Run process PID on the isolated CPUs (PipeWire, JACK, a DAW)\n"
+            "  detach PID             Move it back to the housekeeping CPUs\n\n"
             "Options:\n"
             "  -h --help              Show this help\n"
             "     --version           Show the version\n"
@@ -36,6 +38,9 @@ int cli_exit_for_error(const sd_bus_error *e)
                 return EXIT_NO_DAEMON;
         if (sd_bus_error_has_name(e, "org.rtctl.Error.NoSuchProfile"))
                 return EXIT_NO_PROFILE;
+        if (sd_bus_error_has_names(e, "org.rtctl.Error.NoSuchProcess", "org.rtctl.Error.AlreadyAttached",
+                                   "org.rtctl.Error.NotAttached", "org.rtctl.Error.NotIsolated"))
+                return EXIT_FAILED;
         if (sd_bus_error_has_name(e, "org.rtctl.Error.InvalidProfile"))
                 return EXIT_INVALID;
         if (sd_bus_error_has_names(e, "org.rtctl.Error.NotAuthorized",
@@ -146,7 +151,8 @@ static const struct {
         int (*run)(Cli *c, int argc, char *argv[]);
 } verbs[] = {
     {"status", verb_status},   {"profiles", verb_profiles}, {"profile", verb_profile},
-    {"restore", verb_restore}, {"plan", verb_plan},
+    {"restore", verb_restore}, {"plan", verb_plan},         {"attach", verb_attach},
+    {"detach", verb_attach},
 };
 
 int main(int argc, char *argv[])

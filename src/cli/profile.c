@@ -174,3 +174,24 @@ int verb_plan(Cli *c, int argc, char *argv[])
         print_plan(c, cells, rows);
         return EXIT_OK;
 }
+
+int verb_attach(Cli *c, int argc, char *argv[])
+{
+        bool attach = streq(argv[0], "attach");
+        sd_bus_message *reply = NULL;
+        unsigned pid;
+        int code;
+
+        if (argc != 2 || safe_atou(argv[1], &pid) < 0 || pid == 0) {
+                fprintf(stderr, "Usage: rtctl %s PID\n", argv[0]);
+                return EXIT_USAGE;
+        }
+        code = cli_call(c, attach ? "AttachProcess" : "DetachProcess", &reply, false, "u", pid);
+        if (code != EXIT_OK)
+                return code;
+        _cleanup_free_ char *what = xasprintf(
+            "Process %u %s", pid, attach ? "runs on the isolated CPUs" : "is back on the housekeeping CPUs");
+        code = print_result(c, what, reply);
+        sd_bus_message_unref(reply);
+        return code;
+}

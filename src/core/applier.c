@@ -32,7 +32,7 @@ static void read_phase(Plan *plan, unsigned phase, Journal *journal, size_t *ret
                         continue;
                 free(s->current);
                 s->current = NULL;
-                r = s->kind->read(s->object, &s->current);
+                r = s->kind->read(s->object, s->desired, &s->current);
                 if (r == -ENOENT && dry_run_gap) {
                         s->current = xstrdup("(absent until the earlier change)");
                         pending++;
@@ -46,7 +46,7 @@ static void read_phase(Plan *plan, unsigned phase, Journal *journal, size_t *ret
                         s->result = SETTING_UNCHANGED;
                         continue;
                 }
-                if (journal)
+                if (journal && !journal_covered(journal, s->object))
                         journal_remember(journal, s->kind, s->tuner, s->object, s->current);
                 pending++;
         }
@@ -71,7 +71,7 @@ static void write_phase(Plan *plan, unsigned phase, int journal_error)
                         fail(s, r, "write failed");
                         continue;
                 }
-                r = s->kind->read(s->object, &now);
+                r = s->kind->read(s->object, s->desired, &now);
                 if (r < 0) {
                         fail(s, r, "cannot read back");
                         continue;

@@ -140,6 +140,22 @@ void journal_remember(Journal *j, const SettingKind *kind, const char *tuner, co
         j->dirty = true;
 }
 
+bool journal_covered(const Journal *j, const char *object)
+{
+        _cleanup_free_ char *prefix = xstrdup(object);
+        char *slash;
+
+        while ((slash = strrchr(prefix, '/')) && slash != prefix) {
+                const JournalEntry *e;
+
+                *slash = 0;
+                e = journal_find(j, prefix);
+                if (e && e->kind->owns_children && streq(e->original, "absent"))
+                        return true;
+        }
+        return false;
+}
+
 void journal_forget(Journal *j, const char *object)
 {
         gpointer v = g_hash_table_lookup(j->index, object);

@@ -32,6 +32,9 @@ const JournalEntry *journal_find(const Journal *j, const char *object);
 void journal_remember(Journal *j, const SettingKind *kind, const char *tuner, const char *object,
                       const char *original);
 void journal_forget(Journal *j, const char *object);
+/* True when an ancestor of object was created by rtctl (journalled "absent" by a kind that owns its
+ * children): removing it restores object as well, so object needs no entry. */
+bool journal_covered(const Journal *j, const char *object);
 /* Writes the journal atomically (or removes the file when empty). A no-op when nothing changed. */
 int journal_save(Journal *j);
 

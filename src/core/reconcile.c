@@ -99,7 +99,8 @@ static void settle_restores(Journal *journal, PassResult *ret)
 
                 if (!s->restore)
                         continue;
-                if (s->result == SETTING_FAILED && (s->error == -ENOENT || s->error == -ENODEV)) {
+                if (s->result == SETTING_FAILED &&
+                    (s->error == -ENOENT || s->error == -ENODEV || s->error == -ESRCH)) {
                         s->result = SETTING_UNCHANGED;
                         free(s->message);
                         s->message = xstrdup("gone, nothing to restore");
@@ -115,6 +116,13 @@ static void settle_restores(Journal *journal, PassResult *ret)
 void reconcile_pass(const Policy *policy, const Topology *topology, Journal *journal, const Dirty *dirty,
                     bool dry_run, PassResult *ret)
 {
+        reconcile_pass_attached(policy, topology, journal, dirty, dry_run, NULL, 0, ret);
+}
+
+void reconcile_pass_attached(const Policy *policy, const Topology *topology, Journal *journal,
+                             const Dirty *dirty, bool dry_run, const unsigned *attached, size_t n_attached,
+                             PassResult *ret)
+{
         uint64_t start = now_usec(CLOCK_MONOTONIC);
 
         *ret = (PassResult){};
@@ -127,8 +135,11 @@ void reconcile_pass(const Policy *policy, const Topology *topology, Journal *jou
                 ret->housekeeping = cpuset_dup(topology->possible);
         }
 
-        PlanContext ctx = {
-            .topology = topology, .isolated = ret->isolated, .housekeeping = ret->housekeeping};
+        PlanContext ctx = {.topology = topology,
+                           .isolated = ret->isolated,
+                           .housekeeping = ret->housekeeping,
+                           .attached = attached,
+                           .n_attached = n_attached};
         plan_tuners(policy, &ctx, dirty, ret);
         if (journal)
                 plan_restores(journal, dirty, ret);

@@ -36,3 +36,7 @@ void pass_result_clear(PassResult *r);
  * dry_run: nothing is written and the journal is untouched; the plan shows what would change. */
 void reconcile_pass(const Policy *policy, const Topology *topology, Journal *journal, const Dirty *dirty,
                     bool dry_run, PassResult *ret);
+/* The same, with processes attached to the isolated CPUs. */
+void reconcile_pass_attached(const Policy *policy, const Topology *topology, Journal *journal,
+                             const Dirty *dirty, bool dry_run, const unsigned *attached, size_t n_attached,
+                             PassResult *ret);

@@ -4,7 +4,7 @@
 #include "core/setting.h"
 #include "shared/sysfs.h"
 
-static bool equal_folded(const char *a, const char *b)
+bool setting_equal_folded(const char *a, const char *b)
 {
         /* "4096\t16384  4194304" equals "4096 16384 4194304" */
         for (;;) {
@@ -26,7 +26,7 @@ static bool equal_folded(const char *a, const char *b)
         }
 }
 
-static int file_read(const char *object, char **ret)
+int setting_file_read(const char *object, const char *hint, char **ret)
 {
         _cleanup_free_ char *s = NULL;
         int r;
@@ -40,12 +40,12 @@ static int file_read(const char *object, char **ret)
 
 const SettingKind setting_kind_file = {
     .name = "file",
-    .read = file_read,
+    .read = setting_file_read,
     .write = sys_write,
-    .equal = equal_folded,
+    .equal = setting_equal_folded,
 };
 
-static int choice_read(const char *object, char **ret)
+static int choice_read(const char *object, const char *hint, char **ret)
 {
         _cleanup_free_ char *s = NULL;
         char *open, *close;
@@ -68,12 +68,15 @@ const SettingKind setting_kind_choice = {
     .name = "choice",
     .read = choice_read,
     .write = sys_write,
-    .equal = equal_folded,
+    .equal = setting_equal_folded,
 };
 
 const SettingKind *setting_kind_from_name(const char *name)
 {
-        static const SettingKind *const kinds[] = {&setting_kind_file, &setting_kind_choice};
+        static const SettingKind *const kinds[] = {
+            &setting_kind_file,   &setting_kind_choice, &setting_kind_cpulist, &setting_kind_cpumask,
+            &setting_kind_cgroup, &setting_kind_procs,  &setting_kind_member,  &setting_kind_affinity,
+        };
 
         for (size_t i = 0; i < ELEMENTSOF(kinds); i++)
                 if (streq(kinds[i]->name, name))

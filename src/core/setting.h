@@ -7,9 +7,15 @@
  * stores the kind's name, so restore after a restart knows how to put a value back. */
 typedef struct SettingKind {
         const char *name;
-        int (*read)(const char *object, char **ret); /* -ENOENT when the object does not exist */
+        /* -ENOENT when the object does not exist. hint is the value about to be compared with (the desired
+         * value, or the original on restore): a kind whose state depends on it (where processes come
+         * from) reads it from there. */
+        int (*read)(const char *object, const char *hint, char **ret);
         int (*write)(const char *object, const char *value);
         bool (*equal)(const char *current, const char *desired);
+        /* Created by rtctl, it takes everything below it when it goes: objects under it are not
+         * journalled. */
+        bool owns_children;
 } SettingKind;
 
 /* A plain sysfs/procfs attribute; values compare with white space folded. */
@@ -17,7 +23,27 @@ extern const SettingKind setting_kind_file;
 /* An attribute listing choices with the active one in brackets: "none [mq-deadline] kyber". */
 extern const SettingKind setting_kind_choice;
 
+/* A CPU list file ("0-3,8"), compared as a set. */
+extern const SettingKind setting_kind_cpulist;
+/* A hex CPU mask file (workqueue cpumask), shown and planned as a CPU list. */
+extern const SettingKind setting_kind_cpumask;
+/* A cgroup directory: "present" or "absent". Removing it moves its processes to its parent first. */
+extern const SettingKind setting_kind_cgroup;
+/* DIR/cgroup.procs, desired "all from SRC": every process of cgroup SRC that can move is in DIR.
+ * Processes that cannot (per-CPU kernel threads, PF_NO_SETAFFINITY) do not count. */
+extern const SettingKind setting_kind_procs;
+/* /proc/PID/cpuset (v1) or /proc/PID/cgroup (v2): the cgroup of one process, relative to the cpuset
+ * hierarchy's mount ("/rtctl-isolated"). */
+extern const SettingKind setting_kind_member;
+/* /proc/PID/affinity (a name, not a file): a task's CPU affinity, read from /proc/PID/status and set
+ * with sched_setaffinity(2). Only on the live system, never under a root prefix. */
+extern const SettingKind setting_kind_affinity;
+
 const SettingKind *setting_kind_from_name(const char *name);
+
+/* For kinds built on plain files. */
+int setting_file_read(const char *object, const char *hint, char **ret);
+bool setting_equal_folded(const char *a, const char *b);
 
 typedef enum SettingResult {
         SETTING_PENDING,

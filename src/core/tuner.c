@@ -1,11 +1,16 @@
 /* SPDX-License-Identifier: GPL-2.0-or-later */
 #include "core/tuner.h"
 
-/* The order is the order of a pass: sysctls before devices. */
-const Tuner *const tuners[N_TUNERS] = {
+/* The order is the order of a pass: sysctls first, then the CPU split (kernel threads' own CPUs before
+ * the cpusets, so that restore, newest first, dissolves the cpusets before it puts affinities back),
+ * then devices. */
+const Tuner *const tuners[] = {
     &tuner_sysctl,
+    &tuner_kthread,
+    &tuner_cpuset,
     &tuner_block,
 };
+_Static_assert(ELEMENTSOF(tuners) == N_TUNERS, "N_TUNERS must count the tuners");
 
 int tuner_index(const char *name)
 {

@@ -10,6 +10,9 @@ typedef struct PlanContext {
         const Topology *topology;
         const CpuSet *isolated;
         const CpuSet *housekeeping;
+        /* Processes put on the isolated CPUs at run time (AttachProcess), still alive. */
+        const unsigned *attached;
+        size_t n_attached;
 } PlanContext;
 
 /* Something the profile asks for that this kernel or machine cannot do: reported, never a failure. */
@@ -49,8 +52,10 @@ typedef struct Tuner {
 
 extern const Tuner tuner_block;
 extern const Tuner tuner_sysctl;
+extern const Tuner tuner_cpuset;
+extern const Tuner tuner_kthread;
 
-#define N_TUNERS 2
+#define N_TUNERS 4
 extern const Tuner *const tuners[N_TUNERS];
 
 int tuner_index(const char *name);

@@ -86,6 +86,76 @@ static int method_restore(sd_bus_message *msg, void *userdata, sd_bus_error *err
         return 1;
 }
 
+static int method_attach(sd_bus_message *msg, void *userdata, sd_bus_error *error)
+{
+        Manager *m = userdata;
+        uint32_t pid;
+        int r;
+
+        r = sd_bus_message_read(msg, "u", &pid);
+        if (r < 0)
+                return r;
+        r = check_root(msg, error);
+        if (r < 0)
+                return r;
+        r = manager_attach(m, pid);
+        switch (r) {
+        case 0:
+                manager_wait_for_pass(m, msg);
+                return 1;
+        case -ESRCH:
+                return sd_bus_error_setf(error, RTCTL_ERROR_NO_SUCH_PROCESS, "No process with PID %u", pid);
+        case -EPERM:
+                return sd_bus_error_setf(error, RTCTL_ERROR_INVALID_ARGUMENT,
+                                         "PID %u is %s: it cannot be moved to the isolated CPUs", pid,
+                                         pid == 1 ? "init" : "a kernel thread");
+        case -EEXIST:
+                return sd_bus_error_setf(error, RTCTL_ERROR_ALREADY_ATTACHED, "PID %u is attached already",
+                                         pid);
+        case -ENXIO:
+                return sd_bus_error_setf(
+                    error, RTCTL_ERROR_NOT_ISOLATED,
+                    "The active profile isolates no CPU; choose one that does (e.g. audio)");
+        default:
+                return r;
+        }
+}
+
+static int method_detach(sd_bus_message *msg, void *userdata, sd_bus_error *error)
+{
+        Manager *m = userdata;
+        uint32_t pid;
+        int r;
+
+        r = sd_bus_message_read(msg, "u", &pid);
+        if (r < 0)
+                return r;
+        r = check_root(msg, error);
+        if (r < 0)
+                return r;
+        r = manager_detach(m, pid);
+        if (r == -ENOENT)
+                return sd_bus_error_setf(error, RTCTL_ERROR_NOT_ATTACHED, "PID %u is not attached", pid);
+        if (r < 0)
+                return r;
+        manager_wait_for_pass(m, msg);
+        return 1;
+}
+
+static int property_attached(sd_bus *bus, const char *path, const char *interface, const char *property,
+                             sd_bus_message *reply, void *userdata, sd_bus_error *error)
+{
+        Manager *m = userdata;
+        int r;
+
+        r = sd_bus_message_open_container(reply, 'a', "u");
+        for (size_t i = 0; r >= 0 && i < m->n_attached; i++)
+                r = sd_bus_message_append(reply, "u", m->attached[i].pid);
+        if (r < 0)
+                return r;
+        return sd_bus_message_close_container(reply);
+}
+
 static int method_plan(sd_bus_message *msg, void *userdata, sd_bus_error *error)
 {
         Manager *m = userdata;
@@ -247,6 +317,7 @@ static const sd_bus_vtable manager_vtable[] = {
     SD_BUS_PROPERTY("IsolatedCPUs", "s", property_cpus, 0, SD_BUS_VTABLE_PROPERTY_EMITS_CHANGE),
     SD_BUS_PROPERTY("HousekeepingCPUs", "s", property_cpus, 0, SD_BUS_VTABLE_PROPERTY_EMITS_CHANGE),
     SD_BUS_PROPERTY("LastPass", "(tuut)", property_last_pass, 0, SD_BUS_VTABLE_PROPERTY_EMITS_CHANGE),
+    SD_BUS_PROPERTY("AttachedProcesses", "au", property_attached, 0, SD_BUS_VTABLE_PROPERTY_EMITS_CHANGE),
     SD_BUS_METHOD_WITH_ARGS("SetProfile", SD_BUS_ARGS("s", name), SD_BUS_RESULT("u", changes, "u", failures),
                             method_set_profile, SD_BUS_VTABLE_UNPRIVILEGED),
     SD_BUS_METHOD("Reload", NULL, NULL, method_reload, SD_BUS_VTABLE_UNPRIVILEGED),
@@ -254,6 +325,12 @@ static const sd_bus_vtable manager_vtable[] = {
                             method_restore, SD_BUS_VTABLE_UNPRIVILEGED),
     SD_BUS_METHOD_WITH_ARGS("Plan", SD_BUS_ARGS("s", profile), SD_BUS_RESULT("a(sss)", settings),
                             method_plan, SD_BUS_VTABLE_UNPRIVILEGED),
+    SD_BUS_METHOD_WITH_ARGS("AttachProcess", SD_BUS_ARGS("u", pid),
+                            SD_BUS_RESULT("u", changes, "u", failures), method_attach,
+                            SD_BUS_VTABLE_UNPRIVILEGED),
+    SD_BUS_METHOD_WITH_ARGS("DetachProcess", SD_BUS_ARGS("u", pid),
+                            SD_BUS_RESULT("u", changes, "u", failures), method_detach,
+                            SD_BUS_VTABLE_UNPRIVILEGED),
     SD_BUS_SIGNAL_WITH_ARGS("Applied", SD_BUS_ARGS("s", reason, "u", changes, "u", failures), 0),
     SD_BUS_VTABLE_END,
 };
@@ -285,7 +362,7 @@ void bus_emit_applied(Manager *m, const char *reason)
                                  m->last_pass.changes, m->last_pass.failures);
         (void)sd_bus_emit_properties_changed(m->bus, RTCTL_BUS_PATH, RTCTL_BUS_IFACE, "ActiveProfile",
                                              "State", "Failures", "Unsupported", "IsolatedCPUs",
-                                             "HousekeepingCPUs", "LastPass", NULL);
+                                             "HousekeepingCPUs", "LastPass", "AttachedProcesses", NULL);
 }
 
 void bus_emit_profiles_changed(Manager *m)

@@ -12,6 +12,10 @@ typedef struct Manager Manager;
 #define RTCTL_ERROR_INVALID_ARGUMENT "org.rtctl.Error.InvalidArgument"
 #define RTCTL_ERROR_INVALID_PROFILE  "org.rtctl.Error.InvalidProfile"
 #define RTCTL_ERROR_NOT_SUPPORTED    "org.rtctl.Error.NotSupported"
+#define RTCTL_ERROR_NO_SUCH_PROCESS  "org.rtctl.Error.NoSuchProcess"
+#define RTCTL_ERROR_ALREADY_ATTACHED "org.rtctl.Error.AlreadyAttached"
+#define RTCTL_ERROR_NOT_ATTACHED     "org.rtctl.Error.NotAttached"
+#define RTCTL_ERROR_NOT_ISOLATED     "org.rtctl.Error.NotIsolated"
 
 /* Connects to the system bus ($DBUS_SYSTEM_BUS_ADDRESS when set), registers the object and only then
  * takes the name, so no caller ever sees a half-registered service. */

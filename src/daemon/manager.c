@@ -3,6 +3,7 @@
 #include <systemd/sd-daemon.h>
 #include <time.h>
 
+#include "core/cgroupfs.h"
 #include "daemon/bus.h"
 #include "daemon/manager.h"
 #include "shared/log.h"
@@ -43,6 +44,7 @@ void manager_free(Manager *m)
         sd_bus_flush_close_unref(m->bus);
         uevent_monitor_free(m->uevents);
         sd_event_source_disable_unref(m->pass_source);
+        sd_event_source_disable_unref(m->settle_source);
         sd_event_unref(m->event);
         policy_free(m->policy);
         journal_free(m->journal);
@@ -59,6 +61,7 @@ void manager_free(Manager *m)
         free(m->profile_override);
         free(m->pass_reason);
         free(m->last_status);
+        free(m->attached);
         free(m);
 }
 
@@ -181,6 +184,114 @@ static void notify_status(Manager *m)
         m->last_status = TAKE_PTR(status);
 }
 
+static void save_attached(Manager *m)
+{
+        _cleanup_free_ char *path = xasprintf("%s/attached", m->runtime_dir), *content = xstrdup("");
+        int r;
+
+        for (size_t i = 0; i < m->n_attached; i++) {
+                char *c = xasprintf("%s%u %llu\n", content, m->attached[i].pid, m->attached[i].starttime);
+                free(content);
+                content = c;
+        }
+        r = m->n_attached ? write_file_atomic(path, content, false)
+                          : (unlink(path) < 0 && errno != ENOENT ? -errno : 0);
+        if (r < 0)
+                log_warning_errno(r, "Failed to save the attached processes to %s: %m, ignoring", path);
+}
+
+/* A process that exited (or whose PID now belongs to another) is no longer attached. */
+static void prune_attached(Manager *m)
+{
+        size_t w = 0;
+
+        for (size_t i = 0; i < m->n_attached; i++) {
+                TaskInfo t;
+                if (task_info(m->attached[i].pid, &t) >= 0 && t.starttime == m->attached[i].starttime)
+                        m->attached[w++] = m->attached[i];
+                else
+                        log_info("Attached process %u is gone.", m->attached[i].pid);
+        }
+        if (w != m->n_attached) {
+                m->n_attached = w;
+                save_attached(m);
+        }
+}
+
+static void load_attached(Manager *m)
+{
+        _cleanup_free_ char *path = xasprintf("%s/attached", m->runtime_dir), *s = NULL;
+        _cleanup_strv_free_ char **lines = NULL;
+
+        if (read_full_file(path, &s, NULL) < 0)
+                return;
+        lines = strv_split(s, "\n");
+        for (char **l = lines; *l; l++) {
+                Attached a;
+                if (sscanf(*l, "%u %llu", &a.pid, &a.starttime) != 2)
+                        continue;
+                m->attached = realloc(m->attached, sizeof(Attached) * (m->n_attached + 1));
+                if (!m->attached)
+                        abort();
+                m->attached[m->n_attached++] = a;
+        }
+        prune_attached(m);
+        if (m->n_attached)
+                log_info("%zu processes stay attached to the isolated CPUs from an earlier run.",
+                         m->n_attached);
+}
+
+static void mark_cpu_tuners(Manager *m)
+{
+        for (int i = 0; i < N_TUNERS; i++)
+                if (tuners[i]->cpu_dependent)
+                        dirty_mark_full(&m->dirty, i);
+}
+
+int manager_attach(Manager *m, unsigned pid)
+{
+        TaskInfo t;
+        int r;
+
+        if (pid == 0)
+                return -ESRCH;
+        r = task_info(pid, &t);
+        if (r < 0)
+                return -ESRCH;
+        if (pid == 1 || (t.flags & PF_KTHREAD))
+                return -EPERM;
+        for (size_t i = 0; i < m->n_attached; i++)
+                if (m->attached[i].pid == pid)
+                        return -EEXIST;
+        if (!m->isolated || cpuset_empty(m->isolated))
+                return -ENXIO;
+        m->attached = realloc(m->attached, sizeof(Attached) * (m->n_attached + 1));
+        if (!m->attached)
+                abort();
+        m->attached[m->n_attached++] = (Attached){.pid = pid, .starttime = t.starttime};
+        save_attached(m);
+        log_info("Attaching process %u (%s) to the isolated CPUs.", pid, t.comm);
+        mark_cpu_tuners(m);
+        manager_schedule_pass(m, "attach");
+        return 0;
+}
+
+int manager_detach(Manager *m, unsigned pid)
+{
+        for (size_t i = 0; i < m->n_attached; i++)
+                if (m->attached[i].pid == pid) {
+                        memmove(&m->attached[i], &m->attached[i + 1],
+                                sizeof(Attached) * (m->n_attached - i - 1));
+                        m->n_attached--;
+                        save_attached(m);
+                        log_info("Detaching process %u.", pid);
+                        mark_cpu_tuners(m);
+                        manager_schedule_pass(m, "detach");
+                        return 0;
+                }
+        return -ENOENT;
+}
+
 static int on_pass(sd_event_source *s, void *userdata)
 {
         Manager *m = userdata;
@@ -189,7 +300,12 @@ static int on_pass(sd_event_source *s, void *userdata)
         PassResult res;
 
         m->dirty = (Dirty){};
-        reconcile_pass(m->policy, m->topology, m->journal, &dirty, false, &res);
+        prune_attached(m);
+        _cleanup_free_ unsigned *pids = xmalloc0(sizeof(unsigned) * (m->n_attached + 1));
+        for (size_t i = 0; i < m->n_attached; i++)
+                pids[i] = m->attached[i].pid;
+        reconcile_pass_attached(m->policy, m->topology, m->journal, &dirty, false, pids, m->n_attached,
+                                &res);
         update_status(m, &dirty, &res);
         dirty_clear(&dirty);
 
@@ -353,6 +469,36 @@ static int on_reload_signal(sd_event_source *s, const struct signalfd_siginfo *s
         return 0;
 }
 
+/* The kernel's cpuset hotplug work runs asynchronously after a CPU comes online and hands the root
+ * cpuset's tasks (the kernel threads that cannot leave it) every online CPU again, sometimes after the
+ * pass that answered the uevent. One more pass a little later puts them back. A one-shot timer, armed
+ * only by CPU events: an idle daemon still has no wakeups. */
+#define SETTLE_USEC (100 * 1000)
+
+static int on_settle(sd_event_source *s, uint64_t usec, void *userdata)
+{
+        Manager *m = userdata;
+
+        mark_cpu_tuners(m);
+        manager_schedule_pass(m, "cpu settle");
+        return 0;
+}
+
+static void schedule_settle_pass(Manager *m)
+{
+        int r;
+
+        if (m->settle_source) {
+                (void)sd_event_source_set_time_relative(m->settle_source, SETTLE_USEC);
+                (void)sd_event_source_set_enabled(m->settle_source, SD_EVENT_ONESHOT);
+                return;
+        }
+        r = sd_event_add_time_relative(m->event, &m->settle_source, CLOCK_MONOTONIC, SETTLE_USEC, 10 * 1000,
+                                       on_settle, m);
+        if (r < 0)
+                log_warning_errno(r, "Failed to arm the settle pass after a CPU event: %m, ignoring");
+}
+
 static void on_uevent(const Uevent *ev, void *userdata)
 {
         Manager *m = userdata;
@@ -369,10 +515,9 @@ static void on_uevent(const Uevent *ev, void *userdata)
                 }
                 topology_free(m->topology);
                 m->topology = t;
-                for (int i = 0; i < N_TUNERS; i++)
-                        if (tuners[i]->cpu_dependent)
-                                dirty_mark_full(&m->dirty, i);
+                mark_cpu_tuners(m);
                 manager_schedule_pass(m, reason);
+                schedule_settle_pass(m);
                 return;
         }
 
@@ -467,6 +612,7 @@ int manager_start(Manager *m)
         r = topology_load(NULL, &m->topology);
         if (r < 0)
                 return log_error_errno(r, "Failed to read the CPU topology: %m");
+        load_attached(m);
 
         r = sd_event_add_defer(m->event, &m->pass_source, on_pass, m);
         if (r < 0)

@@ -19,6 +19,12 @@ typedef struct Failure {
         char *message;
 } Failure;
 
+/* A process put on the isolated CPUs; the start time tells it from a later process with its PID. */
+typedef struct Attached {
+        unsigned pid;
+        unsigned long long starttime;
+} Attached;
+
 typedef struct LastPass {
         uint64_t timestamp_usec; /* CLOCK_REALTIME */
         unsigned changes;
@@ -30,7 +36,8 @@ typedef struct LastPass {
 typedef struct Manager {
         sd_event *event;
         sd_bus *bus;
-        sd_event_source *pass_source; /* a defer source: the one pass after the event queue drained */
+        sd_event_source *pass_source;   /* a defer source: the one pass after the event queue drained */
+        sd_event_source *settle_source; /* one more pass shortly after a CPU event */
         UeventMonitor *uevents;
 
         char **search_path;
@@ -45,6 +52,8 @@ typedef struct Manager {
         Policy *policy; /* NULL: no tuning (after Restore, or before the first profile) */
         Dirty dirty;
         char *pass_reason;
+        Attached *attached;
+        size_t n_attached;
         sd_bus_message **waiting; /* SetProfile/Restore calls answered when the pass is done */
         size_t n_waiting;
 
@@ -82,6 +91,12 @@ int manager_reload(Manager *m, char **ret_error);
 void manager_restore(Manager *m);
 /* Queues a method call to be answered with (changes, failures) when the pending pass is done. */
 void manager_wait_for_pass(Manager *m, sd_bus_message *call);
+
+/* -ESRCH no such process, -EPERM PID 1 or a kernel thread, -EEXIST already attached, -ENXIO the active
+ * profile isolates no CPU. On success a pass is scheduled. */
+int manager_attach(Manager *m, unsigned pid);
+/* -ENOENT: not attached. */
+int manager_detach(Manager *m, unsigned pid);
 
 const char *manager_state(const Manager *m);
 const char *manager_active_profile(const Manager *m);

@@ -69,20 +69,65 @@ def snapshot():
             s["/proc/sys/" + k] = v
     for stat in glob.glob("/proc/[0-9]*/stat"):
         st = read(stat)
-        if not st or "(irq/" not in st:
+        if not st:
             continue
         fields = st.rsplit(")", 1)[1].split()
         comm = st[st.index("(") + 1:st.rindex(")")]
-        s["irqthread " + comm] = "policy %s prio %s" % (fields[38], fields[37])
+        pid = stat.split("/")[2]
+        if "(irq/" in st:
+            s["irqthread " + comm] = "policy %s prio %s" % (fields[38], fields[37])
+        # Every task's CPUs and cpuset, keyed by PID and start time (PIDs are reused).
+        task = "task %s@%s (%s)" % (pid, fields[19], comm)
+        status = read("/proc/%s/status" % pid) or ""
+        for line in status.splitlines():
+            if line.startswith("Cpus_allowed_list:"):
+                s[task + " cpus"] = line.split(":", 1)[1].strip()
+        cs = read("/proc/%s/cpuset" % pid)
+        if cs is not None:
+            s[task + " cpuset"] = cs
     return s
 
 
 def diff(before, after):
+    """What differs. Tasks that started or ended in between are not differences."""
     lines = []
     for k in sorted(set(before) | set(after)):
+        if k.startswith("task ") and (k not in before or k not in after):
+            continue
         if before.get(k) != after.get(k):
             lines.append("%s: %r -> %r" % (k, before.get(k), after.get(k)))
     return lines
+
+
+def task_cpus(pid):
+    for line in (read("/proc/%d/status" % pid) or "").splitlines():
+        if line.startswith("Cpus_allowed_list:"):
+            return line.split(":", 1)[1].strip()
+    return None
+
+
+PF_KTHREAD = 0x00200000
+PF_NO_SETAFFINITY = 0x04000000
+
+
+def task_flags(pid):
+    st = read("/proc/%d/stat" % pid)
+    return int(st.rsplit(")", 1)[1].split()[6]) if st else None
+
+
+def last_cpu(pid):
+    st = read("/proc/%d/stat" % pid)
+    return int(st.rsplit(")", 1)[1].split()[36]) if st else None
+
+
+def cpu_busy_ticks():
+    """user+nice+system+irq+softirq ticks per CPU from /proc/stat."""
+    out = {}
+    for line in open("/proc/stat"):
+        if line.startswith("cpu") and line[3].isdigit():
+            f = line.split()
+            out[int(f[0][3:])] = sum(int(x) for x in (f[1], f[2], f[3], f[6], f[7]))
+    return out
 
 
 def _loop_ctl(op, n):

@@ -1,0 +1,341 @@
+/* SPDX-License-Identifier: GPL-2.0-or-later */
+/* Setting kinds for CPU sets, cgroups and tasks. */
+#include <sched.h>
+#include <sys/stat.h>
+#include <time.h>
+
+#include "core/cgroupfs.h"
+#include "core/setting.h"
+#include "shared/cpuset.h"
+#include "shared/sysfs.h"
+
+static CpuSet *parse_list_or_null(const char *s)
+{
+        CpuSet *set = NULL;
+
+        if (isempty(s))
+                return cpuset_new(1);
+        if (cpuset_parse_list(s, CPUSET_MAX_CPUS, &set, NULL) < 0)
+                return NULL;
+        return set;
+}
+
+static bool cpulist_equal(const char *a, const char *b)
+{
+        _cleanup_cpuset_ CpuSet *x = parse_list_or_null(a), *y = parse_list_or_null(b);
+
+        if (!x || !y)
+                return setting_equal_folded(a, b);
+        return cpuset_equal(x, y);
+}
+
+const SettingKind setting_kind_cpulist = {
+    .name = "cpulist",
+    .read = setting_file_read,
+    .write = sys_write,
+    .equal = cpulist_equal,
+};
+
+static int cpumask_read(const char *object, const char *hint, char **ret)
+{
+        _cleanup_free_ char *s = NULL;
+        _cleanup_cpuset_ CpuSet *set = NULL;
+        int r;
+
+        r = sys_read(object, &s);
+        if (r < 0)
+                return r;
+        r = cpuset_parse_mask(strstrip(s), CPUSET_MAX_CPUS, &set, NULL);
+        if (r < 0)
+                return r;
+        *ret = cpuset_format_list(set);
+        return 0;
+}
+
+static int cpumask_write(const char *object, const char *value)
+{
+        _cleanup_cpuset_ CpuSet *set = parse_list_or_null(value), *sized = NULL;
+        _cleanup_free_ char *mask = NULL;
+        int last = -1;
+
+        if (!set)
+                return -EINVAL;
+        FOREACH_CPU (cpu, set)
+                last = cpu;
+        /* The kernel takes a mask shorter than nr_cpu_ids: only as many words as the highest CPU needs. */
+        sized = cpuset_new((unsigned)MAX(last + 1, 1));
+        cpuset_or(sized, set);
+        mask = cpuset_format_mask(sized);
+        return sys_write(object, mask);
+}
+
+const SettingKind setting_kind_cpumask = {
+    .name = "cpumask",
+    .read = cpumask_read,
+    .write = cpumask_write,
+    .equal = cpulist_equal,
+};
+
+static int cgroup_read(const char *object, const char *hint, char **ret)
+{
+        *ret = xstrdup(sys_exists(object) ? "present" : "absent");
+        return 0;
+}
+
+static char *parent_of(const char *dir)
+{
+        const char *slash = strrchr(dir, '/');
+        return strndup(dir, slash && slash != dir ? (size_t)(slash - dir) : 1);
+}
+
+/* Empties a cgroup into its parent and removes it. Processes exiting meanwhile (or zombies still
+ * listed) can make rmdir fail with EBUSY for a moment: try again briefly. */
+static int cgroup_remove(const char *dir)
+{
+        _cleanup_free_ char *parent = parent_of(dir), *path = sys_path(dir);
+        int r = 0;
+
+        for (int attempt = 0; attempt < 50; attempt++) {
+                _cleanup_free_ unsigned *pids = NULL;
+                size_t n = 0;
+
+                if (!sys_exists(dir))
+                        return 0;
+                r = cgroup_procs(dir, &pids, &n);
+                if (r < 0)
+                        return r;
+                for (size_t i = 0; i < n; i++)
+                        (void)cgroup_move(parent, pids[i]); /* ESRCH: it exited */
+                if (rmdir(path) >= 0)
+                        return 0;
+                r = -errno;
+                if (r != -EBUSY)
+                        return r;
+                nanosleep(&(struct timespec){.tv_nsec = 10 * 1000 * 1000}, NULL);
+        }
+        return r;
+}
+
+static int cgroup_write(const char *object, const char *value)
+{
+        if (streq(value, "present")) {
+                _cleanup_free_ char *path = sys_path(object);
+                return mkdir(path, 0755) < 0 && errno != EEXIST ? -errno : 0;
+        }
+        if (streq(value, "absent"))
+                return cgroup_remove(object);
+        return -EINVAL;
+}
+
+const SettingKind setting_kind_cgroup = {
+    .name = "cgroup",
+    .read = cgroup_read,
+    .write = cgroup_write,
+    .equal = setting_equal_folded,
+    .owns_children = true,
+};
+
+static const char *procs_source(const char *desired)
+{
+        return desired ? startswith(desired, "all from ") : NULL;
+}
+
+static char *dir_of(const char *procs_file)
+{
+        const char *slash = strrchr(procs_file, '/');
+        return strndup(procs_file, slash ? (size_t)(slash - procs_file) : 0);
+}
+
+/* Processes that refused to move for a reason their flags do not show: not counted again. */
+static unsigned refused[256];
+static size_t n_refused;
+
+static bool movable(unsigned pid)
+{
+        TaskInfo t;
+
+        for (size_t i = 0; i < n_refused; i++)
+                if (refused[i] == pid)
+                        return false;
+        return task_info(pid, &t) >= 0 && !(t.flags & PF_NO_SETAFFINITY);
+}
+
+static int procs_read(const char *object, const char *hint, char **ret)
+{
+        _cleanup_free_ char *dir = dir_of(object);
+        _cleanup_free_ unsigned *pids = NULL;
+        const char *src = procs_source(hint);
+        size_t n = 0, left = 0;
+        int r;
+
+        if (!sys_exists(dir))
+                return -ENOENT;
+        if (!src) {
+                *ret = xstrdup(strempty(hint));
+                return 0;
+        }
+        r = cgroup_procs(src, &pids, &n);
+        if (r < 0)
+                return r;
+        for (size_t i = 0; i < n; i++)
+                if (movable(pids[i]))
+                        left++;
+        *ret = left == 0 ? xasprintf("all from %s", src) : xasprintf("%zu left in %s", left, src);
+        return 0;
+}
+
+static int procs_write(const char *object, const char *value)
+{
+        _cleanup_free_ char *dir = dir_of(object);
+        _cleanup_free_ unsigned *pids = NULL;
+        const char *src = procs_source(value);
+        size_t n = 0;
+        int r;
+
+        if (!src)
+                return 0; /* nothing to put back: the processes go with their cgroup's removal */
+        r = cgroup_procs(src, &pids, &n);
+        if (r < 0)
+                return r;
+        for (size_t i = 0; i < n; i++) {
+                if (!movable(pids[i]))
+                        continue;
+                r = cgroup_move(dir, pids[i]);
+                if (r == -EINVAL && n_refused < ELEMENTSOF(refused))
+                        refused[n_refused++] = pids[i];
+                else if (r < 0 && r != -ESRCH)
+                        return r;
+        }
+        return 0;
+}
+
+const SettingKind setting_kind_procs = {
+    .name = "procs",
+    .read = procs_read,
+    .write = procs_write,
+    .equal = setting_equal_folded,
+};
+
+static int pid_of(const char *object, unsigned *ret)
+{
+        const char *p = startswith(object, "/proc/");
+        char buf[16];
+        size_t n;
+
+        if (!p)
+                return -EINVAL;
+        n = strcspn(p, "/");
+        if (n == 0 || n >= sizeof buf)
+                return -EINVAL;
+        memcpy(buf, p, n);
+        buf[n] = 0;
+        return safe_atou(buf, ret);
+}
+
+static int member_read(const char *object, const char *hint, char **ret)
+{
+        _cleanup_free_ char *s = NULL;
+        int r;
+
+        r = sys_read(object, &s);
+        if (r < 0)
+                return r;
+        if (endswith(object, "/cpuset")) {
+                *ret = xstrdup(strstrip(s));
+                return 0;
+        }
+        /* v2: "0::/path" */
+        _cleanup_strv_free_ char **lines = strv_split(s, "\n");
+        for (char **l = lines; *l; l++)
+                if (startswith(*l, "0::")) {
+                        *ret = xstrdup(*l + 3);
+                        return 0;
+                }
+        return -ENODATA;
+}
+
+static int member_write(const char *object, const char *value)
+{
+        CgroupInfo info;
+        unsigned pid;
+        int r;
+
+        r = pid_of(object, &pid);
+        if (r < 0)
+                return r;
+        r = cgroup_discover(&info);
+        if (r < 0)
+                return r;
+        if (info.mode == CGROUP_NONE) {
+                cgroup_info_clear(&info);
+                return -EOPNOTSUPP;
+        }
+        _cleanup_free_ char *dir = xasprintf("%s%s", info.mount, streq(value, "/") ? "" : value);
+        cgroup_info_clear(&info);
+        r = cgroup_move(dir, pid);
+        /* A process that exited is gone, as a vanished file is. */
+        return r == -ESRCH ? -ENOENT : r;
+}
+
+const SettingKind setting_kind_member = {
+    .name = "member",
+    .read = member_read,
+    .write = member_write,
+    .equal = setting_equal_folded,
+};
+
+static int affinity_read(const char *object, const char *hint, char **ret)
+{
+        _cleanup_free_ char *status_path = NULL, *s = NULL;
+        unsigned pid;
+        int r;
+
+        r = pid_of(object, &pid);
+        if (r < 0)
+                return r;
+        status_path = xasprintf("/proc/%u/status", pid);
+        r = sys_read(status_path, &s);
+        if (r < 0)
+                return r;
+        for (char *line = strtok(s, "\n"); line; line = strtok(NULL, "\n")) {
+                const char *v = startswith(line, "Cpus_allowed_list:");
+                if (v) {
+                        *ret = xstrdup(v + strspn(v, " \t"));
+                        return 0;
+                }
+        }
+        return -ENODATA;
+}
+
+static int affinity_write(const char *object, const char *value)
+{
+        _cleanup_cpuset_ CpuSet *set = parse_list_or_null(value);
+        cpu_set_t *mask;
+        size_t size = CPU_ALLOC_SIZE(CPUSET_MAX_CPUS);
+        unsigned pid;
+        int r;
+
+        if (!isempty(sysroot()))
+                return -EOPNOTSUPP; /* a fixture's PIDs are not this machine's */
+        r = pid_of(object, &pid);
+        if (r < 0)
+                return r;
+        if (!set || cpuset_empty(set))
+                return -EINVAL;
+        mask = CPU_ALLOC(CPUSET_MAX_CPUS);
+        if (!mask)
+                return -ENOMEM;
+        CPU_ZERO_S(size, mask);
+        FOREACH_CPU (cpu, set)
+                CPU_SET_S((size_t)cpu, size, mask);
+        r = sched_setaffinity((pid_t)pid, size, mask) < 0 ? -errno : 0;
+        CPU_FREE(mask);
+        return r == -ESRCH ? -ENOENT : r;
+}
+
+const SettingKind setting_kind_affinity = {
+    .name = "affinity",
+    .read = affinity_read,
+    .write = affinity_write,
+    .equal = cpulist_equal,
+};

@@ -1,0 +1,159 @@
+/* SPDX-License-Identifier: GPL-2.0-or-later */
+/* CPU isolation with cpusets: everything movable on the housekeeping CPUs, attached processes on the
+ * isolated ones. The mechanism follows what the machine has.
+ *
+ * cgroup v1 (as `cset shield` does it): rtctl-housekeeping holds every process of the root cpuset that
+ * can move; rtctl-isolated is cpu_exclusive with load balancing off; the root's load balancing is off so
+ * the isolated CPUs form no scheduling domain with the rest. v1 drops an offline CPU from every cpuset
+ * for good (and moves a cpuset's processes to its parent when its last CPU goes), so the plan always
+ * follows the online CPUs and is redone when one comes back. */
+#include "core/cgroupfs.h"
+#include "core/tuner.h"
+#include "shared/sysfs.h"
+
+#define HOUSEKEEPING_CG "rtctl-housekeeping"
+#define ISOLATED_CG     "rtctl-isolated"
+
+enum {
+        PHASE_DIRS,
+        PHASE_CPUS,
+        PHASE_FLAGS,
+        PHASE_MOVE,
+        PHASE_ATTACH,
+};
+
+typedef struct CpusetConfig {
+        bool isolate;
+} CpusetConfig;
+
+static void *cpuset_parse(Conf *conf, char ***errors)
+{
+        ConfKey *k = conf_key(conf_section(conf, "CPU"), "Isolate");
+        CpusetConfig *c;
+
+        if (!k || isempty(k->value))
+                return NULL;
+        c = xmalloc0(sizeof(CpusetConfig));
+        c->isolate = true;
+        return c;
+}
+
+static void cpuset_free_config(void *p)
+{
+        free(p);
+}
+
+static void add(Plan *plan, const SettingKind *kind, unsigned phase, char *object, char *desired)
+{
+        plan_add(plan, kind, "cpuset", phase, object, desired);
+}
+
+static void note_unmovable(const char *root, PlanNotes *notes)
+{
+        _cleanup_free_ unsigned *pids = NULL;
+        _cleanup_free_ char *names = NULL;
+        size_t n = 0, stuck = 0;
+
+        if (cgroup_procs(root, &pids, &n) < 0)
+                return;
+        for (size_t i = 0; i < n; i++) {
+                TaskInfo t;
+                if (task_info(pids[i], &t) < 0 || !(t.flags & PF_NO_SETAFFINITY))
+                        continue;
+                stuck++;
+                if (stuck <= 8) {
+                        char *s = xasprintf("%s%s%s", strempty(names), names ? ", " : "", t.comm);
+                        free(names);
+                        names = s;
+                }
+        }
+        if (stuck)
+                plan_notes_add(notes, "cpuset", xasprintf("%s/cgroup.procs", root),
+                               xasprintf("%zu per-CPU kernel threads cannot leave the root cpuset (%s%s)",
+                                         stuck, names, stuck > 8 ? ", ..." : ""));
+}
+
+static int plan_v1(const PlanContext *ctx, const CgroupInfo *cg, Plan *plan, PlanNotes *notes)
+{
+        const char *root = cg->mount;
+        _cleanup_free_ char *mems = NULL, *mems_path = xasprintf("%s/cpuset.mems", root);
+        _cleanup_cpuset_ CpuSet *iso = cpuset_dup(ctx->isolated), *hk = cpuset_dup(ctx->housekeeping);
+        _cleanup_free_ char *hk_dir = xasprintf("%s/" HOUSEKEEPING_CG, root);
+        _cleanup_free_ char *iso_dir = xasprintf("%s/" ISOLATED_CG, root);
+        int r;
+
+        cpuset_and(iso, ctx->topology->online);
+        cpuset_and(hk, ctx->topology->online);
+        r = sys_read(mems_path, &mems);
+        if (r < 0)
+                return r;
+
+        add(plan, &setting_kind_cgroup, PHASE_DIRS, xstrdup(hk_dir), xstrdup("present"));
+        add(plan, &setting_kind_cgroup, PHASE_DIRS, xstrdup(iso_dir), xstrdup("present"));
+
+        add(plan, &setting_kind_cpulist, PHASE_CPUS, xasprintf("%s/cpuset.mems", hk_dir), xstrdup(mems));
+        add(plan, &setting_kind_cpulist, PHASE_CPUS, xasprintf("%s/cpuset.cpus", hk_dir),
+            cpuset_format_list(hk));
+        add(plan, &setting_kind_cpulist, PHASE_CPUS, xasprintf("%s/cpuset.mems", iso_dir), xstrdup(mems));
+        /* With every isolated CPU offline the kernel has emptied the cpuset already; it is filled again
+         * when one comes back. */
+        if (!cpuset_empty(iso)) {
+                add(plan, &setting_kind_cpulist, PHASE_CPUS, xasprintf("%s/cpuset.cpus", iso_dir),
+                    cpuset_format_list(iso));
+                add(plan, &setting_kind_file, PHASE_FLAGS, xasprintf("%s/cpuset.cpu_exclusive", iso_dir),
+                    xstrdup("1"));
+        }
+        add(plan, &setting_kind_file, PHASE_FLAGS, xasprintf("%s/cpuset.sched_load_balance", iso_dir),
+            xstrdup("0"));
+        add(plan, &setting_kind_file, PHASE_FLAGS, xasprintf("%s/cpuset.sched_load_balance", hk_dir),
+            xstrdup("1"));
+        add(plan, &setting_kind_file, PHASE_FLAGS, xasprintf("%s/cpuset.sched_load_balance", root),
+            xstrdup("0"));
+
+        add(plan, &setting_kind_procs, PHASE_MOVE, xasprintf("%s/cgroup.procs", hk_dir),
+            xasprintf("all from %s", root));
+        note_unmovable(root, notes);
+
+        if (!cpuset_empty(iso))
+                for (size_t i = 0; i < ctx->n_attached; i++)
+                        add(plan, &setting_kind_member, PHASE_ATTACH,
+                            xasprintf("/proc/%u/cpuset", ctx->attached[i]), xstrdup("/" ISOLATED_CG));
+        return 0;
+}
+
+static int cpuset_plan(const PlanContext *ctx, const void *config, const char *device, Plan *plan,
+                       PlanNotes *notes)
+{
+        CgroupInfo cg;
+        int r;
+
+        if (cpuset_empty(ctx->isolated))
+                return 0;
+        r = cgroup_discover(&cg);
+        if (r < 0 || cg.mode == CGROUP_NONE) {
+                plan_notes_add(
+                    notes, "cpuset", xstrdup("/proc/self/mounts"),
+                    xstrdup("no cpuset controller is mounted: CPU isolation needs boot parameters "
+                            "(isolcpus=) here"));
+                cgroup_info_clear(&cg);
+                return 0;
+        }
+        if (cg.mode == CGROUP_V1)
+                r = plan_v1(ctx, &cg, plan, notes);
+        else {
+                plan_notes_add(notes, "cpuset", xasprintf("%s/cgroup.controllers", cg.mount),
+                               xstrdup("cgroup v2 cpuset partitions are not implemented yet"));
+                r = 0;
+        }
+        cgroup_info_clear(&cg);
+        return r;
+}
+
+const Tuner tuner_cpuset = {
+    .name = "cpuset",
+    .sections = NULL, /* reads [CPU], which the policy core owns */
+    .cpu_dependent = true,
+    .parse = cpuset_parse,
+    .free_config = cpuset_free_config,
+    .plan = cpuset_plan,
+};

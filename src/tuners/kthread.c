@@ -1,0 +1,145 @@
+/* SPDX-License-Identifier: GPL-2.0-or-later */
+/* The kernel's own movable work off the isolated CPUs: unbound kernel threads' affinity, the unbound
+ * workqueue and writeback cpumasks, the lockup detector's CPUs. Threads the kernel binds to one CPU
+ * (PF_NO_SETAFFINITY) are counted, not failed. What only boot parameters can move (nohz_full,
+ * rcu_nocbs, isolcpus) is named as such. */
+#include "core/cgroupfs.h"
+#include "core/tuner.h"
+#include "shared/sysfs.h"
+
+typedef struct KthreadConfig {
+        bool move;
+} KthreadConfig;
+
+static void *kthread_parse(Conf *conf, char ***errors)
+{
+        ConfSection *cpu = conf_section(conf, "CPU");
+        ConfKey *iso = conf_key(cpu, "Isolate");
+        ConfKey *k = conf_key(cpu, "KernelThreads");
+        KthreadConfig *c;
+
+        if (k && !streq(k->value, "housekeeping") && !streq(k->value, "leave")) {
+                strv_push(errors, conf_key_error(k, "expected housekeeping or leave"));
+                return NULL;
+        }
+        if (!iso || isempty(iso->value) || (k && streq(k->value, "leave")))
+                return NULL;
+        c = xmalloc0(sizeof(KthreadConfig));
+        c->move = true;
+        return c;
+}
+
+static void kthread_free_config(void *p)
+{
+        free(p);
+}
+
+static CpuSet *affinity_of(unsigned pid)
+{
+        _cleanup_free_ char *object = xasprintf("/proc/%u/affinity", pid), *list = NULL;
+        CpuSet *s = NULL;
+
+        if (setting_kind_affinity.read(object, NULL, &list) < 0)
+                return NULL;
+        if (cpuset_parse_list(list, CPUSET_MAX_CPUS, &s, NULL) < 0)
+                return NULL;
+        return s;
+}
+
+/* Every movable kernel thread, cgroup v1 or not: the kernel refuses to move some of them (kthreadd, kswapd,
+ * kcompactd) between cgroups although they may change CPUs, and the rest get the same CPUs from the
+ * housekeeping cpuset anyway. This tuner runs before the cpuset tuner so that on restore the cpusets go
+ * first and the affinities, journalled earlier, come back last. */
+static void plan_threads(const PlanContext *ctx, Plan *plan, PlanNotes *notes)
+{
+        _cleanup_closedir_ DIR *d = sys_opendir("/proc");
+        struct dirent *de;
+        unsigned pinned = 0;
+
+        if (!d)
+                return;
+        while ((de = readdir(d))) {
+                _cleanup_cpuset_ CpuSet *cur = NULL;
+                TaskInfo t;
+                unsigned pid;
+
+                if (safe_atou(de->d_name, &pid) < 0 || task_info(pid, &t) < 0 || !(t.flags & PF_KTHREAD))
+                        continue;
+                if (t.flags & PF_NO_SETAFFINITY) {
+                        pinned++;
+                        continue;
+                }
+                /* IRQ threads follow their interrupt's affinity: the IRQ tuner's business. */
+                if (startswith(t.comm, "irq/"))
+                        continue;
+                cur = affinity_of(pid);
+                if (!cur)
+                        continue;
+                /* Keep a thread's own narrowing (kswapd to its node) where it leaves housekeeping CPUs,
+                 * else all of them. Planned for every movable thread on every pass, not only those still
+                 * on isolated CPUs: a plan that changed with the state it made would restore itself. */
+                cpuset_andnot(cur, ctx->isolated);
+                if (cpuset_empty(cur))
+                        cpuset_or(cur, ctx->housekeeping);
+                plan_add(plan, &setting_kind_affinity, "kthread", 0, xasprintf("/proc/%u/affinity", pid),
+                         cpuset_format_list(cur));
+        }
+        if (pinned)
+                plan_notes_add(
+                    notes, "kthread", xstrdup("/proc"),
+                    xasprintf("%u per-CPU kernel threads are bound by the kernel (PF_NO_SETAFFINITY) and "
+                              "stay",
+                              pinned));
+}
+
+static void plan_boot_only(const PlanContext *ctx, PlanNotes *notes)
+{
+        _cleanup_free_ char *cmdline = NULL, *iso = cpuset_format_list(ctx->isolated), *missing = NULL;
+        static const char *const params[] = {"nohz_full", "rcu_nocbs"};
+
+        if (sys_read("/proc/cmdline", &cmdline) < 0)
+                return;
+        for (size_t i = 0; i < ELEMENTSOF(params); i++) {
+                _cleanup_free_ char *want = xasprintf("%s=%s", params[i], iso);
+                if (!strstr(cmdline, want)) {
+                        char *m = xasprintf("%s%s%s", strempty(missing), missing ? " " : "", want);
+                        free(missing);
+                        missing = m;
+                }
+        }
+        if (missing)
+                plan_notes_add(
+                    notes, "kthread", xstrdup("/proc/cmdline"),
+                    xasprintf("needs boot parameters: %s (only a reboot can apply them)", missing));
+}
+
+static int kthread_plan(const PlanContext *ctx, const void *config, const char *device, Plan *plan,
+                        PlanNotes *notes)
+{
+        static const char *const masks[] = {
+            "/sys/devices/virtual/workqueue/cpumask",
+            "/sys/devices/virtual/workqueue/writeback/cpumask",
+        };
+
+        if (cpuset_empty(ctx->isolated))
+                return 0;
+        plan_threads(ctx, plan, notes);
+        for (size_t i = 0; i < ELEMENTSOF(masks); i++)
+                if (sys_exists(masks[i]))
+                        plan_add(plan, &setting_kind_cpumask, "kthread", 0, xstrdup(masks[i]),
+                                 cpuset_format_list(ctx->housekeeping));
+        if (sys_exists("/proc/sys/kernel/watchdog_cpumask"))
+                plan_add(plan, &setting_kind_cpulist, "kthread", 0,
+                         xstrdup("/proc/sys/kernel/watchdog_cpumask"),
+                         cpuset_format_list(ctx->housekeeping));
+        plan_boot_only(ctx, notes);
+        return 0;
+}
+
+const Tuner tuner_kthread = {
+    .name = "kthread",
+    .cpu_dependent = true,
+    .parse = kthread_parse,
+    .free_config = kthread_free_config,
+    .plan = kthread_plan,
+};

@@ -154,12 +154,41 @@ def bench_idle(env, seconds):
             "per_minute": (after - before) * 60.0 / seconds, "threads": threads}
 
 
+SHAPES = ["vm2", "laptop-intel", "amd-workstation", "smp2x8", "server-2x32", "synthetic-1024"]
+
+
+def bench_fixtures(runs):
+    """plan+apply passes on each machine shape (bench-pass, C), on fresh trees in /dev/shm: how a pass
+    grows with CPUs, IRQs and disks. Only tuners that exist are exercised (block, sysctl, the CPU split
+    where the tree has what it needs)."""
+    import shutil
+    import subprocess
+    root = tempfile.mkdtemp(prefix="rtctl-fixtures-", dir="/dev/shm")
+    build = os.environ.get("RTCTL_BUILD_DIR", os.path.join(HERE, "..", "build"))
+    out = {}
+    try:
+        subprocess.run(["/usr/bin/python3", os.path.join(HERE, "..", "tests", "fixtures", "gen-machine.py"),
+                        "--out", root] + SHAPES, check=True, stdout=subprocess.DEVNULL)
+        for shape in SHAPES:
+            p = subprocess.run([os.path.join(build, "bench", "bench-pass"), "--fixture", os.path.join(root, shape),
+                                "--conf", HERE, "--profile", "bench-fixture", "--runs", str(runs)],
+                               capture_output=True, text=True, check=True)
+            r = json.loads(p.stdout)
+            counts = dict(line.split("=", 1) for line in open(os.path.join(root, shape, ".rtctl-fixture"))
+                          .read().split() if "=" in line)
+            r["shape_counts"] = counts
+            out[shape] = r
+    finally:
+        shutil.rmtree(root, ignore_errors=True)
+    return out
+
+
 def main():
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--runs", type=int, default=20)
     ap.add_argument("--idle", type=int, default=60)
     ap.add_argument("--json", default=None)
-    ap.add_argument("sections", nargs="*", default=["uevent", "start", "memory", "idle"])
+    ap.add_argument("sections", nargs="*", default=["uevent", "start", "memory", "idle", "fixtures"])
     args = ap.parse_args()
     if os.geteuid() != 0:
         sys.exit("bench needs root: it changes real kernel settings (test loop devices only)")
@@ -181,6 +210,8 @@ def main():
             results["memory"] = bench_memory(env)
         if "idle" in args.sections:
             results["idle"] = bench_idle(env, args.idle)
+        if "fixtures" in args.sections:
+            results["fixtures"] = bench_fixtures(args.runs)
     finally:
         env.cleanup()
         bus.stop()
@@ -199,6 +230,12 @@ def main():
     if "idle" in results:
         print("idle: %(wakeups)d wakeups in %(seconds)d s (%(per_minute).1f/min), %(threads)d thread(s)"
               % results["idle"])
+    for shape, r in results.get("fixtures", {}).items():
+        print("fixture %-15s %4s CPUs %4s disks: %4d settings, apply %6.2f ms, no-op %6.2f ms, restore %6.2f ms; "
+              "topology load %6.2f ms"
+              % (shape, r["shape_counts"].get("cpus_possible", "?"), r["shape_counts"].get("disks", "?"),
+                 r["settings"], r["apply"]["median_us"] / 1000, r["noop"]["median_us"] / 1000,
+                 r["restore"]["median_us"] / 1000, r["topology_load"]["median_us"] / 1000))
     if args.json:
         with open(args.json, "w") as f:
             json.dump(results, f, indent=2)

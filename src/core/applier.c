@@ -80,7 +80,7 @@ static void write_phase(Plan *plan, unsigned phase, int journal_error)
                         s->result = SETTING_FAILED;
                         s->error = -EIO;
                         free(s->message);
-                        s->message = xasprintf("written, but the kernel kept '%s'", now);
+                        s->message = xasprintf("wrote '%s', but the kernel kept '%s'", s->desired, now);
                         continue;
                 }
                 s->result = SETTING_CHANGED;

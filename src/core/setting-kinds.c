@@ -6,6 +6,7 @@
 
 #include "core/cgroupfs.h"
 #include "core/setting.h"
+#include "core/systemd.h"
 #include "shared/cpuset.h"
 #include "shared/sysfs.h"
 
@@ -254,6 +255,54 @@ static int member_read(const char *object, const char *hint, char **ret)
         return -ENODATA;
 }
 
+static bool unit_name(const char *s, size_t n)
+{
+        static const char *const suffixes[] = {".scope", ".service", ".slice", ".socket", ".mount", ".swap"};
+
+        for (size_t i = 0; i < ELEMENTSOF(suffixes); i++) {
+                size_t l = strlen(suffixes[i]);
+                if (n > l && strneq(s + n - l, suffixes[i], l))
+                        return true;
+        }
+        return false;
+}
+
+/* Where systemd owns the tree a process moves through systemd: into a new scope in a slice of ours, or
+ * back to the unit (and delegated sub-cgroup) it came from. */
+static int member_write_systemd(unsigned pid, const char *value)
+{
+        const char *deepest = NULL, *p = value;
+        _cleanup_free_ char *unit = NULL;
+        int r;
+
+        if (startswith(value, "/rtctl.slice/")) {
+                const char *scope = strrchr(value, '/') + 1;
+                r = systemd_start_scope(scope, "rtctl.slice", pid);
+                if (r == -EEXIST || r == -EIO) /* the scope exists: join it */
+                        r = systemd_attach(scope, "", pid);
+                return r;
+        }
+        /* The innermost path component that names a unit; what follows is a sub-cgroup of it. */
+        while (*p == '/') {
+                const char *start = p + 1;
+                size_t n = strcspn(start, "/");
+                if (unit_name(start, n))
+                        deepest = start;
+                p = start + n;
+        }
+        if (!deepest)
+                return -EINVAL;
+        size_t n = strcspn(deepest, "/");
+        unit = strndup(deepest, n);
+        r = systemd_attach(unit, deepest + n, pid);
+        if (r >= 0 || r == -ESRCH || r == -ENOENT)
+                return r;
+        /* systemd moves processes only into delegated units, not back into a plain service. The process
+         * goes back to the cgroup it came from directly; the scope it leaves empty is collected. */
+        _cleanup_free_ char *dir = xasprintf("/sys/fs/cgroup%s", value);
+        return cgroup_move(dir, pid);
+}
+
 static int member_write(const char *object, const char *value)
 {
         CgroupInfo info;
@@ -266,6 +315,11 @@ static int member_write(const char *object, const char *value)
         r = cgroup_discover(&info);
         if (r < 0)
                 return r;
+        if (info.mode == CGROUP_V2 && info.systemd) {
+                cgroup_info_clear(&info);
+                r = member_write_systemd(pid, value);
+                return r == -ESRCH ? -ENOENT : r;
+        }
         if (info.mode == CGROUP_NONE) {
                 cgroup_info_clear(&info);
                 return -EOPNOTSUPP;
@@ -333,9 +387,91 @@ static int affinity_write(const char *object, const char *value)
         return r == -ESRCH ? -ENOENT : r;
 }
 
+/* Kernel threads start with every possible CPU; after any write the kernel keeps only the online ones.
+ * Only online CPUs can tell two affinities apart. */
+static bool affinity_equal(const char *a, const char *b)
+{
+        _cleanup_cpuset_ CpuSet *x = parse_list_or_null(a), *y = parse_list_or_null(b), *online = NULL;
+        _cleanup_free_ char *s = NULL;
+
+        if (!x || !y)
+                return setting_equal_folded(a, b);
+        if (sys_read("/sys/devices/system/cpu/online", &s) >= 0 &&
+            cpuset_parse_list(strstrip(s), CPUSET_MAX_CPUS, &online, NULL) >= 0) {
+                cpuset_and(x, online);
+                cpuset_and(y, online);
+        }
+        return cpuset_equal(x, y);
+}
+
 const SettingKind setting_kind_affinity = {
     .name = "affinity",
     .read = affinity_read,
     .write = affinity_write,
+    .equal = affinity_equal,
+};
+
+/* "systemd:UNIT:AllowedCPUs" */
+static char *unit_of(const char *object)
+{
+        const char *u = startswith(object, "systemd:");
+        const char *colon = u ? strchr(u, ':') : NULL;
+
+        return u ? strndup(u, colon ? (size_t)(colon - u) : strlen(u)) : NULL;
+}
+
+static int unit_cpus_read(const char *object, const char *hint, char **ret)
+{
+        _cleanup_free_ char *unit = unit_of(object);
+        return unit ? systemd_unit_cpus(unit, ret) : -EINVAL;
+}
+
+static int unit_cpus_write(const char *object, const char *value)
+{
+        _cleanup_free_ char *unit = unit_of(object);
+        return unit ? systemd_set_unit_cpus(unit, value) : -EINVAL;
+}
+
+const SettingKind setting_kind_unit_cpus = {
+    .name = "unit-cpus",
+    .read = unit_cpus_read,
+    .write = unit_cpus_write,
     .equal = cpulist_equal,
+};
+
+static int slice_read(const char *object, const char *hint, char **ret)
+{
+        _cleanup_free_ char *unit = unit_of(object);
+        bool active;
+        int r;
+
+        if (!unit)
+                return -EINVAL;
+        r = systemd_unit_active(unit, &active);
+        if (r < 0)
+                return r;
+        *ret = xstrdup(active ? "present" : "absent");
+        return 0;
+}
+
+static int slice_write(const char *object, const char *value)
+{
+        _cleanup_free_ char *unit = unit_of(object);
+
+        if (!unit)
+                return -EINVAL;
+        if (streq(value, "present"))
+                return systemd_start_slice(unit, "CPUs isolated by rtctl", "");
+        if (streq(value, "absent")) {
+                int r = systemd_stop_unit(unit);
+                return r == -ENOENT ? 0 : r;
+        }
+        return -EINVAL;
+}
+
+const SettingKind setting_kind_slice = {
+    .name = "slice",
+    .read = slice_read,
+    .write = slice_write,
+    .equal = setting_equal_folded,
 };

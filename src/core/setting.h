@@ -39,6 +39,11 @@ extern const SettingKind setting_kind_member;
  * with sched_setaffinity(2). Only on the live system, never under a root prefix. */
 extern const SettingKind setting_kind_affinity;
 
+/* systemd:UNIT:AllowedCPUs, set at run time through systemd's D-Bus API. */
+extern const SettingKind setting_kind_unit_cpus;
+/* systemd:NAME.slice, a transient slice: "present" or "absent". */
+extern const SettingKind setting_kind_slice;
+
 const SettingKind *setting_kind_from_name(const char *name);
 
 /* For kinds built on plain files. */

@@ -20,6 +20,7 @@ enum {
         PHASE_FLAGS,
         PHASE_MOVE,
         PHASE_ATTACH,
+        PHASE_PARTITION,
 };
 
 typedef struct CpusetConfig {
@@ -121,6 +122,44 @@ static int plan_v1(const PlanContext *ctx, const CgroupInfo *cg, Plan *plan, Pla
         return 0;
 }
 
+/* cgroup v2 with systemd: systemd owns the tree, so housekeeping is AllowedCPUs= (at run time) on every
+ * top-level unit, and the isolated CPUs are a transient slice of ours whose cgroup is made an isolated
+ * partition (cpuset.cpus.partition is the one file there systemd leaves alone). An attached process
+ * gets a transient scope in that slice; systemd only creates the slice's cgroup once something runs in
+ * it, so the partition follows the first attached process. daemon-reload keeps run-time properties; the
+ * partition file is read back every pass, and "isolated invalid (reason)" is a failure carrying the
+ * kernel's reason. A dash in a slice name means nesting to systemd: the slice is plain rtctl.slice. */
+#define ISOLATED_SLICE "rtctl.slice"
+
+static int plan_v2_systemd(const PlanContext *ctx, const CgroupInfo *cg, Plan *plan, PlanNotes *notes)
+{
+        _cleanup_closedir_ DIR *d = sys_opendir(cg->mount);
+        _cleanup_free_ char *hk = cpuset_format_list(ctx->housekeeping),
+                            *iso = cpuset_format_list(ctx->isolated);
+        struct dirent *de;
+
+        if (!d)
+                return -errno;
+        add(plan, &setting_kind_slice, PHASE_DIRS, xstrdup("systemd:" ISOLATED_SLICE), xstrdup("present"));
+        while ((de = readdir(d))) {
+                if (de->d_type != DT_DIR || streq(de->d_name, ISOLATED_SLICE) ||
+                    !(endswith(de->d_name, ".slice") || endswith(de->d_name, ".scope")))
+                        continue;
+                add(plan, &setting_kind_unit_cpus, PHASE_CPUS,
+                    xasprintf("systemd:%s:AllowedCPUs", de->d_name), xstrdup(hk));
+        }
+        add(plan, &setting_kind_unit_cpus, PHASE_CPUS, xstrdup("systemd:" ISOLATED_SLICE ":AllowedCPUs"),
+            xstrdup(iso));
+        for (size_t i = 0; i < ctx->n_attached; i++)
+                add(plan, &setting_kind_member, PHASE_ATTACH, xasprintf("/proc/%u/cgroup", ctx->attached[i]),
+                    xasprintf("/" ISOLATED_SLICE "/rtctl-attached-%u.scope", ctx->attached[i]));
+        if (ctx->n_attached > 0)
+                add(plan, &setting_kind_file, PHASE_PARTITION,
+                    xasprintf("%s/" ISOLATED_SLICE "/cpuset.cpus.partition", cg->mount),
+                    xstrdup("isolated"));
+        return 0;
+}
+
 static int cpuset_plan(const PlanContext *ctx, const void *config, const char *device, Plan *plan,
                        PlanNotes *notes)
 {
@@ -140,9 +179,11 @@ static int cpuset_plan(const PlanContext *ctx, const void *config, const char *d
         }
         if (cg.mode == CGROUP_V1)
                 r = plan_v1(ctx, &cg, plan, notes);
+        else if (cg.systemd)
+                r = plan_v2_systemd(ctx, &cg, plan, notes);
         else {
                 plan_notes_add(notes, "cpuset", xasprintf("%s/cgroup.controllers", cg.mount),
-                               xstrdup("cgroup v2 cpuset partitions are not implemented yet"));
+                               xstrdup("cgroup v2 without systemd is not supported yet: no isolation"));
                 r = 0;
         }
         cgroup_info_clear(&cg);

@@ -81,6 +81,10 @@ static void plan_threads(const PlanContext *ctx, Plan *plan, PlanNotes *notes)
                 cpuset_andnot(cur, ctx->isolated);
                 if (cpuset_empty(cur))
                         cpuset_or(cur, ctx->housekeeping);
+                /* The kernel keeps a task's CPUs within those that are online; the plan follows hotplug. */
+                cpuset_and(cur, ctx->topology->online);
+                if (cpuset_empty(cur))
+                        continue;
                 plan_add(plan, &setting_kind_affinity, "kthread", 0, xasprintf("/proc/%u/affinity", pid),
                          cpuset_format_list(cur));
         }

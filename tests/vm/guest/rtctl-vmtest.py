@@ -710,6 +710,89 @@ def t_cli_restore_profile():
         json.dumps(j)[:60], json.dumps(j2)[:60])
 
 
+def cpus_of(pid):
+    for line in (read("/proc/%d/status" % pid) or "").splitlines():
+        if line.startswith("Cpus_allowed_list:"):
+            return line.split(":", 1)[1].strip()
+    return None
+
+
+def cgroup_of(pid):
+    for line in (read("/proc/%d/cgroup" % pid) or "").splitlines():
+        if line.startswith("0::"):
+            return line[3:]
+    return None
+
+
+def cpu_set(s):
+    """'0-2,4-5' or systemctl's '0-2 4-5' as a set of CPU numbers."""
+    out = set()
+    for item in (s or "").replace(" ", ",").split(","):
+        if item:
+            lo, _, hi = item.partition("-")
+            out.update(range(int(lo), int(hi or lo) + 1))
+    return out
+
+
+def online_cpus():
+    return cpu_set(read("/sys/devices/system/cpu/online"))
+
+
+def check_isolation(iso, hk, probe_pid, attached_pid, when):
+    for unit in ("user.slice", "system.slice", "init.scope"):
+        got = unit_prop(unit, "AllowedCPUs").get("AllowedCPUs")
+        check(cpu_set(got) == cpu_set(hk), "%s: %s AllowedCPUs=%s, planned %s" % (when, unit, got, hk))
+    part = read("/sys/fs/cgroup/rtctl.slice/cpuset.cpus.partition")
+    check(part == "isolated", "%s: rtctl.slice cpuset.cpus.partition is %r" % (when, part))
+    check(cpu_set(cpus_of(probe_pid)) == cpu_set(hk) & online_cpus(),
+          "%s: a service started after isolation runs on %s, not %s" % (when, cpus_of(probe_pid), hk))
+    want = "/rtctl.slice/rtctl-attached-%d.scope" % attached_pid
+    check(cgroup_of(attached_pid) == want, "%s: attached process is in %s, not %s" % (
+        when, cgroup_of(attached_pid), want))
+    check(cpu_set(cpus_of(attached_pid)) == cpu_set(iso),
+          "%s: attached process runs on %s, not %s" % (when, cpus_of(attached_pid), iso))
+
+
+@test("isolation-v2")
+def t_isolation_v2():
+    """cgroup v2 + systemd: AllowedCPUs on the top-level units, an isolated partition, an attached
+    process on the isolated CPUs, all surviving daemon-reload; switching back restores it all."""
+    require_rtctld()
+    r, err, msg = call("SetProfile", "vmiso")
+    check(err is None, "SetProfile(vmiso): %s %s" % (err, msg))
+    props = manager()[1].GetAll("org.rtctl.Manager1", dbus_interface="org.freedesktop.DBus.Properties")
+    iso, hk = str(props["IsolatedCPUs"]), str(props["HousekeepingCPUs"])
+    check(iso and hk, "IsolatedCPUs=%r HousekeepingCPUs=%r" % (iso, hk))
+    check(not props["Failures"], "failures: %s" % plain(props["Failures"]))
+    run(["systemd-run", "--unit=rtctl-vmt-probe", "--collect", "sleep", "300"], check_rc=True)
+    probe = int(unit_prop("rtctl-vmt-probe.service", "MainPID")["MainPID"])
+    job = subprocess.Popen(["sleep", "300"])
+    original = cgroup_of(job.pid)
+    try:
+        r, err, msg = call("AttachProcess", dbus_mod().UInt32(job.pid))
+        check(err is None, "AttachProcess: %s %s" % (err, msg))
+        check_isolation(iso, hk, probe, job.pid, "after SetProfile and AttachProcess")
+        run(["systemctl", "daemon-reload"], check_rc=True, timeout=120)
+        time.sleep(1)
+        check_isolation(iso, hk, probe, job.pid, "after systemctl daemon-reload")
+        r, err, msg = call("SetProfile", TEST_PROFILE)
+        check(err is None, "SetProfile(%s): %s %s" % (TEST_PROFILE, err, msg))
+        props = manager()[1].GetAll("org.rtctl.Manager1", dbus_interface="org.freedesktop.DBus.Properties")
+        check(not props["Failures"], "switching back left failures: %s; log: %s" % (
+            plain(props["Failures"]), " | ".join(journal(UNIT, 8))))
+        for unit in ("user.slice", "system.slice"):
+            got = unit_prop(unit, "AllowedCPUs").get("AllowedCPUs")
+            check(got == "", "after switching back: %s AllowedCPUs=%s" % (unit, got))
+        check(not os.path.exists("/sys/fs/cgroup/rtctl.slice"), "rtctl.slice is still there")
+        check(cgroup_of(job.pid) == original, "the attached process is in %s, was in %s" % (cgroup_of(job.pid), original))
+        return "isolated %s, housekeeping %s; partition isolated; attached pid in its scope; survived daemon-reload; " \
+               "switch back restored" % (iso, hk)
+    finally:
+        job.kill()
+        job.wait()
+        run(["systemctl", "stop", "rtctl-vmt-probe.service"])
+
+
 @test("hotplug-disk-rule")
 def t_hotplug_disk_rule():
     """(d) a disk hot-added through QMP that matches a rule ends with [bfq], after udev's rules."""

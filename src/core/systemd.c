@@ -1,0 +1,302 @@
+/* SPDX-License-Identifier: GPL-2.0-or-later */
+#include <systemd/sd-bus.h>
+#include <time.h>
+
+#include "core/systemd.h"
+
+#define SD_NAME  "org.freedesktop.systemd1"
+#define SD_PATH  "/org/freedesktop/systemd1"
+#define SD_IFACE "org.freedesktop.systemd1.Manager"
+
+/* One connection for the process. Calls are synchronous: they happen inside a pass, and systemd answers
+ * these in well under a millisecond. */
+static int bus(sd_bus **ret)
+{
+        static sd_bus *b;
+        int r;
+
+        if (b && sd_bus_is_open(b) > 0) {
+                *ret = b;
+                return 0;
+        }
+        b = sd_bus_flush_close_unref(b);
+        r = sd_bus_open_system(&b);
+        if (r < 0)
+                return r;
+        *ret = b;
+        return 0;
+}
+
+static int errno_of(const sd_bus_error *e, int r)
+{
+        if (sd_bus_error_has_names(e, "org.freedesktop.systemd1.NoSuchUnit",
+                                   "org.freedesktop.systemd1.LoadFailed"))
+                return -ENOENT;
+        return r < 0 ? r : -EIO;
+}
+
+static const char *unit_interface(const char *unit)
+{
+        if (endswith(unit, ".slice"))
+                return "org.freedesktop.systemd1.Slice";
+        if (endswith(unit, ".scope"))
+                return "org.freedesktop.systemd1.Scope";
+        return "org.freedesktop.systemd1.Service";
+}
+
+static int unit_path(sd_bus *b, const char *unit, char **ret)
+{
+        sd_bus_error e = SD_BUS_ERROR_NULL;
+        sd_bus_message *reply = NULL;
+        const char *path;
+        int r;
+
+        r = sd_bus_call_method(b, SD_NAME, SD_PATH, SD_IFACE, "GetUnit", &e, &reply, "s", unit);
+        if (r < 0) {
+                r = errno_of(&e, r);
+                sd_bus_error_free(&e);
+                return r;
+        }
+        r = sd_bus_message_read(reply, "o", &path);
+        if (r >= 0)
+                *ret = xstrdup(path);
+        sd_bus_message_unref(reply);
+        return r < 0 ? r : 0;
+}
+
+int systemd_unit_cpus(const char *unit, char **ret)
+{
+        sd_bus_error e = SD_BUS_ERROR_NULL;
+        sd_bus_message *reply = NULL;
+        _cleanup_free_ char *path = NULL;
+        _cleanup_cpuset_ CpuSet *set = cpuset_new(CPUSET_MAX_CPUS);
+        const void *bytes;
+        size_t n;
+        sd_bus *b;
+        int r;
+
+        if ((r = bus(&b)) < 0 || (r = unit_path(b, unit, &path)) < 0)
+                return r;
+        r = sd_bus_get_property(b, SD_NAME, path, unit_interface(unit), "AllowedCPUs", &e, &reply, "ay");
+        if (r < 0) {
+                r = errno_of(&e, r);
+                sd_bus_error_free(&e);
+                return r;
+        }
+        r = sd_bus_message_read_array(reply, 'y', &bytes, &n);
+        if (r >= 0)
+                for (size_t i = 0; i < n * 8 && i < CPUSET_MAX_CPUS; i++)
+                        if (((const uint8_t *)bytes)[i / 8] & (1u << (i % 8)))
+                                cpuset_add(set, (unsigned)i);
+        sd_bus_message_unref(reply);
+        if (r < 0)
+                return r;
+        *ret = cpuset_format_list(set);
+        return 0;
+}
+
+static int append_cpus(sd_bus_message *m, const char *cpulist)
+{
+        _cleanup_cpuset_ CpuSet *set = NULL;
+        uint8_t bytes[CPUSET_MAX_CPUS / 8] = {};
+        size_t n = 0;
+        int r;
+
+        if (!isempty(cpulist)) {
+                r = cpuset_parse_list(cpulist, CPUSET_MAX_CPUS, &set, NULL);
+                if (r < 0)
+                        return r;
+                FOREACH_CPU (cpu, set) {
+                        bytes[cpu / 8] |= (uint8_t)(1u << (cpu % 8));
+                        n = (size_t)cpu / 8 + 1;
+                }
+        }
+        r = sd_bus_message_open_container(m, 'r', "sv");
+        if (r >= 0)
+                r = sd_bus_message_append(m, "s", "AllowedCPUs");
+        if (r >= 0)
+                r = sd_bus_message_open_container(m, 'v', "ay");
+        if (r >= 0)
+                r = sd_bus_message_append_array(m, 'y', bytes, n);
+        if (r >= 0)
+                r = sd_bus_message_close_container(m);
+        if (r >= 0)
+                r = sd_bus_message_close_container(m);
+        return r;
+}
+
+static int call(sd_bus *b, sd_bus_message *m)
+{
+        sd_bus_error e = SD_BUS_ERROR_NULL;
+        int r = sd_bus_call(b, m, 10 * 1000000ULL, &e, NULL);
+
+        if (r < 0)
+                r = errno_of(&e, r);
+        sd_bus_error_free(&e);
+        sd_bus_message_unref(m);
+        return r < 0 ? r : 0;
+}
+
+int systemd_set_unit_cpus(const char *unit, const char *cpulist)
+{
+        sd_bus_message *m = NULL;
+        sd_bus *b;
+        int r;
+
+        if ((r = bus(&b)) < 0)
+                return r;
+        r = sd_bus_message_new_method_call(b, &m, SD_NAME, SD_PATH, SD_IFACE, "SetUnitProperties");
+        if (r >= 0)
+                r = sd_bus_message_append(m, "sb", unit, 1);
+        if (r >= 0)
+                r = sd_bus_message_open_container(m, 'a', "(sv)");
+        if (r >= 0)
+                r = append_cpus(m, cpulist);
+        if (r >= 0)
+                r = sd_bus_message_close_container(m);
+        if (r < 0) {
+                sd_bus_message_unref(m);
+                return r;
+        }
+        return call(b, m);
+}
+
+int systemd_unit_active(const char *unit, bool *ret)
+{
+        sd_bus_error e = SD_BUS_ERROR_NULL;
+        _cleanup_free_ char *path = NULL, *state = NULL;
+        sd_bus *b;
+        int r;
+
+        if ((r = bus(&b)) < 0)
+                return r;
+        r = unit_path(b, unit, &path);
+        if (r == -ENOENT) {
+                *ret = false;
+                return 0;
+        }
+        if (r < 0)
+                return r;
+        r = sd_bus_get_property_string(b, SD_NAME, path, "org.freedesktop.systemd1.Unit", "ActiveState", &e,
+                                       &state);
+        sd_bus_error_free(&e);
+        if (r < 0)
+                return r;
+        *ret = streq(state, "active") || streq(state, "activating");
+        return 0;
+}
+
+/* StartTransientUnit returns when the job is queued; wait (briefly) until the unit is active. */
+static int wait_active(const char *unit)
+{
+        for (int i = 0; i < 200; i++) {
+                bool active = false;
+                int r = systemd_unit_active(unit, &active);
+                if (r < 0)
+                        return r;
+                if (active)
+                        return 0;
+                nanosleep(&(struct timespec){.tv_nsec = 2 * 1000 * 1000}, NULL);
+        }
+        return -ETIMEDOUT;
+}
+
+int systemd_start_slice(const char *unit, const char *description, const char *cpulist)
+{
+        sd_bus_message *m = NULL;
+        sd_bus *b;
+        int r;
+
+        if ((r = bus(&b)) < 0)
+                return r;
+        r = sd_bus_message_new_method_call(b, &m, SD_NAME, SD_PATH, SD_IFACE, "StartTransientUnit");
+        if (r >= 0)
+                r = sd_bus_message_append(m, "ss", unit, "fail");
+        if (r >= 0)
+                r = sd_bus_message_open_container(m, 'a', "(sv)");
+        if (r >= 0)
+                r = sd_bus_message_append(m, "(sv)", "Description", "s", description);
+        if (r >= 0)
+                r = append_cpus(m, cpulist);
+        if (r >= 0)
+                r = sd_bus_message_close_container(m);
+        if (r >= 0)
+                r = sd_bus_message_append(m, "a(sa(sv))", 0);
+        if (r < 0) {
+                sd_bus_message_unref(m);
+                return r;
+        }
+        r = call(b, m);
+        return r < 0 ? r : wait_active(unit);
+}
+
+int systemd_stop_unit(const char *unit)
+{
+        sd_bus_message *m = NULL;
+        sd_bus *b;
+        int r;
+
+        if ((r = bus(&b)) < 0)
+                return r;
+        r = sd_bus_message_new_method_call(b, &m, SD_NAME, SD_PATH, SD_IFACE, "StopUnit");
+        if (r >= 0)
+                r = sd_bus_message_append(m, "ss", unit, "fail");
+        if (r < 0) {
+                sd_bus_message_unref(m);
+                return r;
+        }
+        r = call(b, m);
+        if (r < 0)
+                return r;
+        for (int i = 0; i < 200; i++) {
+                bool active = true;
+                r = systemd_unit_active(unit, &active);
+                if (r < 0 || !active)
+                        return r < 0 ? r : 0;
+                nanosleep(&(struct timespec){.tv_nsec = 2 * 1000 * 1000}, NULL);
+        }
+        return -ETIMEDOUT;
+}
+
+int systemd_start_scope(const char *unit, const char *slice, unsigned pid)
+{
+        sd_bus_message *m = NULL;
+        sd_bus *b;
+        int r;
+
+        if ((r = bus(&b)) < 0)
+                return r;
+        r = sd_bus_message_new_method_call(b, &m, SD_NAME, SD_PATH, SD_IFACE, "StartTransientUnit");
+        if (r >= 0)
+                r = sd_bus_message_append(m, "ss", unit, "fail");
+        if (r >= 0)
+                r = sd_bus_message_append(m, "a(sv)", 3, "Description", "s",
+                                          "Process attached to the isolated CPUs by rtctl", "Slice", "s",
+                                          slice, "PIDs", "au", 1, (uint32_t)pid);
+        if (r >= 0)
+                r = sd_bus_message_append(m, "a(sa(sv))", 0);
+        if (r < 0) {
+                sd_bus_message_unref(m);
+                return r;
+        }
+        r = call(b, m);
+        return r < 0 ? r : wait_active(unit);
+}
+
+int systemd_attach(const char *unit, const char *subcgroup, unsigned pid)
+{
+        sd_bus_message *m = NULL;
+        sd_bus *b;
+        int r;
+
+        if ((r = bus(&b)) < 0)
+                return r;
+        r = sd_bus_message_new_method_call(b, &m, SD_NAME, SD_PATH, SD_IFACE, "AttachProcessesToUnit");
+        if (r >= 0)
+                r = sd_bus_message_append(m, "ssau", unit, subcgroup, 1, (uint32_t)pid);
+        if (r < 0) {
+                sd_bus_message_unref(m);
+                return r;
+        }
+        return call(b, m);
+}

@@ -154,6 +154,45 @@ def bench_idle(env, seconds):
             "per_minute": (after - before) * 60.0 / seconds, "threads": threads}
 
 
+ISOLATE = """[Profile]
+Description=bench: cpu1 isolated
+[CPU]
+Isolate=auto:1
+"""
+
+
+def bench_hotplug(env, runs):
+    """cpu1 offline, then online: from the online write to isolation re-established (the isolated cpuset
+    has cpu1 again, the attached process runs there, kthreadd is back on housekeeping). The online write
+    itself takes the kernel 30-45 ms here; its duration is reported beside."""
+    import subprocess
+    env.profile("iso", ISOLATE)
+    d = env.start("--profile", "iso")
+    p = subprocess.Popen(["/bin/sh", "-c", "while :; do sleep 1; done"])
+    restored, writes = [], []
+    try:
+        env.rtctl("attach", str(p.pid), check=True)
+        with machine.cpu1_hotplug_guard():
+            for _ in range(runs):
+                machine.set_cpu1(False)
+                time.sleep(0.3)
+                t0 = time.monotonic()
+                machine.set_cpu1(True)
+                writes.append((time.monotonic() - t0) * 1000)
+                while not (machine.read("/sys/fs/cgroup/cpuset/rtctl-isolated/cpuset.cpus") == "1" and
+                           machine.task_cpus(p.pid) == "1" and machine.task_cpus(2) == "0"):
+                    if time.monotonic() - t0 > 5:
+                        raise RuntimeError("isolation not back 5 s after online")
+                    time.sleep(0.0002)
+                restored.append((time.monotonic() - t0) * 1000)
+                time.sleep(0.3)
+    finally:
+        p.kill()
+        p.wait()
+        d.stop()
+    return stats(writes), stats(restored)
+
+
 SHAPES = ["vm2", "laptop-intel", "amd-workstation", "smp2x8", "server-2x32", "synthetic-1024"]
 
 
@@ -188,7 +227,7 @@ def main():
     ap.add_argument("--runs", type=int, default=20)
     ap.add_argument("--idle", type=int, default=60)
     ap.add_argument("--json", default=None)
-    ap.add_argument("sections", nargs="*", default=["uevent", "start", "memory", "idle", "fixtures"])
+    ap.add_argument("sections", nargs="*", default=["uevent", "start", "memory", "idle", "hotplug", "fixtures"])
     args = ap.parse_args()
     if os.geteuid() != 0:
         sys.exit("bench needs root: it changes real kernel settings (test loop devices only)")
@@ -210,6 +249,8 @@ def main():
             results["memory"] = bench_memory(env)
         if "idle" in args.sections:
             results["idle"] = bench_idle(env, args.idle)
+        if "hotplug" in args.sections:
+            results["cpu1_online_write_ms"], results["cpu1_online_to_isolation_ms"] = bench_hotplug(env, args.runs)
         if "fixtures" in args.sections:
             results["fixtures"] = bench_fixtures(args.runs)
     finally:

@@ -1,8 +1,29 @@
 /* SPDX-License-Identifier: GPL-2.0-or-later */
 #include "core/applier.h"
+#include "shared/sysfs.h"
+
+/* ENOENT where the object's directory went too: the device was removed during the pass. Its values went
+ * with it; that is not a failure. A missing file in a directory that exists (a tunable the scheduler
+ * does not have) is one. */
+static bool vanished(const Setting *s, int error)
+{
+        _cleanup_free_ char *dir = NULL;
+        const char *slash;
+
+        if (error != -ENOENT || !(slash = strrchr(s->object, '/')) || slash == s->object)
+                return false;
+        dir = strndup(s->object, (size_t)(slash - s->object));
+        return !sys_exists(dir);
+}
 
 static void fail(Setting *s, int error, const char *what)
 {
+        if (vanished(s, error)) {
+                s->result = SETTING_UNCHANGED;
+                free(s->message);
+                s->message = xstrdup("gone during the pass");
+                return;
+        }
         s->result = SETTING_FAILED;
         s->error = error;
         free(s->message);

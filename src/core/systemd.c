@@ -125,13 +125,27 @@ static int append_cpus(sd_bus_message *m, const char *cpulist)
         return r;
 }
 
-static int call(sd_bus *b, sd_bus_message *m)
+/* Builds a call to the manager: sd-bus messages collect the first error, so builders run on and
+ * send_call() looks at r once. */
+static int new_call(const char *member, sd_bus **ret_bus, sd_bus_message **ret)
 {
-        sd_bus_error e = SD_BUS_ERROR_NULL;
-        int r = sd_bus_call(b, m, 10 * 1000000ULL, &e, NULL);
+        int r = bus(ret_bus);
 
         if (r < 0)
-                r = errno_of(&e, r);
+                return r;
+        return sd_bus_message_new_method_call(*ret_bus, ret, SD_NAME, SD_PATH, SD_IFACE, member);
+}
+
+/* Sends m (taking it) unless building it failed (r < 0). */
+static int send_call(sd_bus *b, sd_bus_message *m, int r)
+{
+        sd_bus_error e = SD_BUS_ERROR_NULL;
+
+        if (r >= 0) {
+                r = sd_bus_call(b, m, 10 * 1000000ULL, &e, NULL);
+                if (r < 0)
+                        r = errno_of(&e, r);
+        }
         sd_bus_error_free(&e);
         sd_bus_message_unref(m);
         return r < 0 ? r : 0;
@@ -140,25 +154,20 @@ static int call(sd_bus *b, sd_bus_message *m)
 int systemd_set_unit_cpus(const char *unit, const char *cpulist)
 {
         sd_bus_message *m = NULL;
-        sd_bus *b;
+        sd_bus *b = NULL;
         int r;
 
-        if ((r = bus(&b)) < 0)
+        r = new_call("SetUnitProperties", &b, &m);
+        if (r < 0)
                 return r;
-        r = sd_bus_message_new_method_call(b, &m, SD_NAME, SD_PATH, SD_IFACE, "SetUnitProperties");
-        if (r >= 0)
-                r = sd_bus_message_append(m, "sb", unit, 1);
+        r = sd_bus_message_append(m, "sb", unit, 1);
         if (r >= 0)
                 r = sd_bus_message_open_container(m, 'a', "(sv)");
         if (r >= 0)
                 r = append_cpus(m, cpulist);
         if (r >= 0)
                 r = sd_bus_message_close_container(m);
-        if (r < 0) {
-                sd_bus_message_unref(m);
-                return r;
-        }
-        return call(b, m);
+        return send_call(b, m, r);
 }
 
 int systemd_unit_active(const char *unit, bool *ret)
@@ -201,51 +210,78 @@ static int wait_active(const char *unit)
         return -ETIMEDOUT;
 }
 
-int systemd_start_slice(const char *unit, const char *description, const char *cpulist)
+/* StartTransientUnit(unit, "fail", properties, no aux units), then waits until it runs. props appends the
+ * properties inside the open a(sv). */
+static int start_transient(const char *unit, int (*props)(sd_bus_message *m, const void *userdata),
+                           const void *userdata)
 {
         sd_bus_message *m = NULL;
-        sd_bus *b;
+        sd_bus *b = NULL;
         int r;
 
-        if ((r = bus(&b)) < 0)
+        r = new_call("StartTransientUnit", &b, &m);
+        if (r < 0)
                 return r;
-        r = sd_bus_message_new_method_call(b, &m, SD_NAME, SD_PATH, SD_IFACE, "StartTransientUnit");
-        if (r >= 0)
-                r = sd_bus_message_append(m, "ss", unit, "fail");
+        r = sd_bus_message_append(m, "ss", unit, "fail");
         if (r >= 0)
                 r = sd_bus_message_open_container(m, 'a', "(sv)");
         if (r >= 0)
-                r = sd_bus_message_append(m, "(sv)", "Description", "s", description);
-        if (r >= 0)
-                r = append_cpus(m, cpulist);
+                r = props(m, userdata);
         if (r >= 0)
                 r = sd_bus_message_close_container(m);
         if (r >= 0)
                 r = sd_bus_message_append(m, "a(sa(sv))", 0);
-        if (r < 0) {
-                sd_bus_message_unref(m);
-                return r;
-        }
-        r = call(b, m);
+        r = send_call(b, m, r);
         return r < 0 ? r : wait_active(unit);
+}
+
+typedef struct SliceProps {
+        const char *description;
+        const char *cpulist;
+} SliceProps;
+
+static int slice_props(sd_bus_message *m, const void *userdata)
+{
+        const SliceProps *p = userdata;
+        int r = sd_bus_message_append(m, "(sv)", "Description", "s", p->description);
+
+        return r < 0 ? r : append_cpus(m, p->cpulist);
+}
+
+int systemd_start_slice(const char *unit, const char *description, const char *cpulist)
+{
+        return start_transient(unit, slice_props, &(SliceProps){description, cpulist});
+}
+
+typedef struct ScopeProps {
+        const char *slice;
+        uint32_t pid;
+} ScopeProps;
+
+static int scope_props(sd_bus_message *m, const void *userdata)
+{
+        const ScopeProps *p = userdata;
+
+        return sd_bus_message_append(m, "(sv)(sv)(sv)", "Description", "s",
+                                     "Process attached to the isolated CPUs by rtctl", "Slice", "s",
+                                     p->slice, "PIDs", "au", 1, p->pid);
+}
+
+int systemd_start_scope(const char *unit, const char *slice, unsigned pid)
+{
+        return start_transient(unit, scope_props, &(ScopeProps){slice, (uint32_t)pid});
 }
 
 int systemd_stop_unit(const char *unit)
 {
         sd_bus_message *m = NULL;
-        sd_bus *b;
+        sd_bus *b = NULL;
         int r;
 
-        if ((r = bus(&b)) < 0)
+        r = new_call("StopUnit", &b, &m);
+        if (r < 0)
                 return r;
-        r = sd_bus_message_new_method_call(b, &m, SD_NAME, SD_PATH, SD_IFACE, "StopUnit");
-        if (r >= 0)
-                r = sd_bus_message_append(m, "ss", unit, "fail");
-        if (r < 0) {
-                sd_bus_message_unref(m);
-                return r;
-        }
-        r = call(b, m);
+        r = send_call(b, m, sd_bus_message_append(m, "ss", unit, "fail"));
         if (r < 0)
                 return r;
         for (int i = 0; i < 200; i++) {
@@ -258,45 +294,14 @@ int systemd_stop_unit(const char *unit)
         return -ETIMEDOUT;
 }
 
-int systemd_start_scope(const char *unit, const char *slice, unsigned pid)
-{
-        sd_bus_message *m = NULL;
-        sd_bus *b;
-        int r;
-
-        if ((r = bus(&b)) < 0)
-                return r;
-        r = sd_bus_message_new_method_call(b, &m, SD_NAME, SD_PATH, SD_IFACE, "StartTransientUnit");
-        if (r >= 0)
-                r = sd_bus_message_append(m, "ss", unit, "fail");
-        if (r >= 0)
-                r = sd_bus_message_append(m, "a(sv)", 3, "Description", "s",
-                                          "Process attached to the isolated CPUs by rtctl", "Slice", "s",
-                                          slice, "PIDs", "au", 1, (uint32_t)pid);
-        if (r >= 0)
-                r = sd_bus_message_append(m, "a(sa(sv))", 0);
-        if (r < 0) {
-                sd_bus_message_unref(m);
-                return r;
-        }
-        r = call(b, m);
-        return r < 0 ? r : wait_active(unit);
-}
-
 int systemd_attach(const char *unit, const char *subcgroup, unsigned pid)
 {
         sd_bus_message *m = NULL;
-        sd_bus *b;
+        sd_bus *b = NULL;
         int r;
 
-        if ((r = bus(&b)) < 0)
+        r = new_call("AttachProcessesToUnit", &b, &m);
+        if (r < 0)
                 return r;
-        r = sd_bus_message_new_method_call(b, &m, SD_NAME, SD_PATH, SD_IFACE, "AttachProcessesToUnit");
-        if (r >= 0)
-                r = sd_bus_message_append(m, "ssau", unit, subcgroup, 1, (uint32_t)pid);
-        if (r < 0) {
-                sd_bus_message_unref(m);
-                return r;
-        }
-        return call(b, m);
+        return send_call(b, m, sd_bus_message_append(m, "ssau", unit, subcgroup, 1, (uint32_t)pid));
 }

@@ -86,16 +86,21 @@ static int method_restore(sd_bus_message *msg, void *userdata, sd_bus_error *err
         return 1;
 }
 
+/* The PID argument of a call only root may make. */
+static int read_pid_as_root(sd_bus_message *msg, sd_bus_error *error, uint32_t *ret)
+{
+        int r = sd_bus_message_read(msg, "u", ret);
+
+        return r < 0 ? r : check_root(msg, error);
+}
+
 static int method_attach(sd_bus_message *msg, void *userdata, sd_bus_error *error)
 {
         Manager *m = userdata;
         uint32_t pid;
         int r;
 
-        r = sd_bus_message_read(msg, "u", &pid);
-        if (r < 0)
-                return r;
-        r = check_root(msg, error);
+        r = read_pid_as_root(msg, error, &pid);
         if (r < 0)
                 return r;
         r = manager_attach(m, pid);
@@ -127,10 +132,7 @@ static int method_detach(sd_bus_message *msg, void *userdata, sd_bus_error *erro
         uint32_t pid;
         int r;
 
-        r = sd_bus_message_read(msg, "u", &pid);
-        if (r < 0)
-                return r;
-        r = check_root(msg, error);
+        r = read_pid_as_root(msg, error, &pid);
         if (r < 0)
                 return r;
         r = manager_detach(m, pid);

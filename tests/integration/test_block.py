@@ -1,6 +1,5 @@
 """Block I/O tuner on the real kernel, with loop devices the tests make (loop2NN) and a zram device."""
 import os
-import time
 
 import pytest
 

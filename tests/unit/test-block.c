@@ -6,9 +6,9 @@
 
 static PassResult res;
 
-static void plan_shape(const char *shape, const char *profile, char **search)
+/* A dry-run pass of profile on the tree at root. */
+static void plan_root(const char *root, const char *profile, char **search)
 {
-        _cleanup_free_ char *root = xasprintf("%s/%s", getenv("RTCTL_FIXTURES"), shape);
         _cleanup_topology_ Topology *t = NULL;
         _cleanup_policy_ Policy *p = NULL;
         _cleanup_free_ char *err = NULL;
@@ -24,6 +24,12 @@ static void plan_shape(const char *shape, const char *profile, char **search)
         dirty_mark_all(&all);
         reconcile_pass(p, t, NULL, &all, true, &res);
         dirty_clear(&all);
+}
+
+static void plan_shape(const char *shape, const char *profile, char **search)
+{
+        _cleanup_free_ char *root = xasprintf("%s/%s", getenv("RTCTL_FIXTURES"), shape);
+        plan_root(root, profile, search);
 }
 
 static const char *desired(const char *object)
@@ -108,10 +114,6 @@ TEST(unoffered_scheduler_is_a_note_not_a_failure)
         _cleanup_free_ char *root = xasprintf("%s/tiny", tmp),
                             *link = xasprintf("%s/tiny/sys/block/sdz", tmp);
         char *search[] = {(char *)tmp, NULL};
-        _cleanup_topology_ Topology *t = NULL;
-        _cleanup_policy_ Policy *p = NULL;
-        _cleanup_free_ char *err = NULL;
-        Dirty all = {};
 
         test_write(root, "sys/devices/system/cpu/possible", "0\n");
         test_write(root, "sys/devices/system/cpu/online", "0\n");
@@ -129,15 +131,7 @@ TEST(unoffered_scheduler_is_a_note_not_a_failure)
         test_write(tmp, "profiles/n.conf",
                    "[Profile]\nDescription=n\n[Block x]\nMatch=transport:sata\nScheduler=bfq kyber\n");
 
-        sysroot_set(root);
-        pass_result_clear(&res);
-        CHECK_INTEQ(topology_load(NULL, &t), 0);
-        CHECK_INTEQ(policy_load(search, "n", &p, &err), 0);
-        if (!t || !p)
-                return;
-        dirty_mark_all(&all);
-        reconcile_pass(p, t, NULL, &all, true, &res);
-        dirty_clear(&all);
+        plan_root(root, "n", search);
         CHECK_INTEQ(res.plan.n, 0);
         CHECK_INTEQ(res.stats.failed, 0);
         CHECK_INTEQ(res.notes.n, 1);
@@ -151,24 +145,12 @@ TEST(scheduler_built_as_module_counts_as_offered)
         const char *tmp = test_tmpdir();
         _cleanup_free_ char *root = xasprintf("%s/tiny", tmp);
         char *search[] = {(char *)tmp, NULL};
-        _cleanup_topology_ Topology *t = NULL;
-        _cleanup_policy_ Policy *p = NULL;
-        _cleanup_free_ char *err = NULL;
-        Dirty all = {};
 
         /* The tree of the previous test, now with a kernel that has bfq as a module (Debian's). */
         test_write(root, "proc/sys/kernel/osrelease", "6.1.0-28-amd64\n");
         test_write(root, "lib/modules/6.1.0-28-amd64/modules.dep",
                    "kernel/block/bfq.ko.xz:\nkernel/block/kyber-iosched.ko.xz:\n");
-        sysroot_set(root);
-        pass_result_clear(&res);
-        CHECK_INTEQ(topology_load(NULL, &t), 0);
-        CHECK_INTEQ(policy_load(search, "n", &p, &err), 0);
-        if (!t || !p)
-                return;
-        dirty_mark_all(&all);
-        reconcile_pass(p, t, NULL, &all, true, &res);
-        dirty_clear(&all);
+        plan_root(root, "n", search);
         CHECK_INTEQ(res.notes.n, 0);
         CHECK_STREQ(desired("/sys/block/sdz/queue/scheduler"), "bfq");
 }

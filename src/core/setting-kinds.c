@@ -475,3 +475,22 @@ const SettingKind setting_kind_slice = {
     .write = slice_write,
     .equal = setting_equal_folded,
 };
+
+/* cpuset.cpus.partition: while its CPUs change (hotplug moves the isolated CPU) a partition can turn
+ * "isolated invalid (reason)"; writing "isolated" again is then no change to the kernel. Dropping to
+ * "member" first makes it check the partition anew. */
+static int partition_write(const char *object, const char *value)
+{
+        _cleanup_free_ char *cur = NULL;
+
+        if (sys_read(object, &cur) >= 0 && strstr(cur, "invalid"))
+                (void)sys_write(object, "member");
+        return sys_write(object, value);
+}
+
+const SettingKind setting_kind_partition = {
+    .name = "partition",
+    .read = setting_file_read,
+    .write = partition_write,
+    .equal = setting_equal_folded,
+};

@@ -154,7 +154,7 @@ static int plan_v2_systemd(const PlanContext *ctx, const CgroupInfo *cg, Plan *p
                 add(plan, &setting_kind_member, PHASE_ATTACH, xasprintf("/proc/%u/cgroup", ctx->attached[i]),
                     xasprintf("/" ISOLATED_SLICE "/rtctl-attached-%u.scope", ctx->attached[i]));
         if (ctx->n_attached > 0)
-                add(plan, &setting_kind_file, PHASE_PARTITION,
+                add(plan, &setting_kind_partition, PHASE_PARTITION,
                     xasprintf("%s/" ISOLATED_SLICE "/cpuset.cpus.partition", cg->mount),
                     xstrdup("isolated"));
         return 0;

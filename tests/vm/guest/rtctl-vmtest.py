@@ -836,6 +836,83 @@ def t_stop_restores():
     return "%d values compared, all back (Result=%s)" % (len(after), st.get("Result"))
 
 
+def isolation_converged(job_pid):
+    """True when the manager reports the isolation in place and the machine shows it."""
+    props = manager()[1].GetAll("org.rtctl.Manager1", dbus_interface="org.freedesktop.DBus.Properties")
+    iso, hk = str(props["IsolatedCPUs"]), str(props["HousekeepingCPUs"])
+    if props["Failures"] or not iso:
+        return False
+    try:
+        for unit in ("user.slice", "system.slice"):
+            if cpu_set(unit_prop(unit, "AllowedCPUs").get("AllowedCPUs")) != cpu_set(hk):
+                return False
+        return (read("/sys/fs/cgroup/rtctl.slice/cpuset.cpus.partition") == "isolated" and
+                cpu_set(cpus_of(job_pid)) == cpu_set(iso))
+    except Fail:
+        return False
+
+
+def isolation_state(job_pid):
+    props = manager()[1].GetAll("org.rtctl.Manager1", dbus_interface="org.freedesktop.DBus.Properties")
+    return "IsolatedCPUs=%s HousekeepingCPUs=%s Failures=%s partition=%r user.slice=%s process on %s" % (
+        props["IsolatedCPUs"], props["HousekeepingCPUs"], plain(props["Failures"]),
+        read("/sys/fs/cgroup/rtctl.slice/cpuset.cpus.partition"),
+        unit_prop("user.slice", "AllowedCPUs").get("AllowedCPUs"), cpus_of(job_pid))
+
+
+@test("isolation-v2-hotplug")
+def t_isolation_v2_hotplug():
+    """The isolated CPU going offline and back, and a CPU hot-added through QMP: the isolation converges
+    again each time, with the attached process on the isolated CPU; systemctl stop then restores it all.
+    Runs last: the added CPU stays (QMP removal needs the guest to eject it, not done here)."""
+    run(["systemctl", "start", UNIT], check_rc=True, timeout=60)
+    require_rtctld()
+    r, err, msg = call("SetProfile", "vmiso")
+    check(err is None, "SetProfile(vmiso): %s %s" % (err, msg))
+    job = subprocess.Popen(["sleep", "300"])
+    steps = []
+    try:
+        r, err, msg = call("AttachProcess", dbus_mod().UInt32(job.pid))
+        check(err is None, "AttachProcess: %s %s" % (err, msg))
+        check(wait_for(lambda: isolation_converged(job.pid), 10), "isolation not in place after attach")
+        iso = max(cpu_set(str(manager()[1].Get("org.rtctl.Manager1", "IsolatedCPUs",
+                                                 dbus_interface="org.freedesktop.DBus.Properties"))))
+        online = "/sys/devices/system/cpu/cpu%d/online" % iso
+        t0 = time.monotonic()
+        write(online, "0")
+        # The attached process keeps running, on what is online.
+        check(wait_for(lambda: cpu_set(cpus_of(job.pid)) and
+                       cpu_set(cpus_of(job.pid)) <= online_cpus(), 10),
+              "cpu%d offline: attached process on %s, online %s" % (iso, cpus_of(job.pid), online_cpus()))
+        write(online, "1")
+        check(wait_for(lambda: isolation_converged(job.pid), 10),
+              "cpu%d back online: isolation did not converge (process on %s)" % (iso, cpus_of(job.pid)))
+        steps.append("cpu%d off/on converged in %.2f s" % (iso, time.monotonic() - t0))
+
+        before = set(cpu_ids())
+        reply = host.call("hotplug-cpu")
+        new = wait_for(lambda: set(cpu_ids()) - before, 30)
+        check(new, "no new CPU after hotplug-cpu (%s)" % reply)
+        cpu = min(new)
+        if read("/sys/devices/system/cpu/cpu%d/online" % cpu) != "1":
+            write("/sys/devices/system/cpu/cpu%d/online" % cpu, "1")
+        t0 = time.monotonic()
+        check(wait_for(lambda: isolation_converged(job.pid), 10),
+              "cpu%d hot-added: isolation did not converge: %s" % (cpu, isolation_state(job.pid)))
+        steps.append("cpu%d added: converged in %.2f s" % (cpu, time.monotonic() - t0))
+        run(["systemctl", "stop", UNIT], check_rc=True, timeout=60)
+        for unit in ("user.slice", "system.slice", "init.scope"):
+            got = unit_prop(unit, "AllowedCPUs").get("AllowedCPUs")
+            check(got == "", "after systemctl stop: %s AllowedCPUs=%s" % (unit, got))
+        check(not os.path.exists("/sys/fs/cgroup/rtctl.slice"), "after systemctl stop: rtctl.slice is still there")
+        steps.append("systemctl stop restored AllowedCPUs and removed rtctl.slice")
+        return "; ".join(steps)
+    finally:
+        job.kill()
+        job.wait()
+        run(["systemctl", "stop", UNIT], timeout=60)
+
+
 # --------------------------------------------------------------------------
 
 

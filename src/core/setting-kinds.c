@@ -151,14 +151,21 @@ static char *dir_of(const char *procs_file)
 static unsigned refused[256];
 static size_t n_refused;
 
-static bool movable(unsigned pid)
+/* v2 keeps every kernel thread in the root cgroup; v1 lets those without PF_NO_SETAFFINITY move. */
+static bool movable(unsigned pid, bool v2)
 {
         TaskInfo t;
 
         for (size_t i = 0; i < n_refused; i++)
                 if (refused[i] == pid)
                         return false;
-        return task_info(pid, &t) >= 0 && !(t.flags & PF_NO_SETAFFINITY);
+        return task_info(pid, &t) >= 0 && !(t.flags & PF_NO_SETAFFINITY) && !(v2 && (t.flags & PF_KTHREAD));
+}
+
+static bool is_v2(const char *dir)
+{
+        _cleanup_free_ char *p = xasprintf("%s/cgroup.controllers", dir);
+        return sys_exists(p);
 }
 
 static int procs_read(const char *object, const char *hint, char **ret)
@@ -178,8 +185,9 @@ static int procs_read(const char *object, const char *hint, char **ret)
         r = cgroup_procs(src, &pids, &n);
         if (r < 0)
                 return r;
+        bool v2 = is_v2(src);
         for (size_t i = 0; i < n; i++)
-                if (movable(pids[i]))
+                if (movable(pids[i], v2))
                         left++;
         *ret = left == 0 ? xasprintf("all from %s", src) : xasprintf("%zu left in %s", left, src);
         return 0;
@@ -198,8 +206,9 @@ static int procs_write(const char *object, const char *value)
         r = cgroup_procs(src, &pids, &n);
         if (r < 0)
                 return r;
+        bool v2 = is_v2(src);
         for (size_t i = 0; i < n; i++) {
-                if (!movable(pids[i]))
+                if (!movable(pids[i], v2))
                         continue;
                 r = cgroup_move(dir, pids[i]);
                 if (r == -EINVAL && n_refused < ELEMENTSOF(refused))
@@ -492,5 +501,38 @@ const SettingKind setting_kind_partition = {
     .name = "partition",
     .read = setting_file_read,
     .write = partition_write,
+    .equal = setting_equal_folded,
+};
+
+/* DIR/cgroup.subtree_control, desired "cpuset": the controller is enabled for DIR's children; "no
+ * cpuset" when it is not (what restore writes back). */
+static int subtree_read(const char *object, const char *hint, char **ret)
+{
+        _cleanup_free_ char *s = NULL;
+        _cleanup_strv_free_ char **l = NULL;
+        const char *name = hint && startswith(hint, "no ") ? hint + 3 : hint;
+        int r;
+
+        if (isempty(name))
+                return -EINVAL;
+        r = sys_read(object, &s);
+        if (r < 0)
+                return r;
+        l = strv_split(s, " \n");
+        *ret = strv_contains(l, name) ? xstrdup(name) : xasprintf("no %s", name);
+        return 0;
+}
+
+static int subtree_write(const char *object, const char *value)
+{
+        _cleanup_free_ char *w =
+            startswith(value, "no ") ? xasprintf("-%s", value + 3) : xasprintf("+%s", value);
+        return sys_write(object, w);
+}
+
+const SettingKind setting_kind_subtree = {
+    .name = "subtree",
+    .read = subtree_read,
+    .write = subtree_write,
     .equal = setting_equal_folded,
 };

@@ -39,6 +39,8 @@ extern const SettingKind setting_kind_member;
  * with sched_setaffinity(2). Only on the live system, never under a root prefix. */
 extern const SettingKind setting_kind_affinity;
 
+/* cgroup v2 DIR/cgroup.subtree_control: "cpuset" (enabled for the children) or "no cpuset". */
+extern const SettingKind setting_kind_subtree;
 /* cgroup v2 cpuset.cpus.partition; an invalid partition is made member first, then checked anew. */
 extern const SettingKind setting_kind_partition;
 /* systemd:UNIT:AllowedCPUs, set at run time through systemd's D-Bus API. */

@@ -160,6 +160,33 @@ static int plan_v2_systemd(const PlanContext *ctx, const CgroupInfo *cg, Plan *p
         return 0;
 }
 
+/* cgroup v2 without systemd: the same split through cgroupfs. rtctl-housekeeping takes every process of
+ * the root cgroup that can move (v2 keeps kernel threads in the root: the kthread tuner sets their
+ * CPUs), rtctl-isolated is an isolated partition for attached processes. */
+static int plan_v2_cgroupfs(const PlanContext *ctx, const CgroupInfo *cg, Plan *plan, PlanNotes *notes)
+{
+        const char *root = cg->mount;
+        _cleanup_free_ char *hk_dir = xasprintf("%s/" HOUSEKEEPING_CG, root);
+        _cleanup_free_ char *iso_dir = xasprintf("%s/" ISOLATED_CG, root);
+
+        add(plan, &setting_kind_subtree, PHASE_DIRS, xasprintf("%s/cgroup.subtree_control", root),
+            xstrdup("cpuset"));
+        add(plan, &setting_kind_cgroup, PHASE_DIRS, xstrdup(hk_dir), xstrdup("present"));
+        add(plan, &setting_kind_cgroup, PHASE_DIRS, xstrdup(iso_dir), xstrdup("present"));
+        add(plan, &setting_kind_cpulist, PHASE_CPUS, xasprintf("%s/cpuset.cpus", hk_dir),
+            cpuset_format_list(ctx->housekeeping));
+        add(plan, &setting_kind_cpulist, PHASE_CPUS, xasprintf("%s/cpuset.cpus", iso_dir),
+            cpuset_format_list(ctx->isolated));
+        add(plan, &setting_kind_partition, PHASE_FLAGS, xasprintf("%s/cpuset.cpus.partition", iso_dir),
+            xstrdup("isolated"));
+        add(plan, &setting_kind_procs, PHASE_MOVE, xasprintf("%s/cgroup.procs", hk_dir),
+            xasprintf("all from %s", root));
+        for (size_t i = 0; i < ctx->n_attached; i++)
+                add(plan, &setting_kind_member, PHASE_ATTACH, xasprintf("/proc/%u/cgroup", ctx->attached[i]),
+                    xstrdup("/" ISOLATED_CG));
+        return 0;
+}
+
 static int cpuset_plan(const PlanContext *ctx, const void *config, const char *device, Plan *plan,
                        PlanNotes *notes)
 {
@@ -181,11 +208,8 @@ static int cpuset_plan(const PlanContext *ctx, const void *config, const char *d
                 r = plan_v1(ctx, &cg, plan, notes);
         else if (cg.systemd)
                 r = plan_v2_systemd(ctx, &cg, plan, notes);
-        else {
-                plan_notes_add(notes, "cpuset", xasprintf("%s/cgroup.controllers", cg.mount),
-                               xstrdup("cgroup v2 without systemd is not supported yet: no isolation"));
-                r = 0;
-        }
+        else
+                r = plan_v2_cgroupfs(ctx, &cg, plan, notes);
         cgroup_info_clear(&cg);
         return r;
 }

@@ -1,0 +1,121 @@
+/* SPDX-License-Identifier: GPL-2.0-or-later */
+/* Isolation plans on small trees: the mechanism follows the cgroup setup the machine has. The v1 and
+ * v2-with-systemd mechanisms also run for real (host tier, VM tier); v2 without systemd has no test bed
+ * and is tested here only. */
+#include "core/reconcile.h"
+#include "shared/sysfs.h"
+#include "test.h"
+
+static PassResult res;
+
+static char *tree(const char *name, const char *mounts)
+{
+        char *root = xasprintf("%s/%s", test_tmpdir(), name);
+
+        test_write(root, "sys/devices/system/cpu/possible", "0-3\n");
+        test_write(root, "sys/devices/system/cpu/online", "0-3\n");
+        test_write(root, "proc/self/mounts", mounts);
+        test_write(root, "proc/cmdline", "root=/dev/vda ro\n");
+        /* One user process and one kernel thread (PF_KTHREAD, flags 0x00208040). */
+        test_write(root, "proc/100/stat",
+                   "100 (pipewire) S 1 100 100 0 -1 4194560 0 0 0 0 0 0 0 0 20 0 2 0 5000\n");
+        test_write(root, "proc/100/status", "Name:\tpipewire\nCpus_allowed_list:\t0-3\n");
+        test_write(root, "proc/2/stat", "2 (kthreadd) S 0 0 0 0 -1 2129984 0 0 0 0 0 0 0 0 20 0 1 0 1\n");
+        test_write(root, "proc/2/status", "Name:\tkthreadd\nCpus_allowed_list:\t0-3\n");
+        return root;
+}
+
+static void plan(const char *root, const unsigned *attached, size_t n)
+{
+        char *search[] = {(char *)test_tmpdir(), NULL};
+        _cleanup_topology_ Topology *t = NULL;
+        _cleanup_policy_ Policy *p = NULL;
+        _cleanup_free_ char *err = NULL;
+        Dirty all = {};
+
+        test_write(test_tmpdir(), "profiles/iso.conf", "[Profile]\nDescription=i\n[CPU]\nIsolate=3\n");
+        sysroot_set(root);
+        pass_result_clear(&res);
+        CHECK_INTEQ(topology_load(NULL, &t), 0);
+        CHECK_INTEQ(policy_load(search, "iso", &p, &err), 0);
+        if (!t || !p)
+                return;
+        dirty_mark_all(&all);
+        reconcile_pass_attached(p, t, NULL, &all, true, attached, n, &res);
+        dirty_clear(&all);
+}
+
+static const Setting *find(const char *object)
+{
+        for (size_t i = 0; i < res.plan.n; i++)
+                if (streq(res.plan.settings[i].object, object))
+                        return &res.plan.settings[i];
+        return NULL;
+}
+
+#define CHECK_PLANNED(object, want_desired)                                                                 \
+        do {                                                                                                \
+                const Setting *s_ = find(object);                                                           \
+                CHECK(s_ != NULL);                                                                          \
+                CHECK_STREQ(s_ ? s_->desired : NULL, want_desired);                                         \
+        } while (0)
+
+TEST(v2_without_systemd_uses_cgroupfs_partitions)
+{
+        _cleanup_free_ char *root = tree("v2", "cgroup2 /sys/fs/cgroup cgroup2 rw,nosuid 0 0\n");
+        unsigned attached[] = {100};
+
+        test_write(root, "sys/fs/cgroup/cgroup.controllers", "cpuset cpu io memory pids\n");
+        test_write(root, "sys/fs/cgroup/cgroup.subtree_control", "memory pids\n");
+        test_write(root, "sys/fs/cgroup/cgroup.procs", "2\n100\n");
+        test_write(root, "proc/100/cgroup", "0::/\n");
+        plan(root, attached, 1);
+        CHECK_PLANNED("/sys/fs/cgroup/cgroup.subtree_control", "cpuset");
+        const Setting *sub = find("/sys/fs/cgroup/cgroup.subtree_control");
+        CHECK_STREQ(sub ? sub->current : NULL, "no cpuset");
+        CHECK_PLANNED("/sys/fs/cgroup/rtctl-housekeeping", "present");
+        CHECK_PLANNED("/sys/fs/cgroup/rtctl-isolated", "present");
+        CHECK_PLANNED("/sys/fs/cgroup/rtctl-housekeeping/cpuset.cpus", "0-2");
+        CHECK_PLANNED("/sys/fs/cgroup/rtctl-isolated/cpuset.cpus", "3");
+        CHECK_PLANNED("/sys/fs/cgroup/rtctl-isolated/cpuset.cpus.partition", "isolated");
+        CHECK_PLANNED("/sys/fs/cgroup/rtctl-housekeeping/cgroup.procs", "all from /sys/fs/cgroup");
+        CHECK_PLANNED("/proc/100/cgroup", "/rtctl-isolated");
+        /* Kernel threads stay in the v2 root: their CPUs go through affinity. */
+        CHECK_PLANNED("/proc/2/affinity", "0-2");
+        CHECK(find("/proc/100/affinity") == NULL);
+        CHECK_INTEQ(res.stats.failed, 0);
+}
+
+TEST(v1_uses_cpusets)
+{
+        _cleanup_free_ char *root = tree("v1", "cgroup /sys/fs/cgroup/cpuset cgroup rw,cpuset 0 0\n"
+                                               "cgroup2 /sys/fs/cgroup/unified cgroup2 rw 0 0\n");
+        unsigned attached[] = {100};
+
+        test_write(root, "sys/fs/cgroup/cpuset/cpuset.mems", "0\n");
+        test_write(root, "sys/fs/cgroup/cpuset/cgroup.procs", "2\n100\n");
+        test_write(root, "sys/fs/cgroup/unified/cgroup.controllers", "\n");
+        test_write(root, "proc/100/cpuset", "/\n");
+        plan(root, attached, 1);
+        CHECK_PLANNED("/sys/fs/cgroup/cpuset/rtctl-isolated/cpuset.cpus", "3");
+        CHECK_PLANNED("/sys/fs/cgroup/cpuset/rtctl-isolated/cpuset.cpu_exclusive", "1");
+        CHECK_PLANNED("/sys/fs/cgroup/cpuset/cpuset.sched_load_balance", "0");
+        CHECK_PLANNED("/proc/100/cpuset", "/rtctl-isolated");
+        CHECK(find("/sys/fs/cgroup/cgroup.subtree_control") == NULL);
+        CHECK_INTEQ(res.stats.failed, 0);
+}
+
+TEST(no_cpuset_controller_is_a_note)
+{
+        _cleanup_free_ char *root = tree("none", "proc /proc proc rw 0 0\n");
+
+        plan(root, NULL, 0);
+        bool noted = false;
+        for (size_t i = 0; i < res.notes.n; i++)
+                noted = noted || strstr(res.notes.items[i].reason, "no cpuset controller");
+        CHECK(noted);
+        CHECK_INTEQ(res.stats.failed, 0);
+}
+
+TEST_MAIN(T(v2_without_systemd_uses_cgroupfs_partitions), T(v1_uses_cpusets),
+          T(no_cpuset_controller_is_a_note))

@@ -14,7 +14,8 @@ Configurations:
   tuned:PROFILE    Debian's tuned 2.20 with PROFILE (latency-performance, realtime, ...), in a private
                    /etc/tuned (realtime: isolated_cores = the measured CPU); plugins that would reach
                    outside this machine's kernel state -- bootloader (grub), net (NIC channels),
-                   irqbalance (/etc/default/irqbalance) -- are switched off in a wrapper profile
+                   irqbalance (/etc/default/irqbalance), systemd (CPUAffinity= in
+                   /etc/systemd/system.conf, for the next boot) -- are switched off in a wrapper profile
   hand             a hand-tuned ideal: every movable task and IRQ off the measured CPU, the unbound
                    workqueue cpumask likewise, /dev/cpu_dma_latency held open at 0 and the measured
                    CPU's pm_qos_resume_latency_us at "n/a" (0 µs: polling idle only); all put back
@@ -205,6 +206,8 @@ enabled=false
 [net]
 enabled=false
 [irqbalance]
+enabled=false
+[systemd]
 enabled=false
 """
 

@@ -85,11 +85,6 @@ const SettingKind *setting_kind_from_name(const char *name)
         return NULL;
 }
 
-void plan_init(Plan *p)
-{
-        *p = (Plan){};
-}
-
 void plan_clear(Plan *p)
 {
         for (size_t i = 0; i < p->n; i++) {
@@ -100,14 +95,6 @@ void plan_clear(Plan *p)
         }
         free(p->settings);
         *p = (Plan){};
-}
-
-Setting *plan_find(Plan *p, const char *object)
-{
-        for (size_t i = p->n; i-- > 0;)
-                if (streq(p->settings[i].object, object))
-                        return &p->settings[i];
-        return NULL;
 }
 
 Setting *plan_add(Plan *p, const SettingKind *kind, const char *tuner, unsigned phase, char *object,

@@ -83,8 +83,6 @@ typedef struct Plan {
         size_t alloc;
 } Plan;
 
-void plan_init(Plan *p);
 void plan_clear(Plan *p);
 Setting *plan_add(Plan *p, const SettingKind *kind, const char *tuner, unsigned phase, char *object,
                   char *desired); /* takes object and desired */
-Setting *plan_find(Plan *p, const char *object);

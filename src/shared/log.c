@@ -47,11 +47,6 @@ void log_set_max_level(int level)
         max_level = level;
 }
 
-int log_get_max_level(void)
-{
-        return max_level;
-}
-
 int log_internal(int level, int error, const char *file, int line, const char *fmt, ...)
 {
         char buf[2048];

@@ -9,7 +9,6 @@
  * to stderr. Library helpers in src/shared and src/core do not log; the binaries do. */
 void log_setup(const char *ident);
 void log_set_max_level(int level);
-int log_get_max_level(void);
 
 /* Logs and returns -abs(error), so a caller can write "return log_error_errno(r, ...)". %m in fmt is
  * replaced by strerror(error). */

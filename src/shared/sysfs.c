@@ -108,24 +108,3 @@ int sys_readlink(const char *path, char **ret)
         *ret = xstrdup(buf);
         return 0;
 }
-
-int sys_readlink_basename(const char *path, char **ret)
-{
-        _cleanup_free_ char *target = NULL;
-        const char *slash;
-        int r;
-
-        r = sys_readlink(path, &target);
-        if (r < 0)
-                return r;
-        slash = strrchr(target, '/');
-        *ret = xstrdup(slash ? slash + 1 : target);
-        return 0;
-}
-
-int sys_open(const char *path, int flags)
-{
-        _cleanup_free_ char *p = sys_path(path);
-        int fd = open(p, flags | O_CLOEXEC);
-        return fd < 0 ? -errno : fd;
-}

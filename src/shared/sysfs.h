@@ -25,6 +25,3 @@ bool sys_exists(const char *path);
 int sys_access(const char *path, int mode);
 DIR *sys_opendir(const char *path);
 int sys_readlink(const char *path, char **ret);
-/* The last component of the link's target, e.g. the driver name from .../driver. */
-int sys_readlink_basename(const char *path, char **ret);
-int sys_open(const char *path, int flags);

@@ -195,15 +195,15 @@ int systemd_unit_active(const char *unit, bool *ret)
         return 0;
 }
 
-/* StartTransientUnit returns when the job is queued; wait (briefly) until the unit is active. */
-static int wait_active(const char *unit)
+/* Start and stop calls return when the job is queued; wait (briefly, up to 0.4 s) until it is done. */
+static int wait_state(const char *unit, bool want_active)
 {
         for (int i = 0; i < 200; i++) {
-                bool active = false;
+                bool active;
                 int r = systemd_unit_active(unit, &active);
                 if (r < 0)
                         return r;
-                if (active)
+                if (active == want_active)
                         return 0;
                 nanosleep(&(struct timespec){.tv_nsec = 2 * 1000 * 1000}, NULL);
         }
@@ -232,7 +232,7 @@ static int start_transient(const char *unit, int (*props)(sd_bus_message *m, con
         if (r >= 0)
                 r = sd_bus_message_append(m, "a(sa(sv))", 0);
         r = send_call(b, m, r);
-        return r < 0 ? r : wait_active(unit);
+        return r < 0 ? r : wait_state(unit, true);
 }
 
 typedef struct SliceProps {
@@ -282,16 +282,7 @@ int systemd_stop_unit(const char *unit)
         if (r < 0)
                 return r;
         r = send_call(b, m, sd_bus_message_append(m, "ss", unit, "fail"));
-        if (r < 0)
-                return r;
-        for (int i = 0; i < 200; i++) {
-                bool active = true;
-                r = systemd_unit_active(unit, &active);
-                if (r < 0 || !active)
-                        return r < 0 ? r : 0;
-                nanosleep(&(struct timespec){.tv_nsec = 2 * 1000 * 1000}, NULL);
-        }
-        return -ETIMEDOUT;
+        return r < 0 ? r : wait_state(unit, false);
 }
 
 int systemd_attach(const char *unit, const char *subcgroup, unsigned pid)

@@ -913,6 +913,51 @@ def t_isolation_v2_hotplug():
         run(["systemctl", "stop", UNIT], timeout=60)
 
 
+@test("isolation-v2-session-and-kill")
+def t_isolation_v2_session_and_kill():
+    """A user session started after isolation stays on the housekeeping CPUs; rtctld killed with SIGKILL
+    is restarted by systemd, keeps the isolation and the attachment, and systemctl stop restores."""
+    run(["systemctl", "start", UNIT], check_rc=True, timeout=60)
+    require_rtctld()
+    r, err, msg = call("SetProfile", "vmiso")
+    check(err is None, "SetProfile(vmiso): %s %s" % (err, msg))
+    props = manager()[1].GetAll("org.rtctl.Manager1", dbus_interface="org.freedesktop.DBus.Properties")
+    iso, hk = str(props["IsolatedCPUs"]), str(props["HousekeepingCPUs"])
+    job = subprocess.Popen(["sleep", "300"])
+    try:
+        # A user's session manager (user@UID.service in user.slice), started after the isolation.
+        run(["systemctl", "start", "user@0.service"], check_rc=True, timeout=60)
+        session = int(unit_prop("user@0.service", "MainPID")["MainPID"])
+        session_cpus = cpus_of(session)
+        check(cpu_set(session_cpus) == cpu_set(hk) & online_cpus(),
+              "a user session started after isolation runs on %s, housekeeping is %s" % (session_cpus, hk))
+        r, err, msg = call("AttachProcess", dbus_mod().UInt32(job.pid))
+        check(err is None, "AttachProcess: %s %s" % (err, msg))
+        old = int(unit_prop(UNIT, "MainPID")["MainPID"])
+        run(["systemctl", "kill", "-s", "KILL", UNIT], check_rc=True)
+        check(wait_for(lambda: unit_prop(UNIT, "MainPID")["MainPID"] not in ("0", str(old)) and
+                       unit_prop(UNIT, "ActiveState")["ActiveState"] == "active", 30),
+              "rtctld was not restarted after SIGKILL: %s" % unit_prop(UNIT, "ActiveState", "Result"))
+        check(wait_for(lambda: isolation_converged(job.pid), 10),
+              "after SIGKILL and restart: %s" % isolation_state(job.pid))
+        run(["systemctl", "stop", UNIT], check_rc=True, timeout=60)
+        for unit in ("user.slice", "system.slice", "init.scope"):
+            got = unit_prop(unit, "AllowedCPUs").get("AllowedCPUs")
+            check(got == "", "after SIGKILL, restart and stop: %s AllowedCPUs=%s" % (unit, got))
+        check(not os.path.exists("/sys/fs/cgroup/rtctl.slice"), "after stop: rtctl.slice is still there")
+        # Back in the service it came from, on whatever that service may use now (the runner's own CPUs).
+        check(cgroup_of(job.pid) == cgroup_of(os.getpid()) and cpus_of(job.pid) == cpus_of(os.getpid()),
+              "after stop the once attached process is in %s on %s; its service %s runs on %s" % (
+                  cgroup_of(job.pid), cpus_of(job.pid), cgroup_of(os.getpid()), cpus_of(os.getpid())))
+        return "user session started after isolation on %s; SIGKILL: restarted, isolation %s kept; stop restored" % (
+            session_cpus, iso)
+    finally:
+        job.kill()
+        job.wait()
+        run(["systemctl", "stop", "user@0.service"], timeout=60)
+        run(["systemctl", "stop", UNIT], timeout=60)
+
+
 # --------------------------------------------------------------------------
 
 

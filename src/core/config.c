@@ -70,14 +70,21 @@ static void section_set(ConfSection *s, const char *key, const char *value, cons
         k->line = line;
 }
 
-ConfSection *conf_section(Conf *c, const char *name)
+static ConfSection *find_section(Conf *c, const char *name)
 {
         for (size_t i = 0; i < c->n_sections; i++)
-                if (streq(c->sections[i].name, name)) {
-                        c->sections[i].used = true;
+                if (streq(c->sections[i].name, name))
                         return &c->sections[i];
-                }
         return NULL;
+}
+
+ConfSection *conf_section(Conf *c, const char *name)
+{
+        ConfSection *s = find_section(c, name);
+
+        if (s)
+                s->used = true;
+        return s;
 }
 
 ConfKey *conf_key(ConfSection *s, const char *key)
@@ -132,10 +139,9 @@ static int index_lines(const char *path, const char *text, GKeyFile *kf, Conf *c
                 if (*line == '[') {
                         size_t l = strlen(line);
                         g_autofree char *name = g_strndup(line + 1, l >= 2 ? l - 2 : 0);
-                        cur = conf_section(c, name);
+                        cur = find_section(c, name);
                         if (!cur)
                                 cur = section_append(c, name, path, i + 1);
-                        cur->used = false;
                         continue;
                 }
                 eq = strchr(line, '=');

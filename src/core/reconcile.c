@@ -116,12 +116,11 @@ static void settle_restores(Journal *journal, PassResult *ret)
 void reconcile_pass(const Policy *policy, const Topology *topology, Journal *journal, const Dirty *dirty,
                     bool dry_run, PassResult *ret)
 {
-        reconcile_pass_attached(policy, topology, journal, dirty, dry_run, NULL, 0, ret);
+        reconcile_pass_with(policy, topology, journal, dirty, dry_run, NULL, ret);
 }
 
-void reconcile_pass_attached(const Policy *policy, const Topology *topology, Journal *journal,
-                             const Dirty *dirty, bool dry_run, const unsigned *attached, size_t n_attached,
-                             PassResult *ret)
+void reconcile_pass_with(const Policy *policy, const Topology *topology, Journal *journal,
+                         const Dirty *dirty, bool dry_run, const PassInput *in, PassResult *ret)
 {
         uint64_t start = now_usec(CLOCK_MONOTONIC);
 
@@ -138,8 +137,11 @@ void reconcile_pass_attached(const Policy *policy, const Topology *topology, Jou
         PlanContext ctx = {.topology = topology,
                            .isolated = ret->isolated,
                            .housekeeping = ret->housekeeping,
-                           .attached = attached,
-                           .n_attached = n_attached};
+                           .attached = in ? in->attached : NULL,
+                           .n_attached = in ? in->n_attached : 0,
+                           .irq = in ? in->irq : NULL,
+                           .pass_start_usec = start,
+                           .stop_conflicts = in && in->stop_conflicts};
         plan_tuners(policy, &ctx, dirty, ret);
         if (journal)
                 plan_restores(journal, dirty, ret);

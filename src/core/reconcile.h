@@ -36,7 +36,14 @@ void pass_result_clear(PassResult *r);
  * dry_run: nothing is written and the journal is untouched; the plan shows what would change. */
 void reconcile_pass(const Policy *policy, const Topology *topology, Journal *journal, const Dirty *dirty,
                     bool dry_run, PassResult *ret);
-/* The same, with processes attached to the isolated CPUs. */
-void reconcile_pass_attached(const Policy *policy, const Topology *topology, Journal *journal,
-                             const Dirty *dirty, bool dry_run, const unsigned *attached, size_t n_attached,
-                             PassResult *ret);
+/* What the daemon keeps between passes and hands to the tuners. */
+typedef struct PassInput {
+        const unsigned *attached; /* processes attached to the isolated CPUs */
+        size_t n_attached;
+        struct IrqState *irq;
+        bool stop_conflicts;
+} PassInput;
+
+/* The same, with the daemon's state (in may be NULL). */
+void reconcile_pass_with(const Policy *policy, const Topology *topology, Journal *journal,
+                         const Dirty *dirty, bool dry_run, const PassInput *in, PassResult *ret);

@@ -536,3 +536,101 @@ const SettingKind setting_kind_subtree = {
     .write = subtree_write,
     .equal = setting_equal_folded,
 };
+
+static int sched_read(const char *object, const char *hint, char **ret)
+{
+        struct sched_param param = {};
+        unsigned pid;
+        int r, policy;
+
+        if (!isempty(sysroot()))
+                return -EOPNOTSUPP; /* a fixture's PIDs are not this machine's */
+        r = pid_of(object, &pid);
+        if (r < 0)
+                return r;
+        policy = sched_getscheduler((pid_t)pid);
+        if (policy < 0 || sched_getparam((pid_t)pid, &param) < 0)
+                return errno == ESRCH ? -ENOENT : -errno;
+        policy &= ~SCHED_RESET_ON_FORK;
+        *ret = xasprintf("%s:%d",
+                         policy == SCHED_FIFO    ? "fifo"
+                         : policy == SCHED_RR    ? "rr"
+                         : policy == SCHED_OTHER ? "other"
+                                                 : "batch",
+                         param.sched_priority);
+        return 0;
+}
+
+static int sched_write(const char *object, const char *value)
+{
+        struct sched_param param = {};
+        const char *colon = strchr(value, ':');
+        unsigned pid;
+        int r, policy, prio;
+
+        if (!isempty(sysroot()))
+                return -EOPNOTSUPP;
+        r = pid_of(object, &pid);
+        if (r < 0)
+                return r;
+        if (!colon || safe_atoi(colon + 1, &prio) < 0)
+                return -EINVAL;
+        if (startswith(value, "fifo:"))
+                policy = SCHED_FIFO;
+        else if (startswith(value, "rr:"))
+                policy = SCHED_RR;
+        else if (startswith(value, "other:"))
+                policy = SCHED_OTHER;
+        else if (startswith(value, "batch:"))
+                policy = SCHED_BATCH;
+        else
+                return -EINVAL;
+        param.sched_priority = prio;
+        if (sched_setscheduler((pid_t)pid, policy, &param) < 0)
+                return errno == ESRCH ? -ENOENT : -errno;
+        return 0;
+}
+
+const SettingKind setting_kind_sched = {
+    .name = "sched",
+    .read = sched_read,
+    .write = sched_write,
+    .equal = setting_equal_folded,
+};
+
+static int service_read(const char *object, const char *hint, char **ret)
+{
+        _cleanup_free_ char *unit = unit_of(object);
+        bool active;
+        int r;
+
+        if (!unit)
+                return -EINVAL;
+        r = systemd_unit_active(unit, &active);
+        if (r < 0)
+                return r;
+        *ret = xstrdup(active ? "active" : "inactive");
+        return 0;
+}
+
+static int service_write(const char *object, const char *value)
+{
+        _cleanup_free_ char *unit = unit_of(object);
+
+        if (!unit)
+                return -EINVAL;
+        if (streq(value, "active"))
+                return systemd_start_unit(unit);
+        if (streq(value, "inactive")) {
+                int r = systemd_stop_unit(unit);
+                return r == -ENOENT ? 0 : r;
+        }
+        return -EINVAL;
+}
+
+const SettingKind setting_kind_service = {
+    .name = "service",
+    .read = service_read,
+    .write = service_write,
+    .equal = setting_equal_folded,
+};

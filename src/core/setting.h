@@ -48,6 +48,12 @@ extern const SettingKind setting_kind_unit_cpus;
 /* systemd:NAME.slice, a transient slice: "present" or "absent". */
 extern const SettingKind setting_kind_slice;
 
+/* /proc/PID/sched (a name, not a file): a thread's scheduling as "fifo:90", "rr:50" or "other:0", read
+ * and set with sched_getscheduler(2)/sched_setscheduler(2). Only on the live system. */
+extern const SettingKind setting_kind_sched;
+/* systemd:UNIT: a service "active" or "inactive", started and stopped through systemd's D-Bus API. */
+extern const SettingKind setting_kind_service;
+
 const SettingKind *setting_kind_from_name(const char *name);
 
 /* For kinds built on plain files. */

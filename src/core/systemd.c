@@ -285,6 +285,19 @@ int systemd_stop_unit(const char *unit)
         return r < 0 ? r : wait_state(unit, false);
 }
 
+int systemd_start_unit(const char *unit)
+{
+        sd_bus_message *m = NULL;
+        sd_bus *b = NULL;
+        int r;
+
+        r = new_call("StartUnit", &b, &m);
+        if (r < 0)
+                return r;
+        r = send_call(b, m, sd_bus_message_append(m, "ss", unit, "replace"));
+        return r < 0 ? r : wait_state(unit, true);
+}
+
 int systemd_attach(const char *unit, const char *subcgroup, unsigned pid)
 {
         sd_bus_message *m = NULL;

@@ -16,6 +16,8 @@ int systemd_unit_active(const char *unit, bool *ret);
 /* Starts a transient slice with AllowedCPUs= (kept until stopped: a started slice is not collected). */
 int systemd_start_slice(const char *unit, const char *description, const char *cpulist);
 int systemd_stop_unit(const char *unit);
+/* Starts a unit (StartUnit, mode "replace") and waits until it is active. */
+int systemd_start_unit(const char *unit);
 /* Moves pid into a new transient scope in slice. */
 int systemd_start_scope(const char *unit, const char *slice, unsigned pid);
 /* Moves pid into an existing unit's cgroup, or a sub-cgroup of a delegated one ("" for the unit's own). */

@@ -3,12 +3,9 @@
 
 /* The order is the order of a pass: sysctls first, then the CPU split (kernel threads' own CPUs before
  * the cpusets, so that restore, newest first, dissolves the cpusets before it puts affinities back),
- * then devices. */
+ * then interrupts (placed within the CPU split just made, their threads after them), then devices. */
 const Tuner *const tuners[] = {
-    &tuner_sysctl,
-    &tuner_kthread,
-    &tuner_cpuset,
-    &tuner_block,
+    &tuner_sysctl, &tuner_kthread, &tuner_cpuset, &tuner_irq, &tuner_irqthread, &tuner_block,
 };
 _Static_assert(ELEMENTSOF(tuners) == N_TUNERS, "N_TUNERS must count the tuners");
 

@@ -13,6 +13,11 @@ typedef struct PlanContext {
         /* Processes put on the isolated CPUs at run time (AttachProcess), still alive. */
         const unsigned *attached;
         size_t n_attached;
+        /* What the IRQ tuners keep between passes (rates, refusals, pins); NULL in a one-off plan. */
+        struct IrqState *irq;
+        uint64_t pass_start_usec; /* CLOCK_MONOTONIC */
+        /* Stop conflicting services (irqbalance) rather than warn about them: OnConflict=stop. */
+        bool stop_conflicts;
 } PlanContext;
 
 /* Something the profile asks for that this kernel or machine cannot do: reported, never a failure. */
@@ -40,6 +45,8 @@ typedef struct Tuner {
         const char *const *subsystems;
         /* Replanned whole when a CPU goes online or offline. */
         bool cpu_dependent;
+        /* A uevent of its subsystems replans it whole, not one device: IRQ placement is one decision. */
+        bool replan_whole;
 
         /* Reads its sections (marking the keys it knows), appends "file:line: Key=value: why" for each
          * bad one to *errors. Returns its config (NULL when the profile does not use it). */
@@ -48,14 +55,18 @@ typedef struct Tuner {
         /* device: NULL for the whole machine, else the kernel name of one device of its subsystems. */
         int (*plan)(const PlanContext *ctx, const void *config, const char *device, Plan *plan,
                     PlanNotes *notes);
+        /* Seconds between passes the config asks for (periodic rebalancing); 0 or NULL: events only. */
+        unsigned (*interval_sec)(const void *config);
 } Tuner;
 
 extern const Tuner tuner_block;
 extern const Tuner tuner_sysctl;
 extern const Tuner tuner_cpuset;
 extern const Tuner tuner_kthread;
+extern const Tuner tuner_irq;
+extern const Tuner tuner_irqthread;
 
-#define N_TUNERS 4
+#define N_TUNERS 6
 extern const Tuner *const tuners[N_TUNERS];
 
 int tuner_index(const char *name);

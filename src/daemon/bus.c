@@ -1,7 +1,9 @@
 /* SPDX-License-Identifier: GPL-2.0-or-later */
 #include "daemon/bus.h"
 #include "daemon/manager.h"
+#include "core/cgroupfs.h"
 #include "shared/log.h"
+#include "shared/sysfs.h"
 
 /* Until polkit is wired in, only root changes the machine: fail closed. */
 static int check_root(sd_bus_message *msg, sd_bus_error *error)
@@ -207,6 +209,116 @@ static int method_plan(sd_bus_message *msg, void *userdata, sd_bus_error *error)
         return sd_bus_send(NULL, reply, NULL);
 }
 
+/* The scheduling of each IRQ's first thread ("fifo:50"), by IRQ number; empty when not threaded. */
+static GHashTable *irq_threads(void)
+{
+        GHashTable *h = g_hash_table_new_full(g_direct_hash, g_direct_equal, NULL, free);
+        _cleanup_closedir_ DIR *d = sys_opendir("/proc");
+        struct dirent *de;
+
+        while (d && (de = readdir(d))) {
+                _cleanup_free_ char *obj = NULL;
+                char *sched = NULL;
+                TaskInfo t;
+                unsigned pid, irq;
+
+                if (safe_atou(de->d_name, &pid) < 0 || task_info(pid, &t) < 0 || !(t.flags & PF_KTHREAD) ||
+                    sscanf(t.comm, "irq/%u-", &irq) != 1 || g_hash_table_contains(h, GUINT_TO_POINTER(irq)))
+                        continue;
+                obj = xasprintf("/proc/%u/sched", pid);
+                if (setting_kind_sched.read(obj, NULL, &sched) >= 0)
+                        g_hash_table_insert(h, GUINT_TO_POINTER(irq), sched);
+        }
+        return h;
+}
+
+static int method_list_irqs(sd_bus_message *msg, void *userdata, sd_bus_error *error)
+{
+        Manager *m = userdata;
+        _cleanup_irq_table_ IrqTable *t = NULL;
+        _cleanup_free_ double *rates = NULL;
+        g_autoptr(GHashTable) threads = NULL;
+        sd_bus_message *reply = NULL;
+        int r;
+
+        r = manager_irqs(m, &t, &rates);
+        if (r < 0)
+                return sd_bus_error_set_errnof(error, r, "Cannot read the IRQs: %m");
+        threads = irq_threads();
+        r = sd_bus_message_new_method_return(msg, &reply);
+        if (r >= 0)
+                r = sd_bus_message_open_container(reply, 'a', "(ussssssdssi)");
+        for (size_t i = 0; r >= 0 && i < t->n; i++) {
+                const Irq *q = &t->irqs[i];
+                _cleanup_free_ char *cpus = q->affinity ? cpuset_format_list(q->affinity) : xstrdup("");
+                _cleanup_free_ char *eff = q->effective ? cpuset_format_list(q->effective) : xstrdup("");
+                const char *sched = g_hash_table_lookup(threads, GUINT_TO_POINTER(q->num));
+                const char *colon = sched ? strchr(sched, ':') : NULL;
+                _cleanup_free_ char *policy = colon ? strndup(sched, (size_t)(colon - sched)) : xstrdup("");
+                const char *why = q->unmovable                         ? q->unmovable
+                                  : irq_state_refused(&m->irq, q->num) ? "the kernel refused to move it"
+                                                                       : "";
+
+                r = sd_bus_message_append(reply, "(ussssssdssi)", q->num, q->actions,
+                                          irq_class_to_string(q->class), strempty(q->device),
+                                          strempty(q->driver), cpus, eff, rates[i], why, policy,
+                                          colon ? atoi(colon + 1) : -1);
+        }
+        if (r >= 0)
+                r = sd_bus_message_close_container(reply);
+        if (r >= 0)
+                r = sd_bus_send(NULL, reply, NULL);
+        sd_bus_message_unref(reply);
+        return r;
+}
+
+static int pin_irq(sd_bus_message *msg, Manager *m, uint32_t irq, const char *cpus, uint64_t flags,
+                   sd_bus_error *error)
+{
+        _cleanup_free_ char *err = NULL;
+        int r;
+
+        r = check_root(msg, error);
+        if (r < 0)
+                return r;
+        if (flags & ~(uint64_t)1)
+                return sd_bus_error_setf(error, RTCTL_ERROR_INVALID_ARGUMENT, "Unknown flags 0x%" PRIx64,
+                                         flags);
+        r = manager_pin_irq(m, irq, cpus, flags & 1, &err);
+        switch (r) {
+        case 0:
+                manager_wait_for_pass(m, msg);
+                return 1;
+        case -ENOENT:
+                return sd_bus_error_setf(error, RTCTL_ERROR_NO_SUCH_IRQ, "%s", err);
+        case -EPERM:
+                return sd_bus_error_setf(error, RTCTL_ERROR_UNMOVABLE, "%s", err);
+        case -EXDEV:
+                return sd_bus_error_setf(error, RTCTL_ERROR_ISOLATED_CPU, "%s", err);
+        default:
+                return sd_bus_error_setf(error, RTCTL_ERROR_INVALID_ARGUMENT, "%s", strempty(err));
+        }
+}
+
+static int method_pin_irq(sd_bus_message *msg, void *userdata, sd_bus_error *error)
+{
+        uint32_t irq;
+        const char *cpus;
+        int r = sd_bus_message_read(msg, "us", &irq, &cpus);
+
+        return r < 0 ? r : pin_irq(msg, userdata, irq, cpus, 0, error);
+}
+
+static int method_pin_irq_with_flags(sd_bus_message *msg, void *userdata, sd_bus_error *error)
+{
+        uint32_t irq;
+        const char *cpus;
+        uint64_t flags;
+        int r = sd_bus_message_read(msg, "ust", &irq, &cpus, &flags);
+
+        return r < 0 ? r : pin_irq(msg, userdata, irq, cpus, flags, error);
+}
+
 static int property_version(sd_bus *bus, const char *path, const char *interface, const char *property,
                             sd_bus_message *reply, void *userdata, sd_bus_error *error)
 {
@@ -332,6 +444,14 @@ static const sd_bus_vtable manager_vtable[] = {
                             SD_BUS_VTABLE_UNPRIVILEGED),
     SD_BUS_METHOD_WITH_ARGS("DetachProcess", SD_BUS_ARGS("u", pid),
                             SD_BUS_RESULT("u", changes, "u", failures), method_detach,
+                            SD_BUS_VTABLE_UNPRIVILEGED),
+    SD_BUS_METHOD_WITH_ARGS("ListIrqs", SD_BUS_NO_ARGS, SD_BUS_RESULT("a(ussssssdssi)", irqs),
+                            method_list_irqs, SD_BUS_VTABLE_UNPRIVILEGED),
+    SD_BUS_METHOD_WITH_ARGS("PinIrq", SD_BUS_ARGS("u", irq, "s", cpus),
+                            SD_BUS_RESULT("u", changes, "u", failures), method_pin_irq,
+                            SD_BUS_VTABLE_UNPRIVILEGED),
+    SD_BUS_METHOD_WITH_ARGS("PinIrqWithFlags", SD_BUS_ARGS("u", irq, "s", cpus, "t", flags),
+                            SD_BUS_RESULT("u", changes, "u", failures), method_pin_irq_with_flags,
                             SD_BUS_VTABLE_UNPRIVILEGED),
     SD_BUS_SIGNAL_WITH_ARGS("Applied", SD_BUS_ARGS("s", reason, "u", changes, "u", failures), 0),
     SD_BUS_VTABLE_END,

@@ -51,6 +51,12 @@ int daemon_conf_load(char *const *search_path, DaemonConf *ret, char **ret_error
                 else
                         append(&errors, conf_key_error(k, "expected restore or keep"));
         }
+        if ((k = conf_key(s, "OnConflict"))) {
+                if (streq(k->value, "warn") || streq(k->value, "stop"))
+                        d.stop_conflicts = streq(k->value, "stop");
+                else
+                        append(&errors, conf_key_error(k, "expected warn or stop"));
+        }
         if ((k = conf_key(s, "Uevents"))) {
                 if (streq(k->value, "auto"))
                         d.uevents = UEVENT_AUTO;

@@ -8,6 +8,9 @@ typedef struct DaemonConf {
         char *default_profile;
         bool keep_on_stop; /* OnStop=keep: leave the tuning in place when the daemon stops */
         UeventBackend uevents;
+        /* OnConflict=stop: stop services that fight over the same knobs (irqbalance) while rtctl holds
+         * them, start them again on restore. Default warn: report them only. */
+        bool stop_conflicts;
 } DaemonConf;
 
 void daemon_conf_clear(DaemonConf *c);

@@ -45,6 +45,9 @@ void manager_free(Manager *m)
         uevent_monitor_free(m->uevents);
         sd_event_source_disable_unref(m->pass_source);
         sd_event_source_disable_unref(m->settle_source);
+        sd_event_source_disable_unref(m->rebalance_source);
+        sd_bus_slot_unref(m->sleep_slot);
+        irq_state_clear(&m->irq);
         sd_event_unref(m->event);
         policy_free(m->policy);
         journal_free(m->journal);
@@ -292,6 +295,152 @@ int manager_detach(Manager *m, unsigned pid)
         return -ENOENT;
 }
 
+/* An IRQ whose affinity write the kernel refused with EIO or EPERM is one only the kernel places (other
+ * kernels than this VM's answer a managed IRQ's write that way, or a chip that cannot move it): it is
+ * not tried again under this profile. EBUSY and EAGAIN are tried on the next pass. */
+static void note_refusals(Manager *m, const PassResult *res)
+{
+        for (size_t i = 0; i < res->plan.n; i++) {
+                const Setting *s = &res->plan.settings[i];
+                unsigned irq;
+
+                if (s->result != SETTING_FAILED || s->restore || !streq(s->tuner, "irq") ||
+                    (s->error != -EIO && s->error != -EPERM) ||
+                    sscanf(s->object, "/proc/irq/%u/", &irq) != 1)
+                        continue;
+                log_info("The kernel refused to move IRQ %u (%s); leaving it where it is.", irq,
+                         strerror(-s->error));
+                irq_state_refuse(&m->irq, irq);
+        }
+}
+
+static int on_rebalance(sd_event_source *s, uint64_t usec, void *userdata)
+{
+        Manager *m = userdata;
+
+        for (int i = 0; i < N_TUNERS; i++)
+                if (tuners[i]->interval_sec && m->policy && m->policy->config[i] &&
+                    tuners[i]->interval_sec(m->policy->config[i]) > 0)
+                        dirty_mark_full(&m->dirty, i);
+        manager_schedule_pass(m, "rebalance");
+        return 0;
+}
+
+/* A timer only while the profile asks for periodic rebalancing: with RebalanceSec=0 there is none, and
+ * the daemon sleeps until an event. */
+static void arm_rebalance(Manager *m)
+{
+        unsigned sec = 0;
+        int r;
+
+        for (int i = 0; i < N_TUNERS && m->policy; i++)
+                if (tuners[i]->interval_sec && m->policy->config[i]) {
+                        unsigned v = tuners[i]->interval_sec(m->policy->config[i]);
+                        if (v > 0 && (sec == 0 || v < sec))
+                                sec = v;
+                }
+        if (sec == 0) {
+                if (m->rebalance_source)
+                        (void)sd_event_source_set_enabled(m->rebalance_source, SD_EVENT_OFF);
+                return;
+        }
+        if (!m->rebalance_source) {
+                r = sd_event_add_time_relative(m->event, &m->rebalance_source, CLOCK_MONOTONIC,
+                                               (uint64_t)sec * 1000000, 100 * 1000, on_rebalance, m);
+                if (r < 0) {
+                        log_warning_errno(r, "Failed to arm the rebalance timer: %m, ignoring");
+                        return;
+                }
+        } else
+                (void)sd_event_source_set_time_relative(m->rebalance_source, (uint64_t)sec * 1000000);
+        (void)sd_event_source_set_enabled(m->rebalance_source, SD_EVENT_ONESHOT);
+}
+
+int manager_pin_irq(Manager *m, unsigned irq, const char *cpus, bool allow_isolated, char **ret_error)
+{
+        _cleanup_irq_table_ IrqTable *t = NULL;
+        _cleanup_cpuset_ CpuSet *set = NULL, *online = NULL;
+        const Irq *i;
+        int r;
+
+        r = irq_table_load(&t);
+        if (r < 0) {
+                *ret_error = xasprintf("Cannot read /proc/interrupts: %s", strerror(-r));
+                return r;
+        }
+        i = irq_table_find(t, irq);
+        if (!i) {
+                *ret_error = xasprintf("No IRQ %u on this machine", irq);
+                return -ENOENT;
+        }
+        if (isempty(cpus)) {
+                irq_state_set_pin(&m->irq, irq, NULL);
+                log_info("IRQ %u is no longer pinned.", irq);
+                dirty_mark_full(&m->dirty, tuner_index("irq"));
+                manager_schedule_pass(m, "unpin");
+                return 0;
+        }
+        if (i->unmovable) {
+                *ret_error = xasprintf("IRQ %u (%s) cannot be moved: %s", irq, i->actions, i->unmovable);
+                return -EPERM;
+        }
+        if (irq_state_refused(&m->irq, irq)) {
+                *ret_error = xasprintf("IRQ %u (%s) cannot be moved: the kernel refused", irq, i->actions);
+                return -EPERM;
+        }
+        if (streq(cpus, "isolated") || streq(cpus, "housekeeping") || streq(cpus, "all")) {
+                set = cpuset_dup(streq(cpus, "isolated")       ? m->isolated
+                                 : streq(cpus, "housekeeping") ? m->housekeeping
+                                                               : m->topology->online);
+                allow_isolated = allow_isolated || streq(cpus, "isolated");
+        } else if (cpuset_parse_list(cpus, m->topology->n_cpus, &set, ret_error) < 0)
+                return -EINVAL;
+        if (!set || cpuset_empty(set)) {
+                *ret_error = xasprintf("'%s' names no CPU here", cpus);
+                return -EINVAL;
+        }
+        if (!allow_isolated && m->isolated && cpuset_intersects(set, m->isolated)) {
+                _cleanup_free_ char *iso = cpuset_format_list(m->isolated);
+                *ret_error = xasprintf("CPUs %s are isolated; pin there only when asked explicitly "
+                                       "(rtctl irq pin --isolated, or PinIrqWithFlags with flag 1)",
+                                       iso);
+                return -EXDEV;
+        }
+        online = cpuset_dup(set);
+        cpuset_and(online, m->topology->online);
+        if (cpuset_empty(online)) {
+                *ret_error = xasprintf("CPUs %s are offline", cpus);
+                return -ENXIO;
+        }
+        log_info("Pinning IRQ %u (%s) to CPUs %s.", irq, i->actions, cpus);
+        irq_state_set_pin(&m->irq, irq, TAKE_PTR(set));
+        dirty_mark_full(&m->dirty, tuner_index("irq"));
+        manager_schedule_pass(m, "pin");
+        return 0;
+}
+
+int manager_irqs(Manager *m, IrqTable **ret, double **ret_rates)
+{
+        IrqTable *t = NULL;
+        double *rates;
+        int r;
+
+        r = irq_table_load(&t);
+        if (r < 0)
+                return r;
+        rates = xmalloc0(sizeof(double) * (t->n + 1));
+        for (size_t i = 0; i < t->n; i++) {
+                const Irq *prev = irq_table_find(m->irq.previous, t->irqs[i].num);
+                uint64_t dt = m->irq.previous ? t->timestamp_usec - m->irq.previous->timestamp_usec : 0;
+                if (prev && dt > 0 && streq(prev->actions, t->irqs[i].actions) &&
+                    prev->count <= t->irqs[i].count)
+                        rates[i] = (double)(t->irqs[i].count - prev->count) * 1e6 / (double)dt;
+        }
+        *ret = t;
+        *ret_rates = rates;
+        return 0;
+}
+
 static int on_pass(sd_event_source *s, void *userdata)
 {
         Manager *m = userdata;
@@ -304,8 +453,14 @@ static int on_pass(sd_event_source *s, void *userdata)
         _cleanup_free_ unsigned *pids = xmalloc0(sizeof(unsigned) * (m->n_attached + 1));
         for (size_t i = 0; i < m->n_attached; i++)
                 pids[i] = m->attached[i].pid;
-        reconcile_pass_attached(m->policy, m->topology, m->journal, &dirty, false, pids, m->n_attached,
-                                &res);
+        reconcile_pass_with(m->policy, m->topology, m->journal, &dirty, false,
+                            &(PassInput){.attached = pids,
+                                         .n_attached = m->n_attached,
+                                         .irq = &m->irq,
+                                         .stop_conflicts = m->conf.stop_conflicts},
+                            &res);
+        note_refusals(m, &res);
+        irq_state_commit(&m->irq);
         update_status(m, &dirty, &res);
         dirty_clear(&dirty);
 
@@ -321,6 +476,7 @@ static int on_pass(sd_event_source *s, void *userdata)
                 log_debug("Pass (%s): everything in place, %" PRIu64 " µs", strempty(reason),
                           res.duration_usec);
         pass_result_clear(&res);
+        arm_rebalance(m);
 
         bus_emit_applied(m, strempty(reason));
         answer_waiting(m);
@@ -367,6 +523,8 @@ static int load_checked(Manager *m, const char *name, Policy **ret, char **ret_e
 
 static void activate(Manager *m, Policy *p, const char *reason)
 {
+        /* Pins and refusals belong to the profile they were made under. */
+        irq_state_forget(&m->irq);
         policy_free(m->policy);
         m->policy = p;
         dirty_mark_all(&m->dirty);
@@ -527,6 +685,16 @@ static void on_uevent(const Uevent *ev, void *userdata)
                         cares = cares || streq(*sub, ev->subsystem);
                 if (!cares)
                         continue;
+                if (tuners[i]->replan_whole) {
+                        /* New or departed devices bring or take IRQs: a driver's bind (or unbind)
+                         * requests or frees them. */
+                        if (streq(ev->action, "add") || streq(ev->action, "remove") ||
+                            streq(ev->action, "bind") || streq(ev->action, "unbind")) {
+                                dirty_mark_full(&m->dirty, i);
+                                manager_schedule_pass(m, reason);
+                        }
+                        continue;
+                }
                 if (streq(ev->subsystem, "block") && !streq(strempty(ev->devtype), "disk"))
                         continue;
                 if (streq(ev->action, "remove")) {
@@ -543,6 +711,21 @@ static void on_uevent(const Uevent *ev, void *userdata)
                 dirty_mark_device(&m->dirty, i, ev->sysname);
                 manager_schedule_pass(m, reason);
         }
+}
+
+/* Firmware and drivers may reset IRQ affinities, cpufreq and idle states across suspend: re-apply every
+ * CPU-dependent setting when logind says the machine woke up. */
+static int on_sleep(sd_bus_message *msg, void *userdata, sd_bus_error *error)
+{
+        Manager *m = userdata;
+        int going;
+
+        if (sd_bus_message_read(msg, "b", &going) < 0 || going)
+                return 0;
+        log_info("Resumed from suspend; re-applying.");
+        mark_cpu_tuners(m);
+        manager_schedule_pass(m, "resume");
+        return 0;
 }
 
 static int open_journal(Manager *m)
@@ -648,6 +831,11 @@ int manager_start(Manager *m)
                 r = bus_setup(m);
                 if (r < 0)
                         return r;
+                r = sd_bus_match_signal_async(m->bus, &m->sleep_slot, "org.freedesktop.login1",
+                                              "/org/freedesktop/login1", "org.freedesktop.login1.Manager",
+                                              "PrepareForSleep", on_sleep, NULL, m);
+                if (r < 0)
+                        log_warning_errno(r, "Failed to watch for resume from suspend: %m, ignoring");
         }
         if (!m->policy)
                 manager_schedule_pass(m, "start");

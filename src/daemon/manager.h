@@ -5,6 +5,7 @@
 #include <systemd/sd-bus.h>
 #include <systemd/sd-event.h>
 
+#include "core/irqs.h"
 #include "core/journal.h"
 #include "core/policy.h"
 #include "core/reconcile.h"
@@ -36,8 +37,10 @@ typedef struct LastPass {
 typedef struct Manager {
         sd_event *event;
         sd_bus *bus;
-        sd_event_source *pass_source;   /* a defer source: the one pass after the event queue drained */
-        sd_event_source *settle_source; /* one more pass shortly after a CPU event */
+        sd_event_source *pass_source;      /* a defer source: the one pass after the event queue drained */
+        sd_event_source *settle_source;    /* one more pass shortly after a CPU event */
+        sd_event_source *rebalance_source; /* periodic passes a tuner asks for (RebalanceSec=), else none */
+        sd_bus_slot *sleep_slot;           /* logind's PrepareForSleep: re-apply after resume */
         UeventMonitor *uevents;
 
         char **search_path;
@@ -54,6 +57,7 @@ typedef struct Manager {
         char *pass_reason;
         Attached *attached;
         size_t n_attached;
+        IrqState irq;
         sd_bus_message **waiting; /* SetProfile/Restore calls answered when the pass is done */
         size_t n_waiting;
 
@@ -97,6 +101,13 @@ void manager_wait_for_pass(Manager *m, sd_bus_message *call);
 int manager_attach(Manager *m, unsigned pid);
 /* -ENOENT: not attached. */
 int manager_detach(Manager *m, unsigned pid);
+
+/* A run-time IRQ placement, kept until restore or a profile change. cpus "" drops it. -ENOENT no such
+ * IRQ, -EPERM the kernel places it (reason in ret_error), -EINVAL a bad CPU list, -EXDEV CPUs that are
+ * isolated without allow_isolated, -ENXIO offline CPUs only. On success a pass is scheduled. */
+int manager_pin_irq(Manager *m, unsigned irq, const char *cpus, bool allow_isolated, char **ret_error);
+/* Everything ListIrqs() says, read now; rates are per second since the last pass. */
+int manager_irqs(Manager *m, IrqTable **ret, double **ret_rates);
 
 const char *manager_state(const Manager *m);
 const char *manager_active_profile(const Manager *m);

@@ -41,7 +41,8 @@ static void plan(const char *root, const unsigned *attached, size_t n)
         if (!t || !p)
                 return;
         dirty_mark_all(&all);
-        reconcile_pass_attached(p, t, NULL, &all, true, attached, n, &res);
+        reconcile_pass_with(p, t, NULL, &all, true, &(PassInput){.attached = attached, .n_attached = n},
+                            &res);
         dirty_clear(&all);
 }
 

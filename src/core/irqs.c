@@ -1,0 +1,541 @@
+/* SPDX-License-Identifier: GPL-2.0-or-later */
+#include <fcntl.h>
+#include <fnmatch.h>
+#include <glib.h>
+#include <limits.h>
+#include <stdlib.h>
+#include <sys/stat.h>
+#include <time.h>
+
+#include "core/irqs.h"
+#include "shared/sysfs.h"
+
+static const char *const class_names[_IRQ_CLASS_MAX] = {
+    [IRQ_CLASS_OTHER] = "other",     [IRQ_CLASS_AUDIO] = "audio", [IRQ_CLASS_NETWORK] = "network",
+    [IRQ_CLASS_STORAGE] = "storage", [IRQ_CLASS_USB] = "usb",
+};
+
+const char *irq_class_to_string(IrqClass c)
+{
+        return c >= 0 && c < _IRQ_CLASS_MAX ? class_names[c] : "other";
+}
+
+int irq_class_from_string(const char *s)
+{
+        for (int i = 0; i < _IRQ_CLASS_MAX; i++)
+                if (streq(class_names[i], s))
+                        return i;
+        return -EINVAL;
+}
+
+/* PCI class code (0xBBSSPP): base class, subclass, programming interface. */
+static IrqClass class_of_pci(unsigned code)
+{
+        unsigned base = code >> 16, sub = (code >> 8) & 0xff;
+
+        if (base == 0x04 && (sub == 0x01 || sub == 0x03))
+                return IRQ_CLASS_AUDIO;
+        if (base == 0x02)
+                return IRQ_CLASS_NETWORK;
+        if (base == 0x01)
+                return IRQ_CLASS_STORAGE;
+        if (base == 0x0c && sub == 0x03)
+                return IRQ_CLASS_USB;
+        return IRQ_CLASS_OTHER;
+}
+
+typedef struct PciDev {
+        char *addr;
+        char *driver;
+        char *sound_card;
+        IrqClass class;
+} PciDev;
+
+static void irq_clear(Irq *i)
+{
+        free(i->chip);
+        free(i->actions);
+        free(i->device);
+        free(i->driver);
+        free(i->sound_card);
+        cpuset_free(i->affinity);
+        cpuset_free(i->effective);
+}
+
+void irq_table_free(IrqTable *t)
+{
+        if (!t)
+                return;
+        for (size_t i = 0; i < t->n; i++)
+                irq_clear(&t->irqs[i]);
+        free(t->irqs);
+        free(t);
+}
+
+static int cmp_irq(const void *a, const void *b)
+{
+        unsigned x = ((const Irq *)a)->num, y = ((const Irq *)b)->num;
+        return x < y ? -1 : x > y;
+}
+
+const Irq *irq_table_find(const IrqTable *t, unsigned num)
+{
+        Irq key = {.num = num};
+        return t ? bsearch(&key, t->irqs, t->n, sizeof(Irq), cmp_irq) : NULL;
+}
+
+static const char *skip_space(const char *p)
+{
+        while (*p == ' ' || *p == '\t')
+                p++;
+        return p;
+}
+
+static const char *skip_word(const char *p)
+{
+        while (*p && *p != ' ' && *p != '\t' && *p != '\n')
+                p++;
+        return p;
+}
+
+/* One numbered line: " 38:      10505       9293 PCI-MSIX-0000:00:03.0   1-edge      virtio2-input.0".
+ * The counts are summed by hand: on a 1024-CPU machine the file is tens of megabytes of them. */
+static bool parse_line(const char *p, unsigned n_columns, Irq *ret)
+{
+        const char *end;
+        unsigned long num;
+        uint64_t sum = 0;
+
+        p = skip_space(p);
+        if (*p < '0' || *p > '9')
+                return false;
+        num = strtoul(p, (char **)&end, 10);
+        if (*end != ':' || num > UINT_MAX)
+                return false;
+        p = end + 1;
+        for (unsigned c = 0; c < n_columns; c++) {
+                uint64_t v = 0;
+                p = skip_space(p);
+                if (*p < '0' || *p > '9')
+                        break;
+                while (*p >= '0' && *p <= '9')
+                        v = v * 10 + (uint64_t)(*p++ - '0');
+                sum += v;
+        }
+        *ret = (Irq){.num = (unsigned)num, .count = sum, .node = -1};
+        p = skip_space(p);
+        end = skip_word(p);
+        ret->chip = strndup(p, (size_t)(end - p));
+        p = skip_space(end);
+        end = skip_word(p);
+        /* "5-edge", "2-fasteoi": the hardware IRQ and the flow; then the actions, up to the line's end. */
+        if (memchr(p, '-', (size_t)(end - p)))
+                p = skip_space(end);
+        end = strchrnul(p, '\n');
+        while (end > p && (end[-1] == ' ' || end[-1] == '\t'))
+                end--;
+        ret->actions = strndup(p, (size_t)(end - p));
+        if (!ret->chip || !ret->actions)
+                abort();
+        return true;
+}
+
+static int read_interrupts(GArray *irqs)
+{
+        _cleanup_free_ char *path = sys_path("/proc/interrupts"), *buf = NULL;
+        unsigned n_columns = 0;
+        const char *p, *nl;
+        int r;
+
+        r = read_full_file(path, &buf, NULL);
+        if (r < 0)
+                return r;
+        nl = strchrnul(buf, '\n');
+        for (p = buf; p < nl; p++)
+                if (startswith(p, "CPU"))
+                        n_columns++;
+        for (p = *nl ? nl + 1 : nl; *p; p = *nl ? nl + 1 : nl) {
+                Irq irq;
+                nl = strchrnul(p, '\n');
+                if (parse_line(p, n_columns, &irq))
+                        g_array_append_val(irqs, irq);
+        }
+        return 0;
+}
+
+static CpuSet *read_list(const char *path)
+{
+        _cleanup_free_ char *s = NULL;
+        CpuSet *set = NULL;
+
+        if (sys_read(path, &s) < 0 || cpuset_parse_list(strstrip(s), CPUSET_MAX_CPUS, &set, NULL) < 0)
+                return NULL;
+        return set;
+}
+
+/* What the kernel lets a user do with the IRQ. A managed IRQ's affinity file is read-only (mode 0444);
+ * root could still open it, so the mode is what counts, not a failed write. */
+static void read_proc_irq(Irq *irq)
+{
+        _cleanup_free_ char *dir = xasprintf("/proc/irq/%u", irq->num), *p = NULL, *node = NULL;
+        _cleanup_free_ char *full = NULL;
+        struct stat st;
+        int n;
+
+        free(p);
+        p = xasprintf("%s/smp_affinity", dir);
+        full = sys_path(p);
+        if (stat(full, &st) < 0) {
+                irq->unmovable = isempty(irq->actions) ? IRQ_UNMOVABLE_NOHANDLER : IRQ_UNMOVABLE_NOFILE;
+                return;
+        }
+        free(p);
+        p = xasprintf("%s/smp_affinity_list", dir);
+        irq->affinity = read_list(p);
+        free(p);
+        p = xasprintf("%s/effective_affinity_list", dir);
+        irq->effective = read_list(p);
+        free(p);
+        p = xasprintf("%s/node", dir);
+        if (sys_read(p, &node) >= 0 && safe_atoi(strstrip(node), &n) >= 0)
+                irq->node = n;
+        if (isempty(irq->actions))
+                irq->unmovable = IRQ_UNMOVABLE_NOHANDLER;
+        else if (!(st.st_mode & 0222))
+                irq->unmovable = IRQ_UNMOVABLE_MANAGED;
+        else if (!irq->affinity)
+                irq->unmovable = IRQ_UNMOVABLE_NOFILE;
+}
+
+static char *link_name(const char *path)
+{
+        _cleanup_free_ char *target = NULL;
+        const char *slash;
+
+        if (sys_readlink(path, &target) < 0)
+                return NULL;
+        slash = strrchr(target, '/');
+        return xstrdup(slash ? slash + 1 : target);
+}
+
+static bool is_pci_address(const char *s)
+{
+        unsigned a, b, c, d;
+        char tail;
+
+        return sscanf(s, "%x:%x:%x.%x%c", &a, &b, &c, &d, &tail) == 4;
+}
+
+/* The PCI function a sound card hangs off: the card's device itself for HDA, the USB host controller a
+ * USB interface sits behind. Found by walking up the card's device path. */
+static char *sound_card_pci(const char *card)
+{
+        _cleanup_free_ char *link = xasprintf("/sys/class/sound/%s/device", card);
+        _cleanup_free_ char *full = sys_path(link);
+        char resolved[PATH_MAX];
+        char *slash;
+
+        if (!realpath(full, resolved))
+                return NULL;
+        while ((slash = strrchr(resolved, '/'))) {
+                if (is_pci_address(slash + 1))
+                        return xstrdup(slash + 1);
+                *slash = 0;
+        }
+        return NULL;
+}
+
+static GArray *read_pci(GHashTable **ret_by_irq)
+{
+        GArray *devs = g_array_new(false, true, sizeof(PciDev));
+        GHashTable *by_irq = g_hash_table_new(g_direct_hash, g_direct_equal);
+        _cleanup_closedir_ DIR *d = sys_opendir("/sys/bus/pci/devices");
+        _cleanup_closedir_ DIR *snd = sys_opendir("/sys/class/sound");
+        struct dirent *de;
+
+        while (d && (de = readdir(d))) {
+                _cleanup_free_ char *base = NULL, *p = NULL, *s = NULL;
+                _cleanup_closedir_ DIR *msi = NULL;
+                PciDev dev = {};
+                unsigned code = 0, irq;
+                bool any = false;
+
+                if (de->d_name[0] == '.')
+                        continue;
+                base = xasprintf("/sys/bus/pci/devices/%s", de->d_name);
+                p = xasprintf("%s/class", base);
+                if (sys_read(p, &s) >= 0)
+                        code = (unsigned)strtoul(s, NULL, 16);
+                dev.addr = xstrdup(de->d_name);
+                dev.class = class_of_pci(code);
+                free(p);
+                p = xasprintf("%s/driver", base);
+                dev.driver = link_name(p);
+                g_array_append_val(devs, dev);
+                gpointer index = GUINT_TO_POINTER(devs->len); /* 1-based: 0 is "none" */
+
+                free(p);
+                p = xasprintf("%s/msi_irqs", base);
+                msi = sys_opendir(p);
+                while (msi && (de = readdir(msi)))
+                        if (safe_atou(de->d_name, &irq) >= 0) {
+                                g_hash_table_insert(by_irq, GUINT_TO_POINTER(irq), index);
+                                any = true;
+                        }
+                /* The legacy line, shared or not: the first bound device on it names it. */
+                free(p);
+                p = xasprintf("%s/irq", base);
+                free(s);
+                s = NULL;
+                if (!any && dev.driver && sys_read(p, &s) >= 0 && safe_atou(strstrip(s), &irq) >= 0 &&
+                    irq > 0 && !g_hash_table_contains(by_irq, GUINT_TO_POINTER(irq)))
+                        g_hash_table_insert(by_irq, GUINT_TO_POINTER(irq), index);
+        }
+        while (snd && (de = readdir(snd))) {
+                _cleanup_free_ char *addr = NULL;
+                if (!startswith(de->d_name, "card"))
+                        continue;
+                addr = sound_card_pci(de->d_name);
+                for (guint i = 0; addr && i < devs->len; i++) {
+                        PciDev *dev = &g_array_index(devs, PciDev, i);
+                        if (streq(dev->addr, addr) && !dev->sound_card) {
+                                dev->sound_card = xstrdup(de->d_name);
+                                dev->class = IRQ_CLASS_AUDIO;
+                        }
+                }
+        }
+        *ret_by_irq = by_irq;
+        return devs;
+}
+
+/* MSI chips name their device: "IR-PCI-MSIX-0000:3d:00.0", "PCI-MSI-0000:00:1f.3". */
+static const char *chip_device(const char *chip)
+{
+        const char *p = strstr(chip, "PCI-MSI");
+        if (!p)
+                return NULL;
+        p = strchr(p + 7, '-');
+        return p && is_pci_address(p + 1) ? p + 1 : NULL;
+}
+
+int irq_table_load(IrqTable **ret)
+{
+        g_autoptr(GArray) irqs = g_array_new(false, true, sizeof(Irq));
+        g_autoptr(GHashTable) by_irq = NULL;
+        GArray *devs;
+        IrqTable *t;
+        int r;
+
+        r = read_interrupts(irqs);
+        if (r < 0)
+                return r;
+        t = xmalloc0(sizeof(IrqTable));
+        t->timestamp_usec = now_usec(CLOCK_MONOTONIC);
+        devs = read_pci(&by_irq);
+        for (guint i = 0; i < irqs->len; i++) {
+                Irq *irq = &g_array_index(irqs, Irq, i);
+                guint index = GPOINTER_TO_UINT(g_hash_table_lookup(by_irq, GUINT_TO_POINTER(irq->num)));
+                const char *from_chip = chip_device(irq->chip);
+
+                for (guint k = 0; !index && from_chip && k < devs->len; k++)
+                        if (streq(g_array_index(devs, PciDev, k).addr, from_chip))
+                                index = k + 1;
+                if (index) {
+                        const PciDev *dev = &g_array_index(devs, PciDev, index - 1);
+                        irq->device = xstrdup(dev->addr);
+                        irq->driver = dev->driver ? xstrdup(dev->driver) : NULL;
+                        irq->sound_card = dev->sound_card ? xstrdup(dev->sound_card) : NULL;
+                        irq->class = dev->class;
+                }
+                read_proc_irq(irq);
+        }
+        for (guint i = 0; i < devs->len; i++) {
+                PciDev *dev = &g_array_index(devs, PciDev, i);
+                free(dev->addr);
+                free(dev->driver);
+                free(dev->sound_card);
+        }
+        g_array_free(devs, true);
+        t->n = irqs->len;
+        t->irqs = (Irq *)g_array_free(g_steal_pointer(&irqs), false);
+        qsort(t->irqs, t->n, sizeof(Irq), cmp_irq);
+        *ret = t;
+        return 0;
+}
+
+static const char *const match_keys[] = {"class", "name", "driver", "irq", "device", NULL};
+
+char *irq_match_check(char *const *conditions)
+{
+        for (char *const *c = conditions; c && *c; c++) {
+                const char *colon = strchr(*c, ':');
+                _cleanup_free_ char *key = colon ? strndup(*c, (size_t)(colon - *c)) : NULL;
+                _cleanup_strv_free_ char **alts = NULL;
+                bool known = false;
+
+                for (const char *const *k = match_keys; key && *k; k++)
+                        known = known || streq(*k, key);
+                if (!known || isempty(colon + 1))
+                        return xasprintf("'%s' is not a condition: expected class:audio|network|storage|usb|"
+                                         "other, name:GLOB, driver:GLOB, irq:N or device:PCI-ADDRESS",
+                                         *c);
+                alts = strv_split(colon + 1, "|");
+                for (char **a = alts; *a; a++) {
+                        unsigned n;
+                        if (streq(key, "class") && irq_class_from_string(*a) < 0)
+                                return xasprintf("unknown class '%s' (audio, network, storage, usb, other)",
+                                                 *a);
+                        if (streq(key, "irq") && safe_atou(*a, &n) < 0)
+                                return xasprintf("irq: takes an IRQ number, not '%s'", *a);
+                }
+        }
+        return NULL;
+}
+
+/* name:GLOB holds when one of the IRQ's actions matches. */
+static bool name_matches(const char *glob, const char *actions)
+{
+        _cleanup_strv_free_ char **names = strv_split(actions, ",");
+
+        if (fnmatch(glob, actions, 0) == 0)
+                return true;
+        for (char **n = names; *n; n++)
+                if (fnmatch(glob, strstrip(*n), 0) == 0)
+                        return true;
+        return false;
+}
+
+static bool condition_holds(const char *key, const char *alt, const Irq *irq)
+{
+        unsigned n;
+
+        if (streq(key, "class"))
+                return streq(irq_class_to_string(irq->class), alt);
+        if (streq(key, "name"))
+                return name_matches(alt, irq->actions);
+        if (streq(key, "driver"))
+                return irq->driver && fnmatch(alt, irq->driver, 0) == 0;
+        if (streq(key, "irq"))
+                return safe_atou(alt, &n) >= 0 && n == irq->num;
+        if (streq(key, "device"))
+                return irq->device && fnmatch(alt, irq->device, 0) == 0;
+        return false;
+}
+
+bool irq_match(char *const *conditions, const Irq *irq)
+{
+        for (char *const *c = conditions; c && *c; c++) {
+                const char *colon = strchr(*c, ':');
+                _cleanup_free_ char *key = colon ? strndup(*c, (size_t)(colon - *c)) : NULL;
+                _cleanup_strv_free_ char **alts = NULL;
+                bool any = false;
+
+                if (!key)
+                        return false;
+                alts = strv_split(colon + 1, "|");
+                for (char **a = alts; *a && !any; a++)
+                        any = condition_holds(key, *a, irq);
+                if (!any)
+                        return false;
+        }
+        return true;
+}
+
+char *format_ranges(const unsigned *nums, size_t n)
+{
+        GString *s = g_string_new(NULL);
+
+        for (size_t i = 0; i < n;) {
+                size_t j = i;
+                while (j + 1 < n && nums[j + 1] == nums[j] + 1)
+                        j++;
+                g_string_append_printf(s, "%s%u", s->len ? "," : "", nums[i]);
+                if (j > i)
+                        g_string_append_printf(s, "-%u", nums[j]);
+                i = j + 1;
+        }
+        return g_string_free(s, false);
+}
+
+void irq_state_commit(IrqState *s)
+{
+        if (!s->seen)
+                return;
+        irq_table_free(s->previous);
+        s->previous = TAKE_PTR(s->seen);
+}
+
+void irq_state_forget(IrqState *s)
+{
+        free(s->refused);
+        s->refused = NULL;
+        s->n_refused = 0;
+        for (size_t i = 0; i < s->n_pins; i++)
+                cpuset_free(s->pins[i].cpus);
+        free(s->pins);
+        s->pins = NULL;
+        s->n_pins = 0;
+}
+
+void irq_state_clear(IrqState *s)
+{
+        irq_state_forget(s);
+        irq_table_free(s->previous);
+        irq_table_free(s->seen);
+        *s = (IrqState){};
+}
+
+bool irq_state_refused(const IrqState *s, unsigned irq)
+{
+        for (size_t i = 0; s && i < s->n_refused; i++)
+                if (s->refused[i] == irq)
+                        return true;
+        return false;
+}
+
+void irq_state_refuse(IrqState *s, unsigned irq)
+{
+        if (irq_state_refused(s, irq))
+                return;
+        s->refused = realloc(s->refused, sizeof(unsigned) * (s->n_refused + 1));
+        if (!s->refused)
+                abort();
+        s->refused[s->n_refused++] = irq;
+}
+
+const CpuSet *irq_state_pin(const IrqState *s, unsigned irq)
+{
+        for (size_t i = 0; s && i < s->n_pins; i++)
+                if (s->pins[i].irq == irq)
+                        return s->pins[i].cpus;
+        return NULL;
+}
+
+void irq_state_set_pin(IrqState *s, unsigned irq, CpuSet *cpus)
+{
+        for (size_t i = 0; i < s->n_pins; i++)
+                if (s->pins[i].irq == irq) {
+                        cpuset_free(s->pins[i].cpus);
+                        if (cpus)
+                                s->pins[i].cpus = cpus;
+                        else
+                                s->pins[i] = s->pins[--s->n_pins];
+                        return;
+                }
+        if (!cpus)
+                return;
+        s->pins = realloc(s->pins, sizeof(IrqPin) * (s->n_pins + 1));
+        if (!s->pins)
+                abort();
+        s->pins[s->n_pins++] = (IrqPin){.irq = irq, .cpus = cpus};
+}
+
+uint64_t irq_state_delta(const IrqState *s, const Irq *irq)
+{
+        const Irq *prev = s ? irq_table_find(s->previous, irq->num) : NULL;
+
+        /* A number given to another device since counts again from its own start. */
+        if (!prev || !streq(prev->actions, irq->actions) || prev->count > irq->count)
+                return irq->count;
+        return irq->count - prev->count;
+}

@@ -1,0 +1,557 @@
+/* SPDX-License-Identifier: GPL-2.0-or-later */
+/* IRQ affinity, the job irqbalance does, aware of the CPU split: every movable interrupt gets one CPU of
+ * the balancing set (housekeeping, by default), chosen by its rate, NUMA-local to its device, with one
+ * device's queues on different CPUs; rules and run-time pins place chosen interrupts (the sound card's).
+ * An interrupt moves only when that gains enough, so a replan of a settled machine changes nothing. */
+#include <glib.h>
+#include <sched.h>
+#include <stdlib.h>
+
+#include "core/tuner.h"
+#include "shared/sysfs.h"
+#include "tuners/irq.h"
+
+static void rule_clear(IrqRule *r)
+{
+        free(r->name);
+        strv_free(r->match);
+        cpu_spec_clear(&r->cpus);
+}
+
+void irq_config_free(void *p)
+{
+        IrqConfig *c = p;
+
+        if (!c)
+                return;
+        for (size_t i = 0; i < c->n_rules; i++)
+                rule_clear(&c->rules[i]);
+        free(c->rules);
+        cpu_spec_clear(&c->cpus);
+        free(c);
+}
+
+static bool parse_cpus(ConfKey *k, CpuSpec *ret, char ***errors)
+{
+        _cleanup_free_ char *err = NULL;
+
+        if (cpu_spec_parse(k->value, ret, &err) < 0) {
+                strv_push(errors, conf_key_error(k, "%s", err));
+                return false;
+        }
+        if (ret->kind == CPU_SPEC_AUTO) {
+                cpu_spec_clear(ret);
+                strv_push(errors, conf_key_error(k, "auto:N chooses CPUs to isolate, in [CPU] Isolate=; "
+                                                    "here say isolated, housekeeping, all or a CPU list"));
+                return false;
+        }
+        return true;
+}
+
+static bool parse_thread(ConfSection *s, IrqRule *r, char ***errors)
+{
+        ConfKey *pol = conf_key(s, "ThreadPolicy"), *prio = conf_key(s, "ThreadPriority");
+        unsigned v;
+
+        if (pol) {
+                if (streq(pol->value, "fifo"))
+                        r->policy = SCHED_FIFO;
+                else if (streq(pol->value, "rr"))
+                        r->policy = SCHED_RR;
+                else if (streq(pol->value, "other"))
+                        r->policy = SCHED_OTHER;
+                else {
+                        strv_push(errors, conf_key_error(pol, "expected fifo, rr or other"));
+                        return false;
+                }
+        }
+        if (prio) {
+                if (safe_atou(prio->value, &v) < 0 || v < 1 || v > 99) {
+                        strv_push(errors,
+                                  conf_key_error(prio, "expected a real-time priority from 1 to 99"));
+                        return false;
+                }
+                if (r->policy == SCHED_OTHER) {
+                        strv_push(errors, conf_key_error(prio, "ThreadPolicy=other has no priority"));
+                        return false;
+                }
+                r->priority = (int)v;
+                if (r->policy < 0)
+                        r->policy = SCHED_FIFO;
+        } else if (r->policy == SCHED_FIFO || r->policy == SCHED_RR)
+                r->priority = 50; /* the kernel's own priority for IRQ threads */
+        return true;
+}
+
+static bool parse_rule(ConfSection *s, const char *name, IrqRule *r, char ***errors)
+{
+        _cleanup_free_ char *why = NULL;
+        ConfKey *k;
+        bool ok = true;
+
+        *r = (IrqRule){.name = xstrdup(name), .policy = -1, .priority = -1};
+        k = conf_key(s, "Match");
+        if (!k) {
+                strv_push(errors, conf_section_error(s, "an IRQ rule needs Match=, e.g. Match=class:audio"));
+                return false;
+        }
+        r->match = strv_split(k->value, " \t");
+        why = irq_match_check(r->match);
+        if (why || !r->match[0]) {
+                strv_push(errors, conf_key_error(k, "%s", why ? why : "no condition"));
+                ok = false;
+        }
+        k = conf_key(s, "CPUs");
+        if (k)
+                ok = parse_cpus(k, &r->cpus, errors) && ok;
+        ok = parse_thread(s, r, errors) && ok;
+        return ok;
+}
+
+static bool parse_main(ConfSection *s, IrqConfig *c, char ***errors)
+{
+        ConfKey *k;
+        bool ok = true;
+
+        c->has_irq_section = true;
+        k = conf_key(s, "Balance");
+        if (!k || streq(k->value, "housekeeping"))
+                c->balance = IRQ_BALANCE_HOUSEKEEPING;
+        else if (streq(k->value, "all"))
+                c->balance = IRQ_BALANCE_ALL;
+        else if (streq(k->value, "off"))
+                c->balance = IRQ_BALANCE_OFF;
+        else {
+                strv_push(errors, conf_key_error(k, "expected off, housekeeping or all"));
+                ok = false;
+        }
+        k = conf_key(s, "CPUs");
+        if (k)
+                ok = parse_cpus(k, &c->cpus, errors) && ok;
+        k = conf_key(s, "RebalanceSec");
+        if (k && (safe_atou(k->value, &c->rebalance_sec) < 0 || c->rebalance_sec > 86400)) {
+                strv_push(errors, conf_key_error(k, "expected seconds from 0 (events only) to 86400"));
+                ok = false;
+        }
+        return ok;
+}
+
+IrqConfig *irq_config_parse(Conf *conf, char ***errors)
+{
+        IrqConfig *c = xmalloc0(sizeof(IrqConfig));
+        bool any = false, ok = true;
+
+        for (size_t i = 0; i < conf->n_sections; i++) {
+                ConfSection *s = &conf->sections[i];
+                const char *name = startswith(s->name, "IRQ");
+                IrqRule r;
+
+                if (!name || (*name != 0 && *name != ' '))
+                        continue;
+                s->used = true;
+                any = true;
+                name += strspn(name, " ");
+                if (!*name) {
+                        ok = parse_main(s, c, errors) && ok;
+                        continue;
+                }
+                if (!parse_rule(s, name, &r, errors)) {
+                        rule_clear(&r);
+                        ok = false;
+                        continue;
+                }
+                c->rules = realloc(c->rules, sizeof(IrqRule) * (c->n_rules + 1));
+                if (!c->rules)
+                        abort();
+                c->rules[c->n_rules++] = r;
+        }
+        if (!any || !ok) {
+                irq_config_free(c);
+                return NULL;
+        }
+        /* Rules alone (thread priorities) place nothing unless they say CPUs=. */
+        if (!c->has_irq_section)
+                c->balance = IRQ_BALANCE_OFF;
+        return c;
+}
+
+CpuSet *cpu_spec_resolve(const CpuSpec *spec, const PlanContext *ctx)
+{
+        switch (spec->kind) {
+        case CPU_SPEC_LIST:
+                return cpuset_dup(spec->list);
+        case CPU_SPEC_HOUSEKEEPING:
+                return cpuset_dup(ctx->housekeeping);
+        case CPU_SPEC_ISOLATED:
+                return cpuset_dup(ctx->isolated);
+        default:
+                return cpuset_dup(ctx->topology->online);
+        }
+}
+
+const IrqTable *irq_table_for_pass(const PlanContext *ctx, IrqTable **ret_owned)
+{
+        IrqTable *t = NULL;
+
+        *ret_owned = NULL;
+        if (ctx->irq && ctx->irq->seen && ctx->irq->seen->timestamp_usec >= ctx->pass_start_usec)
+                return ctx->irq->seen;
+        if (irq_table_load(&t) < 0)
+                return NULL;
+        if (!ctx->irq) {
+                *ret_owned = t;
+                return t;
+        }
+        irq_table_free(ctx->irq->seen);
+        ctx->irq->seen = t;
+        return t;
+}
+
+static void *irq_parse(Conf *conf, char ***errors)
+{
+        IrqConfig *c = irq_config_parse(conf, errors);
+        bool places = c && c->balance != IRQ_BALANCE_OFF;
+
+        for (size_t i = 0; c && i < c->n_rules; i++)
+                places = places || c->rules[i].cpus.kind != CPU_SPEC_UNSET;
+        if (c && !places && !c->has_irq_section) {
+                /* Thread priorities only: the irqthread tuner's. */
+                irq_config_free(c);
+                return NULL;
+        }
+        return c;
+}
+
+static unsigned irq_interval(const void *config)
+{
+        const IrqConfig *c = config;
+        return c->balance != IRQ_BALANCE_OFF ? c->rebalance_sec : 0;
+}
+
+/* Where an IRQ may go and how loaded each CPU is, while the greedy placement runs. */
+typedef struct Placer {
+        const PlanContext *ctx;
+        unsigned n_cpus;
+        uint64_t *load;      /* interrupts since the last pass, per CPU */
+        unsigned *count;     /* IRQs per CPU */
+        GHashTable *devices; /* PCI address -> 1-based index */
+        unsigned *dev_count; /* [device index * n_cpus + cpu]: that device's IRQs on the CPU */
+        unsigned n_devices;
+        CpuSet **node_cpus; /* online CPUs of each NUMA node, built on first use */
+        unsigned n_nodes;
+} Placer;
+
+static unsigned device_index(Placer *p, const char *device)
+{
+        gpointer v;
+
+        if (!device)
+                return 0;
+        v = g_hash_table_lookup(p->devices, device);
+        if (v)
+                return GPOINTER_TO_UINT(v);
+        p->n_devices++;
+        g_hash_table_insert(p->devices, (gpointer)device, GUINT_TO_POINTER(p->n_devices));
+        p->dev_count = realloc(p->dev_count, sizeof(unsigned) * (p->n_devices + 1) * p->n_cpus);
+        if (!p->dev_count)
+                abort();
+        memset(p->dev_count + (size_t)p->n_devices * p->n_cpus, 0, sizeof(unsigned) * p->n_cpus);
+        return p->n_devices;
+}
+
+static const CpuSet *node_cpus(Placer *p, int node)
+{
+        const Topology *t = p->ctx->topology;
+
+        if (node < 0 || node >= 1024)
+                return NULL;
+        if ((unsigned)node >= p->n_nodes) {
+                p->node_cpus = realloc(p->node_cpus, sizeof(CpuSet *) * (unsigned)(node + 1));
+                if (!p->node_cpus)
+                        abort();
+                for (unsigned i = p->n_nodes; i <= (unsigned)node; i++)
+                        p->node_cpus[i] = NULL;
+                p->n_nodes = (unsigned)node + 1;
+        }
+        if (!p->node_cpus[node]) {
+                p->node_cpus[node] = cpuset_new(t->n_cpus);
+                FOREACH_CPU (cpu, t->online)
+                        if (t->cpus[cpu].node == node)
+                                cpuset_add(p->node_cpus[node], (unsigned)cpu);
+        }
+        return p->node_cpus[node];
+}
+
+static void placer_account(Placer *p, const CpuSet *cpus, const char *device, uint64_t rate)
+{
+        unsigned n = cpuset_count(cpus), dev = device_index(p, device);
+
+        if (n == 0)
+                return;
+        FOREACH_CPU (cpu, cpus) {
+                if ((unsigned)cpu >= p->n_cpus)
+                        break;
+                p->load[cpu] += rate / n;
+                p->count[cpu]++;
+                p->dev_count[(size_t)dev * p->n_cpus + (unsigned)cpu] += dev ? 1 : 0;
+        }
+}
+
+static bool better(const Placer *p, unsigned dev, int a, int b)
+{
+        const unsigned *dc = p->dev_count + (size_t)dev * p->n_cpus;
+
+        if (dc[a] != dc[b])
+                return dc[a] < dc[b];
+        if (p->load[a] != p->load[b])
+                return p->load[a] < p->load[b];
+        return p->count[a] < p->count[b];
+}
+
+/* The CPU for one IRQ: the least loaded of the candidates (first those NUMA-local to its device), among
+ * them first those with fewest queues of the same device. The current CPU stays unless moving gains more
+ * than the IRQ's own rate plus a quarter of the current CPU's load. */
+static int placer_choose(Placer *p, const CpuSet *targets, const Irq *irq, uint64_t rate)
+{
+        _cleanup_cpuset_ CpuSet *cand = cpuset_dup(targets);
+        const CpuSet *local = node_cpus(p, irq->node);
+        unsigned dev = device_index(p, irq->device);
+        int best = -1, cur;
+
+        if (local && cpuset_intersects(cand, local))
+                cpuset_and(cand, local);
+        FOREACH_CPU (cpu, cand) {
+                if ((unsigned)cpu >= p->n_cpus)
+                        break;
+                if (best < 0 || better(p, dev, cpu, best))
+                        best = cpu;
+        }
+        if (best < 0)
+                return -1;
+        cur = irq->affinity && cpuset_count(irq->affinity) == 1 ? cpuset_next(irq->affinity, -1) : -1;
+        if (cur >= 0 && (unsigned)cur < p->n_cpus && cpuset_has(cand, (unsigned)cur) && cur != best) {
+                const unsigned *dc = p->dev_count + (size_t)dev * p->n_cpus;
+                if (dc[cur] <= dc[best] && p->load[cur] <= p->load[best] + rate + p->load[cur] / 4)
+                        best = cur;
+        }
+        return best;
+}
+
+typedef struct Balanced {
+        const Irq *irq;
+        uint64_t rate;
+} Balanced;
+
+static int cmp_balanced(const void *a, const void *b)
+{
+        const Balanced *x = a, *y = b;
+
+        if (x->rate != y->rate)
+                return x->rate > y->rate ? -1 : 1;
+        return x->irq->num < y->irq->num ? -1 : x->irq->num > y->irq->num;
+}
+
+typedef struct NumList {
+        unsigned *v;
+        size_t n;
+} NumList;
+
+static void numlist_add(NumList *l, unsigned v)
+{
+        l->v = realloc(l->v, sizeof(unsigned) * (l->n + 1));
+        if (!l->v)
+                abort();
+        l->v[l->n++] = v;
+}
+
+static void note_list(PlanNotes *notes, NumList *l, const char *what)
+{
+        _cleanup_free_ char *nums = NULL;
+
+        if (l->n == 0)
+                return;
+        nums = format_ranges(l->v, l->n);
+        plan_notes_add(notes, "irq", xstrdup("/proc/irq"), xasprintf("IRQ %s: %s", nums, what));
+        free(l->v);
+        *l = (NumList){};
+}
+
+static const IrqRule *placing_rule(const IrqConfig *c, const Irq *irq)
+{
+        for (size_t i = 0; i < c->n_rules; i++)
+                if (c->rules[i].cpus.kind != CPU_SPEC_UNSET && irq_match(c->rules[i].match, irq))
+                        return &c->rules[i];
+        return NULL;
+}
+
+static unsigned find_process(const char *comm)
+{
+        _cleanup_closedir_ DIR *d = sys_opendir("/proc");
+        struct dirent *de;
+        unsigned pid;
+
+        while (d && (de = readdir(d))) {
+                _cleanup_free_ char *p = NULL, *c = NULL;
+                if (safe_atou(de->d_name, &pid) < 0)
+                        continue;
+                p = xasprintf("/proc/%u/comm", pid);
+                if (sys_read(p, &c) >= 0 && streq(c, comm))
+                        return pid;
+        }
+        return 0;
+}
+
+/* irqbalance moves interrupts too; two balancers fight. Reported, or stopped through systemd for as long
+ * as rtctl holds the IRQs (the unit's state is journalled like any setting, so restore starts it). */
+static void plan_conflict(const PlanContext *ctx, Plan *plan, PlanNotes *notes)
+{
+        unsigned pid = find_process("irqbalance");
+        bool systemd = sys_exists("/run/systemd/system");
+
+        if (ctx->stop_conflicts && systemd) {
+                plan_add(plan, &setting_kind_service, "irq", 0, xstrdup("systemd:irqbalance.service"),
+                         xstrdup("inactive"));
+                return;
+        }
+        if (!pid)
+                return;
+        plan_notes_add(
+            notes, "irq", xstrdup("irqbalance"),
+            ctx->stop_conflicts
+                ? xasprintf("irqbalance runs (PID %u) outside systemd: rtctl cannot stop it, and it "
+                            "moves the IRQs rtctl places; stop it by hand",
+                            pid)
+                : xasprintf("irqbalance runs (PID %u) and moves the IRQs rtctl places: stop it, or "
+                            "set OnConflict=stop in rtctl.conf",
+                            pid));
+}
+
+static int irq_plan(const PlanContext *ctx, const void *config, const char *device, Plan *plan,
+                    PlanNotes *notes)
+{
+        const IrqConfig *c = config;
+        const Topology *topo = ctx->topology;
+        _cleanup_irq_table_ IrqTable *owned = NULL;
+        const IrqTable *t = irq_table_for_pass(ctx, &owned);
+        _cleanup_cpuset_ CpuSet *targets = NULL;
+        _cleanup_free_ Balanced *balanced = NULL;
+        NumList managed = {}, managed_iso = {}, refused = {};
+        size_t n_balanced = 0;
+        Placer p = {.ctx = ctx, .n_cpus = topo->n_cpus};
+
+        if (!t) {
+                plan_notes_add(notes, "irq", xstrdup("/proc/interrupts"), xstrdup("cannot be read"));
+                return 0;
+        }
+        if (c->balance != IRQ_BALANCE_OFF) {
+                targets = c->cpus.kind != CPU_SPEC_UNSET
+                              ? cpu_spec_resolve(&c->cpus, ctx)
+                              : cpuset_dup(c->balance == IRQ_BALANCE_HOUSEKEEPING ? ctx->housekeeping
+                                                                                  : topo->online);
+                cpuset_and(targets, topo->online);
+                if (cpuset_empty(targets)) {
+                        cpuset_or(targets, topo->online);
+                        cpuset_andnot(targets, ctx->isolated);
+                }
+                /* IRQs registered later start there. */
+                if (!cpuset_empty(targets) && sys_exists("/proc/irq/default_smp_affinity"))
+                        plan_add(plan, &setting_kind_cpumask, "irq", 0,
+                                 xstrdup("/proc/irq/default_smp_affinity"), cpuset_format_list(targets));
+                plan_conflict(ctx, plan, notes);
+        }
+
+        p.load = xmalloc0(sizeof(uint64_t) * p.n_cpus);
+        p.count = xmalloc0(sizeof(unsigned) * p.n_cpus);
+        p.devices = g_hash_table_new(g_str_hash, g_str_equal);
+        p.dev_count = xmalloc0(sizeof(unsigned) * p.n_cpus);
+        balanced = xmalloc0(sizeof(Balanced) * (t->n + 1));
+
+        /* Fixed placements first (pins, rules, what the kernel keeps), so that balancing sees their load. */
+        for (size_t i = 0; i < t->n; i++) {
+                const Irq *irq = &t->irqs[i];
+                const CpuSet *pin = irq_state_pin(ctx->irq, irq->num);
+                const IrqRule *rule = NULL;
+                _cleanup_cpuset_ CpuSet *want = NULL;
+                uint64_t rate = irq_state_delta(ctx->irq, irq);
+
+                if (irq->unmovable) {
+                        if (streq(irq->unmovable, IRQ_UNMOVABLE_MANAGED)) {
+                                numlist_add(&managed, irq->num);
+                                if (irq->affinity && cpuset_intersects(irq->affinity, ctx->isolated))
+                                        numlist_add(&managed_iso, irq->num);
+                        }
+                        if (irq->effective)
+                                placer_account(&p, irq->effective, irq->device, rate);
+                        continue;
+                }
+                if (irq_state_refused(ctx->irq, irq->num)) {
+                        numlist_add(&refused, irq->num);
+                        continue;
+                }
+                if (pin)
+                        want = cpuset_dup(pin);
+                else if ((rule = placing_rule(c, irq)))
+                        want = cpu_spec_resolve(&rule->cpus, ctx);
+                if (want) {
+                        cpuset_and(want, topo->online);
+                        /* Pinned to CPUs that are all offline now: balanced until they return. */
+                        if (!cpuset_empty(want)) {
+                                placer_account(&p, want, irq->device, rate);
+                                plan_add(plan, &setting_kind_cpulist, "irq", 0,
+                                         xasprintf("/proc/irq/%u/smp_affinity_list", irq->num),
+                                         cpuset_format_list(want));
+                                continue;
+                        }
+                }
+                if (targets)
+                        balanced[n_balanced++] = (Balanced){.irq = irq, .rate = rate};
+        }
+
+        qsort(balanced, n_balanced, sizeof(Balanced), cmp_balanced);
+        for (size_t i = 0; i < n_balanced; i++) {
+                int cpu = placer_choose(&p, targets, balanced[i].irq, balanced[i].rate);
+                _cleanup_cpuset_ CpuSet *one = NULL;
+
+                if (cpu < 0)
+                        continue;
+                one = cpuset_new(topo->n_cpus);
+                cpuset_add(one, (unsigned)cpu);
+                placer_account(&p, one, balanced[i].irq->device, balanced[i].rate);
+                plan_add(plan, &setting_kind_cpulist, "irq", 0,
+                         xasprintf("/proc/irq/%u/smp_affinity_list", balanced[i].irq->num),
+                         xasprintf("%d", cpu));
+        }
+
+        note_list(notes, &managed,
+                  "kernel-managed affinity (smp_affinity is read-only): placed by the kernel");
+        if (managed_iso.n) {
+                _cleanup_free_ char *iso = cpuset_format_list(ctx->isolated);
+                _cleanup_free_ char *what =
+                    xasprintf("kernel-managed and allowed on isolated CPUs %s: only the boot "
+                              "parameter isolcpus=managed_irq,%s keeps them off",
+                              iso, iso);
+                note_list(notes, &managed_iso, what);
+        }
+        note_list(notes, &refused, "the kernel refused to move them (EIO/EPERM): left where they are");
+
+        for (unsigned i = 0; i < p.n_nodes; i++)
+                cpuset_free(p.node_cpus[i]);
+        free(p.node_cpus);
+        free(p.load);
+        free(p.count);
+        free(p.dev_count);
+        g_hash_table_destroy(p.devices);
+        return 0;
+}
+
+const Tuner tuner_irq = {
+    .name = "irq",
+    .sections = (const char *const[]){"IRQ", NULL},
+    .subsystems = (const char *const[]){"pci", "usb", "sound", "net", "virtio", NULL},
+    .cpu_dependent = true,
+    .replan_whole = true,
+    .parse = irq_parse,
+    .free_config = irq_config_free,
+    .plan = irq_plan,
+    .interval_sec = irq_interval,
+};

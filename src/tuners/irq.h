@@ -1,0 +1,41 @@
+/* SPDX-License-Identifier: GPL-2.0-or-later */
+#pragma once
+
+#include "core/irqs.h"
+#include "core/policy.h"
+
+/* The profile's [IRQ] section and [IRQ NAME] rules, read by both IRQ tuners: irq places interrupts,
+ * irqthread sets the priorities of their threads. */
+
+typedef enum IrqBalance {
+        IRQ_BALANCE_OFF,
+        IRQ_BALANCE_HOUSEKEEPING,
+        IRQ_BALANCE_ALL,
+} IrqBalance;
+
+typedef struct IrqRule {
+        char *name;
+        char **match;
+        CpuSpec cpus; /* CPU_SPEC_UNSET: the rule does not place */
+        int policy;   /* SCHED_FIFO, SCHED_RR, SCHED_OTHER; -1 unset */
+        int priority; /* 1-99 for fifo/rr; -1 unset */
+} IrqRule;
+
+typedef struct IrqConfig {
+        bool has_irq_section;
+        IrqBalance balance;
+        CpuSpec cpus; /* where balanced IRQs go; unset: housekeeping (Balance=housekeeping) or all */
+        unsigned rebalance_sec;
+        IrqRule *rules;
+        size_t n_rules;
+} IrqConfig;
+
+/* NULL when the profile has no [IRQ] section and no [IRQ NAME] rule. */
+IrqConfig *irq_config_parse(Conf *conf, char ***errors);
+void irq_config_free(void *config);
+
+/* The table of this pass: read once and shared by both tuners through the pass's IrqState. */
+const IrqTable *irq_table_for_pass(const PlanContext *ctx, IrqTable **ret_owned);
+
+/* A CPU set word on this machine: housekeeping, isolated, all (online) or a list. */
+CpuSet *cpu_spec_resolve(const CpuSpec *spec, const PlanContext *ctx);

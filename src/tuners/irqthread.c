@@ -1,0 +1,128 @@
+/* SPDX-License-Identifier: GPL-2.0-or-later */
+/* IRQ thread priorities, the job rtirq does: with threadirqs or on PREEMPT_RT each handler runs in a
+ * kernel thread "irq/N-name", SCHED_FIFO 50 by default; rules raise the sound card's above the rest.
+ * The threads follow their IRQ's affinity by themselves: only their scheduling is set here. */
+#include <sched.h>
+
+#include "core/cgroupfs.h"
+#include "core/tuner.h"
+#include "shared/sysfs.h"
+#include "tuners/irq.h"
+
+static void *irqthread_parse(Conf *conf, char ***errors)
+{
+        _cleanup_strv_free_ char **ignored = NULL; /* the irq tuner reports them */
+        IrqConfig *c = irq_config_parse(conf, &ignored);
+        bool any = false;
+
+        for (size_t i = 0; c && i < c->n_rules; i++)
+                any = any || c->rules[i].policy >= 0;
+        if (!any) {
+                irq_config_free(c);
+                return NULL;
+        }
+        return c;
+}
+
+static const char *policy_name(int policy)
+{
+        return policy == SCHED_FIFO ? "fifo" : policy == SCHED_RR ? "rr" : "other";
+}
+
+static const IrqRule *thread_rule(const IrqConfig *c, const Irq *irq)
+{
+        for (size_t i = 0; i < c->n_rules; i++)
+                if (c->rules[i].policy >= 0 && irq_match(c->rules[i].match, irq))
+                        return &c->rules[i];
+        return NULL;
+}
+
+/* "irq/38-virtio2-i" (comm is cut at 15 characters), "irq/24-s-name" for a secondary handler. */
+static bool thread_irq(const char *comm, unsigned *ret)
+{
+        const char *p = startswith(comm, "irq/");
+        char *end;
+        unsigned long n;
+
+        if (!p || *p < '0' || *p > '9')
+                return false;
+        n = strtoul(p, &end, 10);
+        if (*end != '-' && *end != 0)
+                return false;
+        *ret = (unsigned)n;
+        return true;
+}
+
+static bool threaded_kernel(void)
+{
+        _cleanup_free_ char *cmdline = NULL, *rt = NULL;
+
+        if (sys_read("/sys/kernel/realtime", &rt) >= 0 && streq(strstrip(rt), "1"))
+                return true;
+        return sys_read("/proc/cmdline", &cmdline) >= 0 && strstr(cmdline, "threadirqs");
+}
+
+static int irqthread_plan(const PlanContext *ctx, const void *config, const char *device, Plan *plan,
+                          PlanNotes *notes)
+{
+        const IrqConfig *c = config;
+        _cleanup_irq_table_ IrqTable *owned = NULL;
+        const IrqTable *t = irq_table_for_pass(ctx, &owned);
+        _cleanup_closedir_ DIR *d = sys_opendir("/proc");
+        _cleanup_free_ bool *has_thread = NULL;
+        struct dirent *de;
+        unsigned unthreaded = 0, first = 0;
+
+        if (!t)
+                return 0;
+        has_thread = xmalloc0(sizeof(bool) * (t->n + 1));
+        while (d && (de = readdir(d))) {
+                const IrqRule *rule;
+                const Irq *irq;
+                TaskInfo task;
+                unsigned pid, num;
+
+                if (safe_atou(de->d_name, &pid) < 0 || task_info(pid, &task) < 0 ||
+                    !(task.flags & PF_KTHREAD) || !thread_irq(task.comm, &num))
+                        continue;
+                irq = irq_table_find(t, num);
+                if (!irq)
+                        continue;
+                has_thread[irq - t->irqs] = true;
+                rule = thread_rule(c, irq);
+                if (!rule)
+                        continue;
+                plan_add(
+                    plan, &setting_kind_sched, "irqthread", 0, xasprintf("/proc/%u/sched", pid),
+                    xasprintf("%s:%d", policy_name(rule->policy), rule->priority > 0 ? rule->priority : 0));
+        }
+        /* Rules that found an IRQ but no thread for it: the kernel runs those handlers in hard IRQ context.
+         */
+        for (size_t i = 0; i < t->n; i++)
+                if (!has_thread[i] && !isempty(t->irqs[i].actions) && thread_rule(c, &t->irqs[i])) {
+                        if (!unthreaded)
+                                first = t->irqs[i].num;
+                        unthreaded++;
+                }
+        if (unthreaded)
+                plan_notes_add(
+                    notes, "irqthread", xstrdup("/proc/cmdline"),
+                    threaded_kernel()
+                        ? xasprintf("%u IRQs the rules match (IRQ %u first) have no thread", unthreaded,
+                                    first)
+                        : xasprintf("IRQs are not threaded: %u IRQs the rules match (IRQ %u first) "
+                                    "run in hard IRQ context; needs boot parameters: threadirqs",
+                                    unthreaded, first));
+        return 0;
+}
+
+const Tuner tuner_irqthread = {
+    .name = "irqthread",
+    .sections = (const char *const[]){"IRQ", NULL},
+    .subsystems = (const char *const[]){"pci", "usb", "sound", "net", "virtio", NULL},
+    .cpu_dependent = true,
+    .replan_whole = true,
+    .parse = irqthread_parse,
+    .free_config = irq_config_free,
+    .plan = irqthread_plan,
+};

@@ -1,0 +1,368 @@
+/* SPDX-License-Identifier: GPL-2.0-or-later */
+/* IRQ discovery and placement on the generated machine shapes: what each IRQ is, which ones only the
+ * kernel may move, and where the irq and irqthread tuners put them. The real kernel's side (writes,
+ * refusals, hotplug) is tested in tests/integration/test_irq.py and in the VM tier. */
+#include <stdlib.h>
+
+#include "core/irqs.h"
+#include "core/reconcile.h"
+#include "shared/sysfs.h"
+#include "test.h"
+
+static PassResult res;
+
+static char *fixture(const char *shape)
+{
+        const char *dir = getenv("RTCTL_FIXTURES");
+        return xasprintf("%s/%s", dir ? dir : "tests/unit/fixtures", shape);
+}
+
+/* A writable copy, for passes that apply. */
+static char *fixture_copy(const char *shape)
+{
+        _cleanup_free_ char *src = fixture(shape);
+        char *dst = xasprintf("%s/%s", test_tmpdir(), shape);
+        _cleanup_free_ char *cmd = xasprintf("rm -rf '%s' && cp -a '%s' '%s'", dst, src, dst);
+
+        CHECK_INTEQ(system(cmd), 0);
+        return dst;
+}
+
+static const Irq *by_action(const IrqTable *t, const char *actions)
+{
+        for (size_t i = 0; t && i < t->n; i++)
+                if (streq(t->irqs[i].actions, actions))
+                        return &t->irqs[i];
+        return NULL;
+}
+
+static void pass(const char *root, const char *profile_text, bool dry_run, IrqState *state)
+{
+        char *search[] = {(char *)test_tmpdir(), NULL};
+        _cleanup_topology_ Topology *t = NULL;
+        _cleanup_policy_ Policy *p = NULL;
+        _cleanup_free_ char *err = NULL;
+        Dirty all = {};
+
+        test_write(test_tmpdir(), "profiles/irqt.conf", profile_text);
+        sysroot_set(root);
+        pass_result_clear(&res);
+        CHECK_INTEQ(topology_load(NULL, &t), 0);
+        CHECK_INTEQ(policy_load(search, "irqt", &p, &err), 0);
+        if (err)
+                printf("# %s\n", err);
+        if (!t || !p)
+                return;
+        dirty_mark_all(&all);
+        /* Applying needs a journal for the originals. */
+        _cleanup_free_ char *jpath = xasprintf("%s/journal.json", test_tmpdir());
+        Journal *j = NULL;
+        if (!dry_run)
+                CHECK_INTEQ(journal_open(jpath, &j, &err), 0);
+        reconcile_pass_with(p, t, j, &all, dry_run, &(PassInput){.irq = state}, &res);
+        journal_free(j);
+        dirty_clear(&all);
+}
+
+static const Setting *find(const char *object)
+{
+        for (size_t i = 0; i < res.plan.n; i++)
+                if (streq(res.plan.settings[i].object, object))
+                        return &res.plan.settings[i];
+        return NULL;
+}
+
+static const char *desired_of_irq(unsigned irq)
+{
+        _cleanup_free_ char *o = xasprintf("/proc/irq/%u/smp_affinity_list", irq);
+        const Setting *s = find(o);
+        return s ? s->desired : NULL;
+}
+
+static bool notes_contain(const char *text)
+{
+        for (size_t i = 0; i < res.notes.n; i++)
+                if (strstr(res.notes.items[i].reason, text))
+                        return true;
+        return false;
+}
+
+TEST(workstation_classification)
+{
+        _cleanup_free_ char *root = fixture("amd-workstation");
+        _cleanup_irq_table_ IrqTable *t = NULL;
+        const Irq *i;
+
+        sysroot_set(root);
+        CHECK_INTEQ(irq_table_load(&t), 0);
+        if (!t)
+                return;
+        CHECK_INTEQ(t->n, 35);
+        /* HDA: PCI class 0x040300. */
+        i = by_action(t, "snd_hda_intel:card0");
+        CHECK(i && i->class == IRQ_CLASS_AUDIO);
+        CHECK_STREQ(i ? i->device : NULL, "0000:0b:00.4");
+        CHECK_STREQ(i ? i->driver : NULL, "snd_hda_intel");
+        CHECK_STREQ(i ? i->sound_card : NULL, "card0");
+        /* The USB audio interface card1 sits behind the xHCI at 0b:00.3: that controller's vector is audio,
+         * the other xHCI (02:00.0) stays usb. */
+        CHECK(t->n > 0);
+        unsigned audio_xhci = 0, usb_xhci = 0;
+        for (size_t k = 0; k < t->n; k++) {
+                const Irq *q = &t->irqs[k];
+                if (!streq(q->actions, "xhci_hcd"))
+                        continue;
+                if (streq_ptr(q->device, "0000:0b:00.3")) {
+                        audio_xhci++;
+                        CHECK(q->class == IRQ_CLASS_AUDIO);
+                        CHECK_STREQ(q->sound_card, "card1");
+                } else if (streq_ptr(q->device, "0000:02:00.0")) {
+                        usb_xhci++;
+                        CHECK(q->class == IRQ_CLASS_USB);
+                }
+        }
+        CHECK_INTEQ(audio_xhci, 1);
+        CHECK_INTEQ(usb_xhci, 1);
+        i = by_action(t, "enp5s0-TxRx-2");
+        CHECK(i && i->class == IRQ_CLASS_NETWORK && streq_ptr(i->driver, "igc"));
+        i = by_action(t, "ahci[0000:02:00.1]");
+        CHECK(i && i->class == IRQ_CLASS_STORAGE);
+        /* NVMe queues are kernel-managed: read-only affinity. */
+        unsigned managed = 0;
+        for (size_t k = 0; k < t->n; k++)
+                if (t->irqs[k].unmovable && streq(t->irqs[k].unmovable, IRQ_UNMOVABLE_MANAGED)) {
+                        managed++;
+                        CHECK_STREQ(t->irqs[k].driver, "nvme");
+                }
+        CHECK_INTEQ(managed, 16);
+        /* The IO-APIC's i8042 and the like have no PCI device: class other, movable. */
+        i = by_action(t, "i8042");
+        CHECK(!i || (i->class == IRQ_CLASS_OTHER && !i->device && !i->unmovable));
+}
+
+TEST(server_classification_and_managed)
+{
+        _cleanup_free_ char *root = fixture("server-2x32");
+        _cleanup_irq_table_ IrqTable *t = NULL;
+        unsigned managed = 0, network = 0, storage = 0, unclassified_msi = 0;
+
+        sysroot_set(root);
+        CHECK_INTEQ(irq_table_load(&t), 0);
+        if (!t)
+                return;
+        CHECK_INTEQ(t->n, 3000);
+        for (size_t k = 0; k < t->n; k++) {
+                const Irq *q = &t->irqs[k];
+                managed += q->unmovable && streq(q->unmovable, IRQ_UNMOVABLE_MANAGED);
+                network += q->class == IRQ_CLASS_NETWORK;
+                storage += q->class == IRQ_CLASS_STORAGE;
+                unclassified_msi += strstr(q->chip, "PCI-MSI") && !q->device;
+        }
+        CHECK_INTEQ(managed, 1644);
+        CHECK(network > 1000);
+        CHECK(storage > 1600);
+        CHECK_INTEQ(unclassified_msi, 0);
+}
+
+TEST(vm2_every_irq_covered)
+{
+        _cleanup_free_ char *root = fixture("vm2");
+
+        pass(root, "[Profile]\nDescription=t\n[CPU]\nIsolate=1\n[IRQ]\nBalance=housekeeping\n", true, NULL);
+        /* 19 lines in /proc/interrupts: 17 movable ones go to housekeeping cpu0, the managed
+         * virtio1-req.0 (36) is reported, IRQ 27 (no action) is not in /proc/interrupts at all. */
+        unsigned planned = 0;
+        for (size_t i = 0; i < res.plan.n; i++)
+                if (startswith(res.plan.settings[i].object, "/proc/irq/") &&
+                    endswith(res.plan.settings[i].object, "/smp_affinity_list")) {
+                        planned++;
+                        CHECK_STREQ(res.plan.settings[i].desired, "0");
+                }
+        CHECK_INTEQ(planned, 18);
+        CHECK(desired_of_irq(36) == NULL);
+        CHECK_STREQ(find("/proc/irq/default_smp_affinity") ? find("/proc/irq/default_smp_affinity")->desired
+                                                           : NULL,
+                    "0");
+        CHECK(notes_contain("IRQ 36: kernel-managed"));
+        CHECK(notes_contain("isolcpus=managed_irq,1"));
+}
+
+TEST(spread_is_numa_local_and_per_queue)
+{
+        _cleanup_free_ char *root = fixture("smp2x8");
+        _cleanup_irq_table_ IrqTable *t = NULL;
+        _cleanup_cpuset_ CpuSet *node0 = NULL;
+
+        sysroot_set(root);
+        CHECK_INTEQ(irq_table_load(&t), 0);
+        CHECK_INTEQ(cpuset_parse_list("0-7,16-23", 32, &node0, NULL), 0);
+        pass(root, "[Profile]\nDescription=t\n[IRQ]\nBalance=all\n", true, NULL);
+        if (!t)
+                return;
+        /* The igb ports sit on node 0: all their queues land there, and one port's 9 vectors on 9
+         * different CPUs. */
+        unsigned seen = 0;
+        for (unsigned port = 1; port <= 4; port++) {
+                _cleanup_cpuset_ CpuSet *used = cpuset_new(32);
+                unsigned n = 0;
+                for (size_t k = 0; k < t->n; k++) {
+                        const Irq *q = &t->irqs[k];
+                        _cleanup_free_ char *prefix = xasprintf("eno%u", port);
+                        const char *d;
+                        unsigned cpu;
+                        if (!startswith(q->actions, prefix) || !streq_ptr(q->driver, "igb"))
+                                continue;
+                        d = desired_of_irq(q->num);
+                        CHECK(d != NULL);
+                        if (!d || safe_atou(d, &cpu) < 0)
+                                continue;
+                        CHECK(cpuset_has(node0, cpu));
+                        CHECK(!cpuset_has(used, cpu));
+                        cpuset_add(used, cpu);
+                        n++;
+                }
+                CHECK_INTEQ(n, 9);
+                seen += n;
+        }
+        CHECK_INTEQ(seen, 36);
+}
+
+TEST(placement_deterministic_and_stable)
+{
+        _cleanup_free_ char *root = fixture_copy("amd-workstation");
+        const char *profile = "[Profile]\nDescription=t\n[CPU]\nIsolate=7,15\n[IRQ]\nBalance=housekeeping\n";
+        IrqState state = {};
+        _cleanup_strv_free_ char **first = NULL;
+
+        /* Two dry runs agree setting by setting. */
+        pass(root, profile, true, NULL);
+        for (size_t i = 0; i < res.plan.n; i++)
+                strv_push(&first,
+                          xasprintf("%s=%s", res.plan.settings[i].object, res.plan.settings[i].desired));
+        pass(root, profile, true, NULL);
+        CHECK_INTEQ(res.plan.n, strv_length(first));
+        for (size_t i = 0; i < res.plan.n && first && first[i]; i++) {
+                _cleanup_free_ char *s =
+                    xasprintf("%s=%s", res.plan.settings[i].object, res.plan.settings[i].desired);
+                CHECK_STREQ(s, first[i]);
+        }
+        /* Applied, then replanned with the rates the counters give: nothing moves. */
+        pass(root, profile, false, &state);
+        CHECK(res.stats.changed > 10);
+        CHECK_INTEQ(res.stats.failed, 0);
+        irq_state_commit(&state);
+        pass(root, profile, false, &state);
+        CHECK_INTEQ(res.stats.changed, 0);
+        /* Nothing on the isolated CPUs. */
+        for (size_t i = 0; i < res.plan.n; i++)
+                if (startswith(res.plan.settings[i].object, "/proc/irq/"))
+                        CHECK(!strstr(res.plan.settings[i].desired, "7") &&
+                              !strstr(res.plan.settings[i].desired, "15"));
+        irq_state_clear(&state);
+}
+
+TEST(rules_and_pins)
+{
+        _cleanup_free_ char *root = fixture("amd-workstation");
+        _cleanup_irq_table_ IrqTable *t = NULL;
+        IrqState state = {};
+        const Irq *hda, *nic;
+        CpuSet *pin = NULL;
+
+        sysroot_set(root);
+        CHECK_INTEQ(irq_table_load(&t), 0);
+        hda = by_action(t, "snd_hda_intel:card0");
+        nic = by_action(t, "enp5s0-TxRx-0");
+        if (!hda || !nic)
+                return;
+        CHECK_INTEQ(cpuset_parse_list("3", 16, &pin, NULL), 0);
+        irq_state_set_pin(&state, nic->num, pin);
+        pass(root,
+             "[Profile]\nDescription=t\n[CPU]\nIsolate=7,15\n[IRQ]\nBalance=housekeeping\n"
+             "[IRQ audio]\nMatch=class:audio\nCPUs=isolated\n",
+             true, &state);
+        /* The rule puts both audio IRQs (HDA and the xHCI carrying card1) with the audio work. */
+        CHECK_STREQ(desired_of_irq(hda->num), "7,15");
+        CHECK_STREQ(desired_of_irq(nic->num), "3");
+        irq_state_clear(&state);
+}
+
+TEST(bad_rules_name_file_line_key)
+{
+        char *search[] = {(char *)test_tmpdir(), NULL};
+        _cleanup_policy_ Policy *p = NULL;
+        _cleanup_free_ char *err = NULL;
+
+        test_write(test_tmpdir(), "profiles/bad.conf",
+                   "[Profile]\nDescription=t\n[IRQ]\nBalance=sometimes\nRebalanceSec=-1\n[IRQ x]\n"
+                   "Match=class:video\nThreadPriority=100\n[IRQ y]\nMatch=irq:abc\nThreadPolicy=idle\n"
+                   "CPUs=auto:2\n");
+        CHECK_INTEQ(policy_load(search, "bad", &p, &err), -EINVAL);
+        CHECK_CONTAINS(err, "bad.conf:4: Balance=sometimes: expected off, housekeeping or all");
+        CHECK_CONTAINS(err, "bad.conf:5: RebalanceSec=-1");
+        CHECK_CONTAINS(err, "bad.conf:7: Match=class:video: unknown class 'video'");
+        CHECK_CONTAINS(err, "bad.conf:8: ThreadPriority=100");
+        CHECK_CONTAINS(err, "bad.conf:10: Match=irq:abc");
+        CHECK_CONTAINS(err, "bad.conf:11: ThreadPolicy=idle");
+        CHECK_CONTAINS(err, "bad.conf:12: CPUs=auto:2");
+        /* Each problem once, although two tuners read these sections. */
+        unsigned n = 0;
+        for (const char *s = err; s && (s = strstr(s, "ThreadPriority=100")); s++)
+                n++;
+        CHECK_INTEQ(n, 1);
+}
+
+TEST(thread_priorities_planned)
+{
+        _cleanup_free_ char *root = fixture_copy("amd-workstation");
+        _cleanup_irq_table_ IrqTable *t = NULL;
+        const Irq *hda, *usb, *nic;
+
+        sysroot_set(root);
+        CHECK_INTEQ(irq_table_load(&t), 0);
+        hda = by_action(t, "snd_hda_intel:card0");
+        nic = by_action(t, "enp5s0-TxRx-1");
+        usb = NULL;
+        for (size_t k = 0; t && k < t->n; k++)
+                if (streq_ptr(t->irqs[k].device, "0000:02:00.0"))
+                        usb = &t->irqs[k];
+        if (!hda || !usb || !nic)
+                return;
+        /* Threads as threadirqs makes them: kernel threads (PF_KTHREAD) named irq/N-name. */
+        _cleanup_free_ char *s1 =
+            xasprintf("901 (irq/%u-snd_hda_i) S 2 0 0 0 -1 2129984 0 0 0 0 0 0 0 0 -51 0 1 0 7\n", hda->num);
+        _cleanup_free_ char *s2 =
+            xasprintf("902 (irq/%u-xhci_hcd) S 2 0 0 0 -1 2129984 0 0 0 0 0 0 0 0 -51 0 1 0 7\n", usb->num);
+        _cleanup_free_ char *s3 =
+            xasprintf("903 (irq/%u-enp5s0-T) S 2 0 0 0 -1 2129984 0 0 0 0 0 0 0 0 -51 0 1 0 7\n", nic->num);
+        test_write(root, "proc/901/stat", s1);
+        test_write(root, "proc/902/stat", s2);
+        test_write(root, "proc/903/stat", s3);
+        test_write(root, "proc/cmdline", "root=/dev/nvme0n1p2 threadirqs\n");
+        pass(root,
+             "[Profile]\nDescription=t\n[IRQ audio]\nMatch=class:audio\nThreadPriority=90\n"
+             "[IRQ usb]\nMatch=class:usb\nThreadPriority=85\n[IRQ nic]\nMatch=driver:igc\n"
+             "ThreadPolicy=other\n",
+             true, NULL);
+        CHECK_STREQ(find("/proc/901/sched") ? find("/proc/901/sched")->desired : NULL, "fifo:90");
+        CHECK_STREQ(find("/proc/902/sched") ? find("/proc/902/sched")->desired : NULL, "fifo:85");
+        CHECK_STREQ(find("/proc/903/sched") ? find("/proc/903/sched")->desired : NULL, "other:0");
+        /* Rules only for threads: no IRQ is moved. */
+        CHECK(desired_of_irq(hda->num) == NULL);
+        /* The audio xHCI (card1) has no thread in this tree: said so. */
+        CHECK(notes_contain("have no thread"));
+}
+
+TEST(not_threaded_reported)
+{
+        _cleanup_free_ char *root = fixture("laptop-intel");
+
+        pass(root, "[Profile]\nDescription=t\n[IRQ audio]\nMatch=class:audio\nThreadPriority=90\n", true,
+             NULL);
+        CHECK(notes_contain("IRQs are not threaded"));
+        CHECK(notes_contain("threadirqs"));
+}
+
+TEST_MAIN(T(workstation_classification), T(server_classification_and_managed), T(vm2_every_irq_covered),
+          T(spread_is_numa_local_and_per_queue), T(placement_deterministic_and_stable), T(rules_and_pins),
+          T(bad_rules_name_file_line_key), T(thread_priorities_planned), T(not_threaded_reported))

@@ -2,7 +2,7 @@
 _rtctl() {
     local cur prev words cword
     _init_completion || return
-    local verbs="status profiles profile plan restore attach detach"
+    local verbs="status profiles profile plan restore attach detach irq"
     local verb="" w
     for w in "${words[@]:1:cword-1}"; do
         case $w in -*) ;; *) verb=$w; break ;; esac
@@ -19,6 +19,14 @@ _rtctl() {
                 COMPREPLY=($(compgen -W "$(rtctl --json profiles 2>/dev/null | sed -n 's/.*"name":"\([^"]*\)".*/\1/p')" -- "$cur"))
             else
                 COMPREPLY=($(compgen -W "--profile --json" -- "$cur"))
+            fi ;;
+        irq)
+            if [[ $prev == irq ]]; then
+                COMPREPLY=($(compgen -W "pin unpin --json" -- "$cur"))
+            elif [[ $prev == pin || $prev == unpin ]]; then
+                COMPREPLY=($(compgen -W "$(sed -n 's/^ *\([0-9][0-9]*\):.*/\1/p' /proc/interrupts)" -- "$cur"))
+            else
+                COMPREPLY=($(compgen -W "housekeeping isolated all --isolated" -- "$cur"))
             fi ;;
         *) COMPREPLY=($(compgen -W "--json" -- "$cur")) ;;
     esac

@@ -40,3 +40,4 @@ int verb_profile(Cli *c, int argc, char *argv[]);
 int verb_restore(Cli *c, int argc, char *argv[]);
 int verb_plan(Cli *c, int argc, char *argv[]);
 int verb_attach(Cli *c, int argc, char *argv[]);
+int verb_irq(Cli *c, int argc, char *argv[]);

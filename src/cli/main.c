@@ -21,7 +21,10 @@ static void help(void)
             "  plan [--profile NAME]  What applying a profile would change (works without rtctld)\n"
             "  restore                Put every value rtctl changed back (works without rtctld)\n"
             "  attach PID             Run process PID on the isolated CPUs (PipeWire, JACK, a DAW)\n"
-            "  detach PID             Move it back to the housekeeping CPUs\n\n"
+            "  detach PID             Move it back to the housekeeping CPUs\n"
+            "  irq                    Every IRQ: class, device, CPUs, rate, thread priority\n"
+            "  irq pin IRQ CPUS       Keep an IRQ on CPUS until restore or a profile change\n"
+            "                         (--isolated to allow isolated CPUs); irq unpin IRQ\n\n"
             "Options:\n"
             "  -h --help              Show this help\n"
             "     --version           Show the version\n"
@@ -152,7 +155,7 @@ static const struct {
 } verbs[] = {
     {"status", verb_status},   {"profiles", verb_profiles}, {"profile", verb_profile},
     {"restore", verb_restore}, {"plan", verb_plan},         {"attach", verb_attach},
-    {"detach", verb_attach},
+    {"detach", verb_attach},   {"irq", verb_irq},
 };
 
 int main(int argc, char *argv[])

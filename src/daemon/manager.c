@@ -523,8 +523,9 @@ static int load_checked(Manager *m, const char *name, Policy **ret, char **ret_e
 
 static void activate(Manager *m, Policy *p, const char *reason)
 {
-        /* Pins and refusals belong to the profile they were made under. */
-        irq_state_forget(&m->irq);
+        /* Pins and refusals belong to the profile they were made under; a reload keeps them. */
+        if (!p || !m->policy || !streq(p->name, m->policy->name))
+                irq_state_forget(&m->irq);
         policy_free(m->policy);
         m->policy = p;
         dirty_mark_all(&m->dirty);

@@ -51,9 +51,8 @@ static void read_phase(Plan *plan, unsigned phase, Journal *journal, size_t *ret
 
                 if (s->phase != phase || s->result != SETTING_PENDING)
                         continue;
-                free(s->current);
-                s->current = NULL;
-                r = s->kind->read(s->object, s->desired, &s->current);
+                /* A tuner that read the object in this pass already may say what it found. */
+                r = s->current ? 0 : s->kind->read(s->object, s->desired, &s->current);
                 if (r == -ENOENT && dry_run_gap) {
                         s->current = xstrdup("(absent until the earlier change)");
                         pending++;

@@ -49,6 +49,7 @@ typedef struct PciDev {
         char *driver;
         char *sound_card;
         IrqClass class;
+        int node;
 } PciDev;
 
 static void irq_clear(Irq *i)
@@ -140,27 +141,53 @@ static bool parse_line(const char *p, unsigned n_columns, Irq *ret)
         return true;
 }
 
+/* Read in pieces and parsed line by line: a 1024-CPU machine's file is 46 MB, and holding it whole
+ * would cost that much memory on every pass. */
 static int read_interrupts(GArray *irqs)
 {
-        _cleanup_free_ char *path = sys_path("/proc/interrupts"), *buf = NULL;
+        _cleanup_free_ char *path = sys_path("/proc/interrupts");
+        _cleanup_close_ int fd = open(path, O_RDONLY | O_CLOEXEC);
+        const size_t size = 256 * 1024;
+        _cleanup_free_ char *buf = xmalloc0(size + 1);
         unsigned n_columns = 0;
-        const char *p, *nl;
-        int r;
+        bool header = true;
+        size_t have = 0;
 
-        r = read_full_file(path, &buf, NULL);
-        if (r < 0)
-                return r;
-        nl = strchrnul(buf, '\n');
-        for (p = buf; p < nl; p++)
-                if (startswith(p, "CPU"))
-                        n_columns++;
-        for (p = *nl ? nl + 1 : nl; *p; p = *nl ? nl + 1 : nl) {
-                Irq irq;
-                nl = strchrnul(p, '\n');
-                if (parse_line(p, n_columns, &irq))
-                        g_array_append_val(irqs, irq);
+        if (fd < 0)
+                return -errno;
+        for (;;) {
+                ssize_t k = read(fd, buf + have, size - have);
+                char *p = buf, *nl;
+
+                if (k < 0 && errno == EINTR)
+                        continue;
+                if (k < 0)
+                        return -errno;
+                have += (size_t)k;
+                buf[have] = 0;
+                while ((nl = memchr(p, '\n', have - (size_t)(p - buf))) || (k == 0 && *p)) {
+                        Irq irq;
+                        if (nl)
+                                *nl = 0;
+                        if (header) {
+                                for (const char *q = p; (q = strstr(q, "CPU")); q += 3)
+                                        n_columns++;
+                                header = false;
+                        } else if (parse_line(p, n_columns, &irq))
+                                g_array_append_val(irqs, irq);
+                        if (!nl) {
+                                p = buf + have;
+                                break;
+                        }
+                        p = nl + 1;
+                }
+                if (k == 0)
+                        return 0;
+                have -= (size_t)(p - buf);
+                memmove(buf, p, have);
+                if (have == size)
+                        return -E2BIG; /* a line longer than the buffer */
         }
-        return 0;
 }
 
 static CpuSet *read_list(const char *path)
@@ -175,30 +202,30 @@ static CpuSet *read_list(const char *path)
 
 /* What the kernel lets a user do with the IRQ. A managed IRQ's affinity file is read-only (mode 0444);
  * root could still open it, so the mode is what counts, not a failed write. */
-static void read_proc_irq(Irq *irq)
+static void read_proc_irq(int dir_fd, Irq *irq, unsigned flags)
 {
-        _cleanup_free_ char *dir = xasprintf("/proc/irq/%u", irq->num), *p = NULL, *node = NULL;
-        _cleanup_free_ char *full = NULL;
+        _cleanup_free_ char *p = xasprintf("%u/smp_affinity_list", irq->num);
+        _cleanup_close_ int fd = openat(dir_fd, p, O_RDONLY | O_CLOEXEC);
+        char buf[4096];
         struct stat st;
-        int n;
+        ssize_t k;
 
-        free(p);
-        p = xasprintf("%s/smp_affinity", dir);
-        full = sys_path(p);
-        if (stat(full, &st) < 0) {
+        /* One open per IRQ on the pass's path: its mode and its CPUs (smp_affinity_list has the same
+         * mode as smp_affinity). */
+        if (fd < 0 || fstat(fd, &st) < 0) {
                 irq->unmovable = isempty(irq->actions) ? IRQ_UNMOVABLE_NOHANDLER : IRQ_UNMOVABLE_NOFILE;
                 return;
         }
-        free(p);
-        p = xasprintf("%s/smp_affinity_list", dir);
-        irq->affinity = read_list(p);
-        free(p);
-        p = xasprintf("%s/effective_affinity_list", dir);
-        irq->effective = read_list(p);
-        free(p);
-        p = xasprintf("%s/node", dir);
-        if (sys_read(p, &node) >= 0 && safe_atoi(strstrip(node), &n) >= 0)
-                irq->node = n;
+        k = read(fd, buf, sizeof buf - 1);
+        if (k > 0) {
+                buf[k] = 0;
+                (void)cpuset_parse_list(strstrip(buf), CPUSET_MAX_CPUS, &irq->affinity, NULL);
+        }
+        if (flags & IRQ_LOAD_EFFECTIVE) {
+                free(p);
+                p = xasprintf("/proc/irq/%u/effective_affinity_list", irq->num);
+                irq->effective = read_list(p);
+        }
         if (isempty(irq->actions))
                 irq->unmovable = IRQ_UNMOVABLE_NOHANDLER;
         else if (!(st.st_mode & 0222))
@@ -268,6 +295,13 @@ static GArray *read_pci(GHashTable **ret_by_irq)
                         code = (unsigned)strtoul(s, NULL, 16);
                 dev.addr = xstrdup(de->d_name);
                 dev.class = class_of_pci(code);
+                dev.node = -1;
+                free(p);
+                free(s);
+                s = NULL;
+                p = xasprintf("%s/numa_node", base);
+                if (sys_read(p, &s) >= 0)
+                        (void)safe_atoi(strstrip(s), &dev.node);
                 free(p);
                 p = xasprintf("%s/driver", base);
                 dev.driver = link_name(p);
@@ -277,8 +311,8 @@ static GArray *read_pci(GHashTable **ret_by_irq)
                 free(p);
                 p = xasprintf("%s/msi_irqs", base);
                 msi = sys_opendir(p);
-                while (msi && (de = readdir(msi)))
-                        if (safe_atou(de->d_name, &irq) >= 0) {
+                for (struct dirent *v; msi && (v = readdir(msi));)
+                        if (safe_atou(v->d_name, &irq) >= 0) {
                                 g_hash_table_insert(by_irq, GUINT_TO_POINTER(irq), index);
                                 any = true;
                         }
@@ -318,7 +352,7 @@ static const char *chip_device(const char *chip)
         return p && is_pci_address(p + 1) ? p + 1 : NULL;
 }
 
-int irq_table_load(IrqTable **ret)
+int irq_table_load(unsigned flags, IrqTable **ret)
 {
         g_autoptr(GArray) irqs = g_array_new(false, true, sizeof(Irq));
         g_autoptr(GHashTable) by_irq = NULL;
@@ -331,6 +365,9 @@ int irq_table_load(IrqTable **ret)
                 return r;
         t = xmalloc0(sizeof(IrqTable));
         t->timestamp_usec = now_usec(CLOCK_MONOTONIC);
+        /* Thousands of opens below it: walk the prefix once. */
+        _cleanup_free_ char *dir = sys_path("/proc/irq");
+        _cleanup_close_ int dir_fd = open(dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
         devs = read_pci(&by_irq);
         for (guint i = 0; i < irqs->len; i++) {
                 Irq *irq = &g_array_index(irqs, Irq, i);
@@ -346,8 +383,9 @@ int irq_table_load(IrqTable **ret)
                         irq->driver = dev->driver ? xstrdup(dev->driver) : NULL;
                         irq->sound_card = dev->sound_card ? xstrdup(dev->sound_card) : NULL;
                         irq->class = dev->class;
+                        irq->node = dev->node;
                 }
-                read_proc_irq(irq);
+                read_proc_irq(dir_fd, irq, flags);
         }
         for (guint i = 0; i < devs->len; i++) {
                 PciDev *dev = &g_array_index(devs, PciDev, i);

@@ -47,7 +47,13 @@ typedef struct IrqTable {
 #define IRQ_UNMOVABLE_NOHANDLER "no handler"
 #define IRQ_UNMOVABLE_NOFILE    "no affinity file"
 
-int irq_table_load(IrqTable **ret);
+enum {
+        IRQ_LOAD_EFFECTIVE =
+            1 << 0, /* also effective_affinity_list (for ListIrqs; a plan does not need it) */
+};
+
+/* The node comes from the IRQ's PCI device (numa_node), one read per device rather than per IRQ. */
+int irq_table_load(unsigned flags, IrqTable **ret);
 void irq_table_free(IrqTable *t);
 static inline void irq_table_freep(IrqTable **t)
 {

@@ -209,6 +209,24 @@ int journal_save(Journal *j)
         return 0;
 }
 
+void journal_forget_set(Journal *j, GHashTable *objects)
+{
+        size_t w = 0;
+
+        if (g_hash_table_size(objects) == 0)
+                return;
+        for (size_t i = 0; i < j->n; i++) {
+                if (g_hash_table_contains(objects, j->entries[i].object)) {
+                        entry_clear(&j->entries[i]);
+                        j->dirty = true;
+                        continue;
+                }
+                j->entries[w++] = j->entries[i];
+        }
+        j->n = w;
+        reindex(j);
+}
+
 void journal_forget_prefix(Journal *j, const char *prefix)
 {
         size_t w = 0;

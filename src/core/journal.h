@@ -1,6 +1,8 @@
 /* SPDX-License-Identifier: GPL-2.0-or-later */
 #pragma once
 
+#include <glib.h>
+
 #include "core/setting.h"
 
 /* The original value of every kernel object rtctl changed, saved to disk before the first write to it,
@@ -32,6 +34,8 @@ const JournalEntry *journal_find(const Journal *j, const char *object);
 void journal_remember(Journal *j, const SettingKind *kind, const char *tuner, const char *object,
                       const char *original);
 void journal_forget(Journal *j, const char *object);
+/* The same for many objects at once (a set of object strings), in one sweep: a restore of thousands. */
+void journal_forget_set(Journal *j, GHashTable *objects);
 /* True when an ancestor of object was created by rtctl (journalled "absent" by a kind that owns its
  * children): removing it restores object as well, so object needs no entry. */
 bool journal_covered(const Journal *j, const char *object);

@@ -94,6 +94,8 @@ static void plan_restores(Journal *journal, const Dirty *dirty, PassResult *ret)
 /* Restored objects, and those that vanished with their device, leave the journal. */
 static void settle_restores(Journal *journal, PassResult *ret)
 {
+        g_autoptr(GHashTable) done = g_hash_table_new(g_str_hash, g_str_equal);
+
         for (size_t i = 0; i < ret->plan.n; i++) {
                 Setting *s = &ret->plan.settings[i];
 
@@ -108,8 +110,9 @@ static void settle_restores(Journal *journal, PassResult *ret)
                         ret->stats.unchanged++;
                 }
                 if (s->result != SETTING_FAILED)
-                        journal_forget(journal, s->object);
+                        g_hash_table_add(done, s->object);
         }
+        journal_forget_set(journal, done);
         (void)journal_save(journal);
 }
 

@@ -78,7 +78,8 @@ typedef struct Setting {
         unsigned phase; /* applied in phase order: a block queue's iosched/ tunables only exist after
                            its scheduler switch */
         SettingResult result;
-        char *current; /* as read before writing (or instead of writing, in a dry run) */
+        char *current; /* as read before writing (or instead of writing, in a dry run); a tuner that read
+                          the object in this same pass may fill it, and the applier does not read again */
         int error;     /* negative errno when FAILED */
         char *message; /* a sentence for the status when FAILED */
 } Setting;

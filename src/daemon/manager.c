@@ -363,7 +363,7 @@ int manager_pin_irq(Manager *m, unsigned irq, const char *cpus, bool allow_isola
         const Irq *i;
         int r;
 
-        r = irq_table_load(&t);
+        r = irq_table_load(0, &t);
         if (r < 0) {
                 *ret_error = xasprintf("Cannot read /proc/interrupts: %s", strerror(-r));
                 return r;
@@ -425,7 +425,7 @@ int manager_irqs(Manager *m, IrqTable **ret, double **ret_rates)
         double *rates;
         int r;
 
-        r = irq_table_load(&t);
+        r = irq_table_load(IRQ_LOAD_EFFECTIVE, &t);
         if (r < 0)
                 return r;
         rates = xmalloc0(sizeof(double) * (t->n + 1));

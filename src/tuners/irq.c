@@ -196,7 +196,7 @@ const IrqTable *irq_table_for_pass(const PlanContext *ctx, IrqTable **ret_owned)
         *ret_owned = NULL;
         if (ctx->irq && ctx->irq->seen && ctx->irq->seen->timestamp_usec >= ctx->pass_start_usec)
                 return ctx->irq->seen;
-        if (irq_table_load(&t) < 0)
+        if (irq_table_load(0, &t) < 0)
                 return NULL;
         if (!ctx->irq) {
                 *ret_owned = t;
@@ -426,6 +426,15 @@ static void plan_conflict(const PlanContext *ctx, Plan *plan, PlanNotes *notes)
                             pid));
 }
 
+/* The table was read in this pass: the applier need not read every affinity again. */
+static void plan_affinity(Plan *plan, const Irq *irq, char *desired)
+{
+        Setting *s = plan_add(plan, &setting_kind_cpulist, "irq", 0,
+                              xasprintf("/proc/irq/%u/smp_affinity_list", irq->num), desired);
+        if (irq->affinity)
+                s->current = cpuset_format_list(irq->affinity);
+}
+
 static int irq_plan(const PlanContext *ctx, const void *config, const char *device, Plan *plan,
                     PlanNotes *notes)
 {
@@ -480,8 +489,8 @@ static int irq_plan(const PlanContext *ctx, const void *config, const char *devi
                                 if (irq->affinity && cpuset_intersects(irq->affinity, ctx->isolated))
                                         numlist_add(&managed_iso, irq->num);
                         }
-                        if (irq->effective)
-                                placer_account(&p, irq->effective, irq->device, rate);
+                        if (irq->affinity)
+                                placer_account(&p, irq->affinity, irq->device, rate);
                         continue;
                 }
                 if (irq_state_refused(ctx->irq, irq->num)) {
@@ -497,9 +506,7 @@ static int irq_plan(const PlanContext *ctx, const void *config, const char *devi
                         /* Pinned to CPUs that are all offline now: balanced until they return. */
                         if (!cpuset_empty(want)) {
                                 placer_account(&p, want, irq->device, rate);
-                                plan_add(plan, &setting_kind_cpulist, "irq", 0,
-                                         xasprintf("/proc/irq/%u/smp_affinity_list", irq->num),
-                                         cpuset_format_list(want));
+                                plan_affinity(plan, irq, cpuset_format_list(want));
                                 continue;
                         }
                 }
@@ -517,9 +524,7 @@ static int irq_plan(const PlanContext *ctx, const void *config, const char *devi
                 one = cpuset_new(topo->n_cpus);
                 cpuset_add(one, (unsigned)cpu);
                 placer_account(&p, one, balanced[i].irq->device, balanced[i].rate);
-                plan_add(plan, &setting_kind_cpulist, "irq", 0,
-                         xasprintf("/proc/irq/%u/smp_affinity_list", balanced[i].irq->num),
-                         xasprintf("%d", cpu));
+                plan_affinity(plan, balanced[i].irq, xasprintf("%d", cpu));
         }
 
         note_list(notes, &managed,

@@ -94,7 +94,7 @@ TEST(workstation_classification)
         const Irq *i;
 
         sysroot_set(root);
-        CHECK_INTEQ(irq_table_load(&t), 0);
+        CHECK_INTEQ(irq_table_load(0, &t), 0);
         if (!t)
                 return;
         CHECK_INTEQ(t->n, 35);
@@ -147,7 +147,7 @@ TEST(server_classification_and_managed)
         unsigned managed = 0, network = 0, storage = 0, unclassified_msi = 0;
 
         sysroot_set(root);
-        CHECK_INTEQ(irq_table_load(&t), 0);
+        CHECK_INTEQ(irq_table_load(0, &t), 0);
         if (!t)
                 return;
         CHECK_INTEQ(t->n, 3000);
@@ -194,7 +194,7 @@ TEST(spread_is_numa_local_and_per_queue)
         _cleanup_cpuset_ CpuSet *node0 = NULL;
 
         sysroot_set(root);
-        CHECK_INTEQ(irq_table_load(&t), 0);
+        CHECK_INTEQ(irq_table_load(0, &t), 0);
         CHECK_INTEQ(cpuset_parse_list("0-7,16-23", 32, &node0, NULL), 0);
         pass(root, "[Profile]\nDescription=t\n[IRQ]\nBalance=all\n", true, NULL);
         if (!t)
@@ -270,7 +270,7 @@ TEST(rules_and_pins)
         CpuSet *pin = NULL;
 
         sysroot_set(root);
-        CHECK_INTEQ(irq_table_load(&t), 0);
+        CHECK_INTEQ(irq_table_load(0, &t), 0);
         hda = by_action(t, "snd_hda_intel:card0");
         nic = by_action(t, "enp5s0-TxRx-0");
         if (!hda || !nic)
@@ -319,7 +319,7 @@ TEST(thread_priorities_planned)
         const Irq *hda, *usb, *nic;
 
         sysroot_set(root);
-        CHECK_INTEQ(irq_table_load(&t), 0);
+        CHECK_INTEQ(irq_table_load(0, &t), 0);
         hda = by_action(t, "snd_hda_intel:card0");
         nic = by_action(t, "enp5s0-TxRx-1");
         usb = NULL;

@@ -8,6 +8,7 @@ time), start (cold start -> READY=1), memory (RSS, PSS, private), idle (wakeups 
 over --idle seconds). Needs root and a build tree (RTCTL_BUILD_DIR, default build/). Leaves the
 machine as it found it (test loop devices only, removed afterwards)."""
 import argparse
+import socket
 import json
 import os
 import statistics
@@ -193,6 +194,119 @@ def bench_hotplug(env, runs):
     return stats(writes), stats(restored)
 
 
+IRQ_HOTPLUG = """[Profile]
+Description=bench: IRQs balanced, one pinned to cpu1
+[IRQ]
+Balance=all
+[IRQ pinned]
+Match=name:virtio0-config
+CPUs=1
+"""
+
+
+def irq_placed(pinned, net):
+    if machine.read("/proc/irq/%d/smp_affinity_list" % pinned) != "1":
+        return False
+    return all(len(machine.read("/proc/irq/%d/smp_affinity_list" % n) or "") == 1 for n in net)
+
+
+class UeventTimes:
+    """Kernel uevents stamped by a thread the moment they arrive, while the main thread polls files."""
+
+    def __init__(self):
+        import threading
+        self.sock = socket.socket(socket.AF_NETLINK, socket.SOCK_DGRAM, 15)  # NETLINK_KOBJECT_UEVENT
+        self.sock.bind((0, 1))
+        self.sock.settimeout(0.05)
+        self.events = []
+        self.stop = False
+        self.thread = threading.Thread(target=self.run, daemon=True)
+        self.thread.start()
+
+    def run(self):
+        while not self.stop:
+            try:
+                data = self.sock.recv(65536)
+            except socket.timeout:
+                continue
+            self.events.append((time.monotonic(), data.split(b"\0")[0].decode(errors="replace")))
+
+    def first(self, action, suffix, after):
+        for t, head in list(self.events):
+            if t >= after and head.startswith(action + "@") and head.endswith(suffix):
+                return t
+        return None
+
+    def close(self):
+        self.stop = True
+        self.thread.join()
+        self.sock.close()
+
+
+def bench_irq_hotplug(env, runs):
+    """cpu1 offline, then online: the kernel resets an IRQ pinned to cpu1 at offline and virtio-net
+    resets its own IRQs during the online write. From the cpu1 `online` uevent (and from the start of the
+    write) until every IRQ is placed again: the pinned one on cpu1, virtio-net's on one CPU each."""
+    env.profile("irqhp", IRQ_HOTPLUG)
+    d = env.start("--profile", "irqhp")
+    irqs = {}
+    for line in open("/proc/interrupts").read().splitlines()[1:]:
+        head, _, rest = line.partition(":")
+        if head.strip().isdigit():
+            irqs[int(head)] = rest.split()[-1]
+    pinned = [n for n, name in irqs.items() if name == "virtio0-config"][0]
+    net = [n for n, name in irqs.items() if name.startswith("virtio2-")]
+    from_write, from_uevent = [], []
+    listener = UeventTimes()
+    try:
+        with machine.cpu1_hotplug_guard():
+            for _ in range(runs):
+                machine.set_cpu1(False)
+                time.sleep(0.3)
+                t0 = time.monotonic()
+                machine.set_cpu1(True)
+                while not irq_placed(pinned, net):
+                    if time.monotonic() - t0 > 5:
+                        raise RuntimeError("IRQs not placed 5 s after online")
+                    time.sleep(0.0002)
+                t1 = time.monotonic()
+                time.sleep(0.3)
+                t_ev = listener.first("online", "/cpu1", t0)
+                from_write.append((t1 - t0) * 1000)
+                if t_ev is not None:
+                    from_uevent.append((t1 - t_ev) * 1000)
+    finally:
+        listener.close()
+        d.stop()
+    return stats(from_write), stats(from_uevent)
+
+
+IRQ_IDLE = """[Profile]
+Description=bench: IRQs on housekeeping, RebalanceSec=%d
+[CPU]
+Isolate=1
+KernelThreads=leave
+[IRQ]
+Balance=housekeeping
+RebalanceSec=%d
+"""
+
+
+def bench_irq_idle(env, seconds):
+    """Wakeups of rtctld with the IRQ tuner active: RebalanceSec=0 (events only: target 0) and 10."""
+    out = {}
+    for sec in (0, 10):
+        env.profile("irqidle%d" % sec, IRQ_IDLE % (sec, sec))
+        d = env.start("--profile", "irqidle%d" % sec)
+        time.sleep(1)
+        before = ctxt_switches(d.proc.pid)
+        time.sleep(seconds)
+        w = ctxt_switches(d.proc.pid) - before
+        d.stop()
+        out["rebalance_%ds" % sec] = {"seconds": seconds, "wakeups": w, "per_minute": w * 60.0 / seconds}
+    return out
+
+
 SHAPES = ["vm2", "laptop-intel", "amd-workstation", "smp2x8", "server-2x32", "synthetic-1024"]
 
 
@@ -227,7 +341,8 @@ def main():
     ap.add_argument("--runs", type=int, default=20)
     ap.add_argument("--idle", type=int, default=60)
     ap.add_argument("--json", default=None)
-    ap.add_argument("sections", nargs="*", default=["uevent", "start", "memory", "idle", "hotplug", "fixtures"])
+    ap.add_argument("sections", nargs="*", default=["uevent", "start", "memory", "idle", "hotplug", "irqhotplug", "irqidle",
+                                                "fixtures"])
     args = ap.parse_args()
     if os.geteuid() != 0:
         sys.exit("bench needs root: it changes real kernel settings (test loop devices only)")
@@ -251,6 +366,11 @@ def main():
             results["idle"] = bench_idle(env, args.idle)
         if "hotplug" in args.sections:
             results["cpu1_online_write_ms"], results["cpu1_online_to_isolation_ms"] = bench_hotplug(env, args.runs)
+        if "irqhotplug" in args.sections:
+            results["cpu1_online_write_to_irqs_ms"], results["cpu1_online_uevent_to_irqs_ms"] = \
+                bench_irq_hotplug(env, args.runs)
+        if "irqidle" in args.sections:
+            results["irq_idle"] = bench_irq_idle(env, args.idle)
         if "fixtures" in args.sections:
             results["fixtures"] = bench_fixtures(args.runs)
     finally:
@@ -271,10 +391,13 @@ def main():
     if "idle" in results:
         print("idle: %(wakeups)d wakeups in %(seconds)d s (%(per_minute).1f/min), %(threads)d thread(s)"
               % results["idle"])
+    for k, v in results.get("irq_idle", {}).items():
+        print("idle with IRQs, %s: %d wakeups in %d s (%.1f/min)" % (k, v["wakeups"], v["seconds"], v["per_minute"]))
     for shape, r in results.get("fixtures", {}).items():
-        print("fixture %-15s %4s CPUs %4s disks: %4d settings, apply %6.2f ms, no-op %6.2f ms, restore %6.2f ms; "
+        print("fixture %-15s %4s CPUs %5s IRQs %4s disks: %4d settings, apply %6.2f ms, no-op %6.2f ms, restore %6.2f ms; "
               "topology load %6.2f ms"
-              % (shape, r["shape_counts"].get("cpus_possible", "?"), r["shape_counts"].get("disks", "?"),
+              % (shape, r["shape_counts"].get("cpus_possible", "?"), r["shape_counts"].get("irqs", "?"),
+                 r["shape_counts"].get("disks", "?"),
                  r["settings"], r["apply"]["median_us"] / 1000, r["noop"]["median_us"] / 1000,
                  r["restore"]["median_us"] / 1000, r["topology_load"]["median_us"] / 1000))
     if args.json:

@@ -41,8 +41,9 @@ BASE_PKGS=(
 )
 # Installed with apt-get inside the chroot afterwards: the kernel (after the
 # initramfs config is in place, so the initrd is built once, small) and
-# polkitd (its postinst fails inside debootstrap's second stage).
-CHROOT_PKGS=(linux-image-amd64 polkitd)
+# polkitd (its postinst fails inside debootstrap's second stage), and irqbalance
+# for the IRQ conflict test (disabled at boot by customize.sh: the test starts it).
+CHROOT_PKGS=(linux-image-amd64 polkitd irqbalance)
 
 with_rtctl=1
 rebuild_base=0

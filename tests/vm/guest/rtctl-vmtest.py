@@ -819,6 +819,143 @@ def t_hotplug_disk_rule():
             con.line("VMLOG hotplug-disk-rule cleanup: %s" % e)
 
 
+def irqs_listed():
+    """ListIrqs() as dicts."""
+    r, err, msg = call("ListIrqs")
+    check(err is None, "ListIrqs: %s %s" % (err, msg))
+    keys = ("irq", "name", "class", "device", "driver", "cpus", "effective", "rate", "unmovable", "policy", "prio")
+    return {row[0]: dict(zip(keys, row)) for row in r}
+
+
+def irq_affinities():
+    return {int(p.split("/")[3]): read(p) for p in glob.glob("/proc/irq/[0-9]*/smp_affinity_list")}
+
+
+def irq_thread_sched():
+    """comm -> (policy, priority) of every irq/N-name thread."""
+    out = {}
+    for d in glob.glob("/proc/[0-9]*"):
+        comm = read(d + "/comm") or ""
+        if comm.startswith("irq/"):
+            try:
+                pid = int(d.split("/")[2])
+                out[comm] = (os.sched_getscheduler(pid), os.sched_getparam(pid).sched_priority)
+            except OSError:
+                pass
+    return out
+
+
+def mask_cpus(mask):
+    v = int(mask.replace(",", ""), 16)
+    return {i for i in range(v.bit_length()) if v >> i & 1}
+
+
+@test("irq-audio")
+def t_irq_audio():
+    """The shipped audio profile with threadirqs and the HDA card: the sound card's IRQ is classified
+    audio and its thread runs SCHED_FIFO 90; every movable IRQ is on housekeeping CPUs, and so are a
+    hot-added disk's new IRQs; switching back restores affinities and thread priorities."""
+    require_rtctld()
+    before_aff, before_threads = irq_affinities(), irq_thread_sched()
+    check(any(c.startswith("irq/") for c in before_threads), "no IRQ threads: is the guest booted with threadirqs?")
+    r, err, msg = call("SetProfile", "audio")
+    check(err is None, "SetProfile(audio): %s %s" % (err, msg))
+    props = manager()[1].GetAll("org.rtctl.Manager1", dbus_interface="org.freedesktop.DBus.Properties")
+    check(not props["Failures"], "failures: %s" % plain(props["Failures"]))
+    hk = cpu_set(str(props["HousekeepingCPUs"]))
+    irqs = irqs_listed()
+    hda = [i for i in irqs.values() if "snd_hda_intel" in i["name"]]
+    check(hda, "no snd_hda_intel IRQ in ListIrqs: %s" % [i["name"] for i in irqs.values()])
+    hda = hda[0]
+    check(hda["class"] == "audio", "the HDA IRQ is classified %s" % hda["class"])
+    check((hda["policy"], hda["prio"]) == ("fifo", 90), "the HDA IRQ thread runs %s:%s" % (hda["policy"], hda["prio"]))
+    threads = irq_thread_sched()
+    hda_threads = [c for c in threads if c.startswith("irq/%d-" % hda["irq"])]
+    check(hda_threads and all(threads[c] == (os.SCHED_FIFO, 90) for c in hda_threads),
+          "HDA threads: %s" % {c: threads[c] for c in hda_threads})
+    movable = [i for i in irqs.values() if not i["unmovable"] and i["name"]]
+    off = ["%d %s: %s" % (i["irq"], i["name"], i["cpus"]) for i in movable if not cpu_set(i["cpus"]) <= hk]
+    check(not off, "movable IRQs outside housekeeping %s: %s" % (sorted(hk), off))
+    check(mask_cpus(read("/proc/irq/default_smp_affinity")) == hk,
+          "default_smp_affinity %s, housekeeping %s" % (read("/proc/irq/default_smp_affinity"), sorted(hk)))
+    managed = [i["irq"] for i in irqs.values() if "kernel-managed" in i["unmovable"]]
+    # A disk hot-added now: its driver requests new IRQs, the bind uevent replans.
+    serial = "irqhp"
+    host.call("hotplug-disk %s 16" % serial)
+    try:
+        dev = wait_for(lambda: disk_by_serial(serial), 30)
+        check(dev, "hot-added disk (serial %s) did not show up" % serial)
+        new = {}
+
+        def placed():
+            new.clear()
+            for n, i in irqs_listed().items():
+                if n not in irqs and i["name"] and not i["unmovable"]:
+                    new[n] = i
+            return new and all(cpu_set(i["cpus"]) <= hk for i in new.values())
+        ok = wait_for(placed, 10, 0.05)
+        check(ok, "the new disk's movable IRQs: %s (housekeeping %s)" % (
+            {n: (i["name"], i["cpus"]) for n, i in new.items()}, sorted(hk)))
+    finally:
+        host.call("unplug-disk %s" % serial)
+        wait_for(lambda: disk_by_serial(serial) is None, 30)
+        settle()
+    r, err, msg = call("SetProfile", TEST_PROFILE)
+    check(err is None, "SetProfile(%s): %s %s" % (TEST_PROFILE, err, msg))
+    after_aff = irq_affinities()
+    changed = {n: (before_aff[n], after_aff[n]) for n in before_aff if n in after_aff and before_aff[n] != after_aff[n]}
+    check(not changed, "affinities not restored: %s" % changed)
+    check(irq_thread_sched() == before_threads, "IRQ thread priorities not restored")
+    return "HDA IRQ %d audio, thread fifo:90; %d movable IRQs on housekeeping %s (%d managed left to the kernel); " \
+           "hot-added disk's IRQs %s placed; restored" % (hda["irq"], len(movable), sorted(hk), len(managed), sorted(new))
+
+
+@test("irq-irqbalance-conflict")
+def t_irq_irqbalance():
+    """irqbalance running: OnConflict=warn reports it; stop stops irqbalance.service while rtctl holds the
+    IRQs, and Restore starts it again."""
+    require_rtctld()
+    before_aff = irq_affinities()
+    before_default = read("/proc/irq/default_smp_affinity")
+    dropin = "/etc/rtctl/rtctl.conf.d/vmtest-conflict.conf"
+    try:
+        run(["systemctl", "start", "irqbalance.service"], check_rc=True)
+        check(wait_for(lambda: unit_prop("irqbalance.service", "ActiveState")["ActiveState"] == "active", 10),
+              "irqbalance did not start")
+        r, err, msg = call("SetProfile", "audio")
+        check(err is None, "SetProfile(audio): %s %s" % (err, msg))
+        props = manager()[1].GetAll("org.rtctl.Manager1", dbus_interface="org.freedesktop.DBus.Properties")
+        notes = " ".join(u[2] for u in plain(props["Unsupported"]))
+        check("irqbalance runs" in notes and "OnConflict=stop" in notes, "warn mode said: %s" % notes)
+        check(unit_prop("irqbalance.service", "ActiveState")["ActiveState"] == "active", "warn stopped irqbalance")
+        os.makedirs(os.path.dirname(dropin), exist_ok=True)
+        with open(dropin, "w") as f:
+            f.write("[Daemon]\nOnConflict=stop\n")
+        r, err, msg = call("Reload")
+        check(err is None, "Reload: %s %s" % (err, msg))
+        check(wait_for(lambda: unit_prop("irqbalance.service", "ActiveState")["ActiveState"] == "inactive", 10),
+              "OnConflict=stop left irqbalance %s" % unit_prop("irqbalance.service", "ActiveState"))
+        r, err, msg = call("Restore")
+        check(err is None, "Restore: %s %s" % (err, msg))
+        check(wait_for(lambda: unit_prop("irqbalance.service", "ActiveState")["ActiveState"] == "active", 10),
+              "Restore did not start irqbalance again")
+        return "warn reported it; stop stopped irqbalance.service; Restore started it again"
+    finally:
+        run(["systemctl", "stop", "irqbalance.service"])
+        if os.path.exists(dropin):
+            os.unlink(dropin)
+        call("Reload")
+        call("SetProfile", TEST_PROFILE)
+        # What irqbalance moved while it ran goes back by hand: it restores nothing itself.
+        for n, v in before_aff.items():
+            try:
+                if read("/proc/irq/%d/smp_affinity_list" % n) != v:
+                    write("/proc/irq/%d/smp_affinity_list" % n, v)
+            except OSError:
+                pass
+        write("/proc/irq/default_smp_affinity", before_default)
+
+
 @test("stop-restores")
 def t_stop_restores():
     """(e) systemctl stop rtctld puts every value back as before the daemon started."""

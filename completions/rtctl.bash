@@ -2,7 +2,7 @@
 _rtctl() {
     local cur prev words cword
     _init_completion || return
-    local verbs="status profiles profile plan restore attach detach irq"
+    local verbs="status profiles profile plan restore attach detach irq check"
     local verb="" w
     for w in "${words[@]:1:cword-1}"; do
         case $w in -*) ;; *) verb=$w; break ;; esac

@@ -24,7 +24,8 @@ static void help(void)
             "  detach PID             Move it back to the housekeeping CPUs\n"
             "  irq                    Every IRQ: class, device, CPUs, rate, thread priority\n"
             "  irq pin IRQ CPUS       Keep an IRQ on CPUS until restore or a profile change\n"
-            "                         (--isolated to allow isolated CPUs); irq unpin IRQ\n\n"
+            "                         (--isolated to allow isolated CPUs); irq unpin IRQ\n"
+            "  check                  Audit the machine for audio work (works without rtctld)\n\n"
             "Options:\n"
             "  -h --help              Show this help\n"
             "     --version           Show the version\n"
@@ -155,7 +156,7 @@ static const struct {
 } verbs[] = {
     {"status", verb_status},   {"profiles", verb_profiles}, {"profile", verb_profile},
     {"restore", verb_restore}, {"plan", verb_plan},         {"attach", verb_attach},
-    {"detach", verb_attach},   {"irq", verb_irq},
+    {"detach", verb_attach},   {"irq", verb_irq},           {"check", verb_check},
 };
 
 int main(int argc, char *argv[])

@@ -2,6 +2,7 @@
 IRQs (one of them, virtio1-req.0, kernel-managed) and the ACPI:Ged IRQs, whose handlers always run in
 threads (irq/24-ACPI:Ged), so thread priorities are real here even without threadirqs."""
 import glob
+import json
 import os
 import shutil
 import signal
@@ -14,6 +15,7 @@ import pytest
 
 import machine
 from conftest import wait_until
+import harness
 from harness import Bus, Env
 
 
@@ -321,3 +323,22 @@ def test_resume_from_suspend_reapplies(tmp_root, tmp_path):
     finally:
         env.cleanup()
         bus.stop()
+
+
+def test_check_says_whether_irqs_are_threaded(env, tmp_path):
+    p = env.rtctl("--json", "check")
+    assert p.returncode == 1, p.stdout + p.stderr
+    found = {c["check"]: c for c in json.loads(p.stdout)}
+    cmdline = machine.read("/proc/cmdline")
+    assert "threadirqs" not in cmdline, "this host boots without threadirqs"
+    assert found["irq-threads"]["status"] == "warn"
+    assert "needs boot parameters: threadirqs" in found["irq-threads"]["detail"]
+    assert found["cpufreq"]["status"] == "info" and "no cpufreq driver" in found["cpufreq"]["detail"]
+    # The same audit of a machine that boots with threadirqs (a tree under a root prefix).
+    (tmp_path / "proc").mkdir()
+    (tmp_path / "proc" / "cmdline").write_text("root=/dev/sda2 threadirqs preempt=full\n")
+    e = dict(env.environ, RTCTL_SYSROOT=str(tmp_path))
+    p = subprocess.run([harness.RTCTL, "--json", "check"], env=e, capture_output=True, text=True)
+    found = {c["check"]: c for c in json.loads(p.stdout)}
+    assert found["irq-threads"]["status"] == "ok" and found["preemption"]["status"] == "ok"
+    assert p.returncode == 0, p.stdout

@@ -3,6 +3,7 @@
 #include <dirent.h>
 
 #include "cli/cli.h"
+#include "core/cgroupfs.h"
 #include "shared/sysfs.h"
 
 typedef struct Finding {
@@ -33,23 +34,6 @@ static bool cmdline_has(const char *cmdline, const char *word)
                     (p[n] == 0 || p[n] == ' ' || p[n] == '=' || p[n] == '\n'))
                         return true;
         return false;
-}
-
-static unsigned process_named(const char *comm)
-{
-        _cleanup_closedir_ DIR *d = sys_opendir("/proc");
-        struct dirent *de;
-        unsigned pid;
-
-        while (d && (de = readdir(d))) {
-                _cleanup_free_ char *p = NULL, *c = NULL;
-                if (safe_atou(de->d_name, &pid) < 0)
-                        continue;
-                p = xasprintf("/proc/%u/comm", pid);
-                if (sys_read(p, &c) >= 0 && streq(c, comm))
-                        return pid;
-        }
-        return 0;
 }
 
 static void check_kernel(Findings *f)
@@ -87,7 +71,7 @@ static void check_kernel(Findings *f)
 
 static void check_services(Findings *f)
 {
-        unsigned pid = process_named("irqbalance");
+        unsigned pid = process_find("irqbalance");
 
         if (pid)
                 add(f, "irqbalance", "warn",

@@ -71,6 +71,62 @@ static json_object *problems_json(char **cells, size_t rows, bool with_errno)
         return a;
 }
 
+#define POWER_COLUMNS 8
+static const char *const power_columns[POWER_COLUMNS] = {"CPU", "DRIVER",  "GOVERNOR",      "EPP",
+                                                         "MIN", "MAX kHz", "IDLE DISABLED", "PM QOS"};
+
+/* The CPUPower property as table cells; an older daemon without it gives none. */
+static void read_power(Cli *c, char ***ret, size_t *ret_n, int *ret_dma)
+{
+        sd_bus_message *reply = NULL;
+        const char *driver, *gov, *epp, *disabled, *qos;
+        uint32_t cpu, lo, hi;
+
+        if (cli_get_property(c, "DMALatencyRequest", "i", &reply, true) == EXIT_OK) {
+                (void)sd_bus_message_read(reply, "i", ret_dma);
+                sd_bus_message_unref(reply);
+        }
+        if (cli_get_property(c, "CPUPower", "a(usssuuss)", &reply, true) != EXIT_OK)
+                return;
+        if (sd_bus_message_enter_container(reply, 'a', "(usssuuss)") >= 0)
+                while (sd_bus_message_read(reply, "(usssuuss)", &cpu, &driver, &gov, &epp, &lo, &hi,
+                                           &disabled, &qos) > 0) {
+                        strv_push(ret, xasprintf("%u", cpu));
+                        strv_push(ret, xstrdup(*driver ? driver : "-"));
+                        strv_push(ret, xstrdup(*gov ? gov : "-"));
+                        strv_push(ret, xstrdup(*epp ? epp : "-"));
+                        strv_push(ret, lo ? xasprintf("%u", lo) : xstrdup("-"));
+                        strv_push(ret, hi ? xasprintf("%u", hi) : xstrdup("-"));
+                        strv_push(ret, xstrdup(*disabled ? disabled : "-"));
+                        strv_push(ret, xstrdup(qos));
+                        (*ret_n)++;
+                }
+        sd_bus_message_unref(reply);
+}
+
+static json_object *power_json(char **cells, size_t rows)
+{
+        static const char *const keys[POWER_COLUMNS] = {
+            "cpu",     "driver",  "governor",      "epp",
+            "min_khz", "max_khz", "idle_disabled", "pm_qos_resume_latency_us"};
+        json_object *a = json_object_new_array();
+
+        for (size_t i = 0; i < rows; i++) {
+                json_object *o = json_object_new_object();
+                for (size_t k = 0; k < POWER_COLUMNS; k++) {
+                        const char *v = cells[i * POWER_COLUMNS + k];
+                        if (k == 0 || k == 4 || k == 5)
+                                json_object_object_add(o, keys[k],
+                                                       json_object_new_int(streq(v, "-") ? 0 : atoi(v)));
+                        else
+                                json_object_object_add(o, keys[k],
+                                                       json_object_new_string(streq(v, "-") ? "" : v));
+                }
+                json_object_array_add(a, o);
+        }
+        return a;
+}
+
 int verb_status(Cli *c, int argc, char *argv[])
 {
         _cleanup_free_ char *profile = NULL, *state = NULL, *version = NULL, *iso = NULL, *hk = NULL;
@@ -98,6 +154,10 @@ int verb_status(Cli *c, int argc, char *argv[])
                 return code;
         (void)sd_bus_message_read(reply, "(tuut)", &ts, &changes, &failed, &duration);
         sd_bus_message_unref(reply);
+        _cleanup_strv_free_ char **power = NULL;
+        size_t n_power = 0;
+        int dma = -1;
+        read_power(c, &power, &n_power, &dma);
 
         if (c->json) {
                 json_object *o = json_object_new_object(), *lp = json_object_new_object();
@@ -113,6 +173,8 @@ int verb_status(Cli *c, int argc, char *argv[])
                 json_object_object_add(o, "last_pass", lp);
                 json_object_object_add(o, "failures", problems_json(failures, n_failures, true));
                 json_object_object_add(o, "unsupported", problems_json(unsupported, n_unsupported, false));
+                json_object_object_add(o, "cpus", power_json(power, n_power));
+                json_object_object_add(o, "dma_latency_request_us", json_object_new_int(dma));
                 cli_print_json(o);
         } else {
                 char when[64] = "never";
@@ -126,6 +188,12 @@ int verb_status(Cli *c, int argc, char *argv[])
                 printf("Last pass:        %s, %u changes, %u failures, %.1f ms\n", when, changes, failed,
                        (double)duration / 1000.0);
                 printf("Daemon:           rtctld %s\n", version);
+                if (dma >= 0)
+                        printf("DMA latency:      %d µs requested (/dev/cpu_dma_latency held)\n", dma);
+                if (n_power) {
+                        printf("\n");
+                        cli_print_table(power_columns, POWER_COLUMNS, power, n_power);
+                }
                 if (n_failures) {
                         printf("\nFailures:\n");
                         cli_print_table((const char *const[]){"TUNER", "OBJECT", "ERROR", "MESSAGE"}, 4,

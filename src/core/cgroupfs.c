@@ -114,3 +114,22 @@ int task_info(unsigned pid, TaskInfo *ret)
         ret->starttime = field[22];
         return 0;
 }
+
+unsigned process_find(const char *comm)
+{
+        _cleanup_closedir_ DIR *d = sys_opendir("/proc");
+        struct dirent *de;
+        char want[16];
+        unsigned pid;
+
+        snprintf(want, sizeof want, "%s", comm);
+        while (d && (de = readdir(d))) {
+                _cleanup_free_ char *p = NULL, *c = NULL;
+                if (safe_atou(de->d_name, &pid) < 0)
+                        continue;
+                p = xasprintf("/proc/%u/comm", pid);
+                if (sys_read(p, &c) >= 0 && streq(c, want))
+                        return pid;
+        }
+        return 0;
+}

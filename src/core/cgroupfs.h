@@ -40,3 +40,6 @@ typedef struct TaskInfo {
 
 /* Parses /proc/PID/stat. */
 int task_info(unsigned pid, TaskInfo *ret);
+/* The PID of a process whose comm is exactly comm (cut at 15 characters, as the kernel does), 0 when
+ * none runs. */
+unsigned process_find(const char *comm);

@@ -1,5 +1,6 @@
 /* SPDX-License-Identifier: GPL-2.0-or-later */
 /* Setting kinds for CPU sets, cgroups and tasks. */
+#include <fcntl.h>
 #include <sched.h>
 #include <sys/stat.h>
 #include <time.h>
@@ -634,3 +635,55 @@ const SettingKind setting_kind_service = {
     .write = service_write,
     .equal = setting_equal_folded,
 };
+
+/* The PM QoS request of /dev/cpu_dma_latency lives as long as the file descriptor that made it: rtctld
+ * holds it open. "none" is no request (the descriptor closed); the kernel drops the request by itself
+ * when the daemon dies, so the journalled "none" is always right after a crash. */
+static int pmqos_fd = -EBADF;
+static int pmqos_value;
+
+static int pmqos_read(const char *object, const char *hint, char **ret)
+{
+        *ret = pmqos_fd >= 0 ? xasprintf("%d", pmqos_value) : xstrdup("none");
+        return 0;
+}
+
+static int pmqos_write(const char *object, const char *value)
+{
+        int32_t v;
+        int n;
+
+        if (streq(value, "none")) {
+                if (pmqos_fd >= 0)
+                        close(pmqos_fd);
+                pmqos_fd = -EBADF;
+                return 0;
+        }
+        if (safe_atoi(value, &n) < 0 || n < 0)
+                return -EINVAL;
+        if (pmqos_fd < 0) {
+                _cleanup_free_ char *p = sys_path(object);
+                pmqos_fd = open(p, O_WRONLY | O_CLOEXEC);
+                if (pmqos_fd < 0)
+                        return -errno;
+        }
+        v = n;
+        /* The kernel takes a binary s32 (or a hex string); a rewrite on the same descriptor updates it. */
+        if (pwrite(pmqos_fd, &v, sizeof v, 0) != (ssize_t)sizeof v &&
+            write(pmqos_fd, &v, sizeof v) != (ssize_t)sizeof v)
+                return -errno;
+        pmqos_value = n;
+        return 0;
+}
+
+const SettingKind setting_kind_pmqos = {
+    .name = "pmqos-fd",
+    .read = pmqos_read,
+    .write = pmqos_write,
+    .equal = setting_equal_folded,
+};
+
+int pmqos_held_fd(void)
+{
+        return pmqos_fd;
+}

@@ -77,7 +77,7 @@ const SettingKind *setting_kind_from_name(const char *name)
             &setting_kind_file,      &setting_kind_choice,  &setting_kind_cpulist,   &setting_kind_cpumask,
             &setting_kind_cgroup,    &setting_kind_procs,   &setting_kind_member,    &setting_kind_affinity,
             &setting_kind_unit_cpus, &setting_kind_slice,   &setting_kind_partition, &setting_kind_subtree,
-            &setting_kind_sched,     &setting_kind_service,
+            &setting_kind_sched,     &setting_kind_service, &setting_kind_pmqos,
         };
 
         for (size_t i = 0; i < ELEMENTSOF(kinds); i++)

@@ -54,6 +54,10 @@ extern const SettingKind setting_kind_sched;
 /* systemd:UNIT: a service "active" or "inactive", started and stopped through systemd's D-Bus API. */
 extern const SettingKind setting_kind_service;
 
+/* /dev/cpu_dma_latency: a PM QoS request in µs held through an open descriptor, or "none". */
+extern const SettingKind setting_kind_pmqos;
+int pmqos_held_fd(void);
+
 const SettingKind *setting_kind_from_name(const char *name);
 
 /* For kinds built on plain files. */

@@ -3,9 +3,11 @@
 
 /* The order is the order of a pass: sysctls first, then the CPU split (kernel threads' own CPUs before
  * the cpusets, so that restore, newest first, dissolves the cpusets before it puts affinities back),
- * then interrupts (placed within the CPU split just made, their threads after them), then devices. */
+ * then interrupts (placed within the CPU split just made, their threads after them), then power
+ * (frequency, then idle states), then devices. */
 const Tuner *const tuners[] = {
-    &tuner_sysctl, &tuner_kthread, &tuner_cpuset, &tuner_irq, &tuner_irqthread, &tuner_block,
+    &tuner_sysctl,    &tuner_kthread, &tuner_cpuset,  &tuner_irq,
+    &tuner_irqthread, &tuner_cpufreq, &tuner_cpuidle, &tuner_block,
 };
 _Static_assert(ELEMENTSOF(tuners) == N_TUNERS, "N_TUNERS must count the tuners");
 
@@ -23,6 +25,12 @@ void plan_notes_add(PlanNotes *n, const char *tuner, char *object, char *reason)
         if (!n->items)
                 abort();
         n->items[n->n++] = (Unsupported){.tuner = tuner, .object = object, .reason = reason};
+}
+
+void plan_notes_fail(PlanNotes *n, const char *tuner, char *object, int error, char *reason)
+{
+        plan_notes_add(n, tuner, object, reason);
+        n->items[n->n - 1].error = error;
 }
 
 void plan_notes_clear(PlanNotes *n)

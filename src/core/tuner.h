@@ -25,6 +25,8 @@ typedef struct Unsupported {
         const char *tuner;
         char *object;
         char *reason;
+        int error; /* positive errno: not a note but a failure found while planning (a value the driver does
+                      not offer), reported with the failures; 0: not supported here */
 } Unsupported;
 
 typedef struct PlanNotes {
@@ -33,6 +35,8 @@ typedef struct PlanNotes {
 } PlanNotes;
 
 void plan_notes_add(PlanNotes *n, const char *tuner, char *object, char *reason); /* takes both */
+/* A failure known before writing: the setting is not planned, and status says why. */
+void plan_notes_fail(PlanNotes *n, const char *tuner, char *object, int error, char *reason);
 void plan_notes_clear(PlanNotes *n);
 
 /* One subsystem. A tuner never writes: plan() only reads the machine and says what it wants, so a dry
@@ -65,8 +69,10 @@ extern const Tuner tuner_cpuset;
 extern const Tuner tuner_kthread;
 extern const Tuner tuner_irq;
 extern const Tuner tuner_irqthread;
+extern const Tuner tuner_cpufreq;
+extern const Tuner tuner_cpuidle;
 
-#define N_TUNERS 6
+#define N_TUNERS 8
 extern const Tuner *const tuners[N_TUNERS];
 
 int tuner_index(const char *name);

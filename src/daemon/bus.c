@@ -319,6 +319,74 @@ static int method_pin_irq_with_flags(sd_bus_message *msg, void *userdata, sd_bus
         return r < 0 ? r : pin_irq(msg, userdata, irq, cpus, flags, error);
 }
 
+static char *cpu_attr(unsigned cpu, const char *rel)
+{
+        _cleanup_free_ char *p = xasprintf("/sys/devices/system/cpu/cpu%u/%s", cpu, rel);
+        char *s = NULL, *t;
+
+        if (sys_read(p, &s) < 0)
+                return xstrdup("");
+        t = strstrip(s);
+        memmove(s, t, strlen(t) + 1);
+        return s;
+}
+
+/* Per online CPU, read now: (cpu, cpufreq driver, governor, EPP, min kHz, max kHz, disabled idle states,
+ * PM QoS resume latency). Empty strings and 0 where the machine has no such thing. */
+static int property_cpus_power(sd_bus *bus, const char *path, const char *interface, const char *property,
+                               sd_bus_message *reply, void *userdata, sd_bus_error *error)
+{
+        Manager *m = userdata;
+        int r = sd_bus_message_open_container(reply, 'a', "(usssuuss)");
+
+        FOREACH_CPU (cpu, m->topology->online) {
+                _cleanup_free_ char *driver = cpu_attr((unsigned)cpu, "cpufreq/scaling_driver");
+                _cleanup_free_ char *gov = cpu_attr((unsigned)cpu, "cpufreq/scaling_governor");
+                _cleanup_free_ char *epp = cpu_attr((unsigned)cpu, "cpufreq/energy_performance_preference");
+                _cleanup_free_ char *fmin = cpu_attr((unsigned)cpu, "cpufreq/scaling_min_freq");
+                _cleanup_free_ char *fmax = cpu_attr((unsigned)cpu, "cpufreq/scaling_max_freq");
+                _cleanup_free_ char *qos = cpu_attr((unsigned)cpu, "power/pm_qos_resume_latency_us");
+                _cleanup_free_ char *dir = xasprintf("/sys/devices/system/cpu/cpu%d/cpuidle", cpu);
+                _cleanup_closedir_ DIR *d = sys_opendir(dir);
+                g_autoptr(GString) disabled = g_string_new(NULL);
+                unsigned lo = 0, hi = 0;
+                struct dirent *de;
+
+                while (d && (de = readdir(d))) {
+                        _cleanup_free_ char *rel = NULL, *dis = NULL, *name = NULL;
+                        if (!startswith(de->d_name, "state"))
+                                continue;
+                        rel = xasprintf("cpuidle/%s/disable", de->d_name);
+                        dis = cpu_attr((unsigned)cpu, rel);
+                        if (!streq(dis, "1"))
+                                continue;
+                        free(rel);
+                        rel = xasprintf("cpuidle/%s/name", de->d_name);
+                        name = cpu_attr((unsigned)cpu, rel);
+                        g_string_append_printf(disabled, "%s%s", disabled->len ? "," : "", name);
+                }
+                (void)safe_atou(fmin, &lo);
+                (void)safe_atou(fmax, &hi);
+                if (r >= 0)
+                        r = sd_bus_message_append(reply, "(usssuuss)", (uint32_t)cpu, driver, gov, epp, lo,
+                                                  hi, disabled->str, qos);
+        }
+        if (r < 0)
+                return r;
+        return sd_bus_message_close_container(reply);
+}
+
+static int property_dma_latency(sd_bus *bus, const char *path, const char *interface, const char *property,
+                                sd_bus_message *reply, void *userdata, sd_bus_error *error)
+{
+        _cleanup_free_ char *v = NULL;
+        int n = -1;
+
+        if (setting_kind_pmqos.read("/dev/cpu_dma_latency", NULL, &v) >= 0)
+                (void)safe_atoi(v, &n);
+        return sd_bus_message_append(reply, "i", n);
+}
+
 static int property_version(sd_bus *bus, const char *path, const char *interface, const char *property,
                             sd_bus_message *reply, void *userdata, sd_bus_error *error)
 {
@@ -432,6 +500,9 @@ static const sd_bus_vtable manager_vtable[] = {
     SD_BUS_PROPERTY("HousekeepingCPUs", "s", property_cpus, 0, SD_BUS_VTABLE_PROPERTY_EMITS_CHANGE),
     SD_BUS_PROPERTY("LastPass", "(tuut)", property_last_pass, 0, SD_BUS_VTABLE_PROPERTY_EMITS_CHANGE),
     SD_BUS_PROPERTY("AttachedProcesses", "au", property_attached, 0, SD_BUS_VTABLE_PROPERTY_EMITS_CHANGE),
+    SD_BUS_PROPERTY("CPUPower", "a(usssuuss)", property_cpus_power, 0,
+                    SD_BUS_VTABLE_PROPERTY_EMITS_INVALIDATION),
+    SD_BUS_PROPERTY("DMALatencyRequest", "i", property_dma_latency, 0, SD_BUS_VTABLE_PROPERTY_EMITS_CHANGE),
     SD_BUS_METHOD_WITH_ARGS("SetProfile", SD_BUS_ARGS("s", name), SD_BUS_RESULT("u", changes, "u", failures),
                             method_set_profile, SD_BUS_VTABLE_UNPRIVILEGED),
     SD_BUS_METHOD("Reload", NULL, NULL, method_reload, SD_BUS_VTABLE_UNPRIVILEGED),
@@ -482,9 +553,10 @@ void bus_emit_applied(Manager *m, const char *reason)
                 return;
         (void)sd_bus_emit_signal(m->bus, RTCTL_BUS_PATH, RTCTL_BUS_IFACE, "Applied", "suu", reason,
                                  m->last_pass.changes, m->last_pass.failures);
-        (void)sd_bus_emit_properties_changed(m->bus, RTCTL_BUS_PATH, RTCTL_BUS_IFACE, "ActiveProfile",
-                                             "State", "Failures", "Unsupported", "IsolatedCPUs",
-                                             "HousekeepingCPUs", "LastPass", "AttachedProcesses", NULL);
+        (void)sd_bus_emit_properties_changed(
+            m->bus, RTCTL_BUS_PATH, RTCTL_BUS_IFACE, "ActiveProfile", "State", "Failures", "Unsupported",
+            "IsolatedCPUs", "HousekeepingCPUs", "LastPass", "AttachedProcesses", "DMALatencyRequest", NULL);
+        (void)sd_bus_emit_properties_changed(m->bus, RTCTL_BUS_PATH, RTCTL_BUS_IFACE, "CPUPower", NULL);
 }
 
 void bus_emit_profiles_changed(Manager *m)

@@ -137,9 +137,14 @@ static void update_status(Manager *m, const Dirty *dirty, PassResult *res)
                 } else
                         g_hash_table_remove(m->failures, s->object);
         }
-        for (size_t i = 0; i < res->notes.n; i++)
-                set_failure(m->unsupported, res->notes.items[i].tuner, res->notes.items[i].object, 0,
-                            res->notes.items[i].reason);
+        for (size_t i = 0; i < res->notes.n; i++) {
+                const Unsupported *u = &res->notes.items[i];
+                if (u->error) {
+                        set_failure(m->failures, u->tuner, u->object, u->error, u->reason);
+                        log_warning("%s: %s", u->object, u->reason);
+                } else
+                        set_failure(m->unsupported, u->tuner, u->object, 0, u->reason);
+        }
         if (res->error) {
                 set_failure(m->failures, "policy", "Isolate", EINVAL, res->error);
                 log_warning("Profile %s cannot be placed on this machine: %s", manager_active_profile(m),
@@ -441,6 +446,15 @@ int manager_irqs(Manager *m, IrqTable **ret, double **ret_rates)
         return 0;
 }
 
+static unsigned planning_failures(const PassResult *res)
+{
+        unsigned n = 0;
+
+        for (size_t i = 0; i < res->notes.n; i++)
+                n += res->notes.items[i].error != 0;
+        return n;
+}
+
 static int on_pass(sd_event_source *s, void *userdata)
 {
         Manager *m = userdata;
@@ -464,10 +478,11 @@ static int on_pass(sd_event_source *s, void *userdata)
         update_status(m, &dirty, &res);
         dirty_clear(&dirty);
 
-        m->last_pass = (LastPass){.timestamp_usec = now_usec(CLOCK_REALTIME),
-                                  .changes = res.stats.changed,
-                                  .failures = res.stats.failed + (res.error ? 1 : 0),
-                                  .duration_usec = res.duration_usec};
+        m->last_pass =
+            (LastPass){.timestamp_usec = now_usec(CLOCK_REALTIME),
+                       .changes = res.stats.changed,
+                       .failures = res.stats.failed + (res.error ? 1 : 0) + planning_failures(&res),
+                       .duration_usec = res.duration_usec};
         if (res.stats.changed || res.stats.failed || res.error)
                 log_info("Pass (%s): %u changed, %u failed, %u already in place, %" PRIu64 " µs",
                          strempty(reason), res.stats.changed, res.stats.failed, res.stats.unchanged,

@@ -7,6 +7,7 @@
 #include <sched.h>
 #include <stdlib.h>
 
+#include "core/cgroupfs.h"
 #include "core/tuner.h"
 #include "shared/sysfs.h"
 #include "tuners/irq.h"
@@ -384,28 +385,11 @@ static const IrqRule *placing_rule(const IrqConfig *c, const Irq *irq)
         return NULL;
 }
 
-static unsigned find_process(const char *comm)
-{
-        _cleanup_closedir_ DIR *d = sys_opendir("/proc");
-        struct dirent *de;
-        unsigned pid;
-
-        while (d && (de = readdir(d))) {
-                _cleanup_free_ char *p = NULL, *c = NULL;
-                if (safe_atou(de->d_name, &pid) < 0)
-                        continue;
-                p = xasprintf("/proc/%u/comm", pid);
-                if (sys_read(p, &c) >= 0 && streq(c, comm))
-                        return pid;
-        }
-        return 0;
-}
-
 /* irqbalance moves interrupts too; two balancers fight. Reported, or stopped through systemd for as long
  * as rtctl holds the IRQs (the unit's state is journalled like any setting, so restore starts it). */
 static void plan_conflict(const PlanContext *ctx, Plan *plan, PlanNotes *notes)
 {
-        unsigned pid = find_process("irqbalance");
+        unsigned pid = process_find("irqbalance");
         bool systemd = sys_exists("/run/systemd/system");
 
         if (ctx->stop_conflicts && systemd) {

@@ -57,6 +57,40 @@ class Bus:
         shutil.rmtree(self.dir, ignore_errors=True)
 
 
+LOGIND_POLICY = """<!DOCTYPE busconfig PUBLIC "-//freedesktop//DTD D-BUS Bus Configuration 1.0//EN"
+ "http://www.freedesktop.org/standards/dbus/1.0/busconfig.dtd">
+<busconfig>
+  <policy user="root"><allow own="org.freedesktop.login1"/></policy>
+</busconfig>
+"""
+
+
+class LogindBus(Bus):
+    """A private bus on which the test may act as logind: resume() emits PrepareForSleep(false), what
+    logind says when the machine wakes from suspend."""
+
+    def __init__(self, tmp):
+        policy = os.path.join(tmp, "logind-policy-%d.conf" % os.getpid())
+        with open(policy, "w") as f:
+            f.write(LOGIND_POLICY)
+        super().__init__(tmp, extra_policies=[policy])
+        import dbus
+        self.conn = dbus.bus.BusConnection(self.address)
+        self.conn.request_name("org.freedesktop.login1")
+
+    def resume(self):
+        import dbus.lowlevel
+        msg = dbus.lowlevel.SignalMessage("/org/freedesktop/login1", "org.freedesktop.login1.Manager",
+                                          "PrepareForSleep")
+        msg.append(False, signature="b")
+        self.conn.send_message(msg)
+        self.conn.flush()
+
+    def stop(self):
+        self.conn.close()
+        super().stop()
+
+
 class Env:
     """Configuration, runtime and state directories of one test's daemon, and its environment."""
 

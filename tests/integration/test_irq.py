@@ -16,7 +16,7 @@ import pytest
 import machine
 from conftest import wait_until
 import harness
-from harness import Bus, Env
+from harness import Env, LogindBus
 
 
 @pytest.fixture(autouse=True)
@@ -286,20 +286,10 @@ def test_irqbalance_running_is_reported(env, tmp_path):
         proc.wait()
 
 
-LOGIND_POLICY = """<!DOCTYPE busconfig PUBLIC "-//freedesktop//DTD D-BUS Bus Configuration 1.0//EN"
- "http://www.freedesktop.org/standards/dbus/1.0/busconfig.dtd">
-<busconfig>
-  <policy user="root"><allow own="org.freedesktop.login1"/></policy>
-</busconfig>
-"""
-
-
-def test_resume_from_suspend_reapplies(tmp_root, tmp_path):
+def test_resume_from_suspend_reapplies(tmp_root):
     """A fake logind on a private bus says PrepareForSleep(false); rtctld re-applies what firmware or a
     driver may have reset across suspend."""
-    policy = tmp_path / "logind.conf"
-    policy.write_text(LOGIND_POLICY)
-    bus = Bus(tmp_root, extra_policies=[str(policy)])
+    bus = LogindBus(tmp_root)
     env = Env(tmp_root, bus)
     try:
         env.profile("hk", HOUSEKEEPING)
@@ -308,18 +298,10 @@ def test_resume_from_suspend_reapplies(tmp_root, tmp_path):
         assert affinity(rx) == "0"
         with open("/proc/irq/%d/smp_affinity_list" % rx, "w") as f:
             f.write("0-1")  # what a reset across suspend looks like
-        conn = dbus.bus.BusConnection(bus.address)
-        conn.request_name("org.freedesktop.login1")
-        time.sleep(0.2)
-        msg = dbus.lowlevel.SignalMessage("/org/freedesktop/login1", "org.freedesktop.login1.Manager",
-                                          "PrepareForSleep")
-        msg.append(False, signature="b")
-        conn.send_message(msg)
-        conn.flush()
+        bus.resume()
         assert wait_until(lambda: affinity(rx) == "0", timeout=5)
         assert "resume" in d.output()
         d.stop()
-        conn.close()
     finally:
         env.cleanup()
         bus.stop()

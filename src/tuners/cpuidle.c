@@ -1,0 +1,100 @@
+/* SPDX-License-Identifier: GPL-2.0-or-later */
+/* C-states: MaxExitLatencyUs= caps how long a CPU of the set takes to wake, through its PM QoS resume
+ * latency (which the cpuidle governor obeys) and by disabling the idle states whose exit latency is
+ * above the cap. GlobalMaxExitLatencyUs= is the system-wide request of /dev/cpu_dma_latency, held open
+ * for as long as the profile is active. An offlined CPU loses its cpuidle/ directory and comes back with
+ * every state enabled: the online event replans it. */
+#include <dirent.h>
+
+#include "core/tuner.h"
+#include "shared/sysfs.h"
+#include "tuners/irq.h"
+#include "tuners/power.h"
+
+static void *cpuidle_parse(Conf *conf, char ***errors)
+{
+        _cleanup_strv_free_ char **ignored = NULL; /* the cpufreq tuner reports them */
+        PowerConfig *c = power_config_parse(conf, &ignored);
+
+        if (!power_config_has_idle(c)) {
+                power_config_free(c);
+                return NULL;
+        }
+        return c;
+}
+
+/* pm_qos_resume_latency_us: "0" means no constraint, "n/a" means 0 µs (poll only). */
+static char *pm_qos_value(int us)
+{
+        return us == 0 ? xstrdup("n/a") : xasprintf("%d", us);
+}
+
+static void plan_cpu(unsigned cpu, int limit, Plan *plan, PlanNotes *notes)
+{
+        _cleanup_free_ char *base = xasprintf("/sys/devices/system/cpu/cpu%u", cpu);
+        _cleanup_free_ char *qos = xasprintf("%s/power/pm_qos_resume_latency_us", base);
+        _cleanup_free_ char *idle = xasprintf("%s/cpuidle", base);
+        _cleanup_closedir_ DIR *d = NULL;
+        struct dirent *de;
+
+        if (sys_exists(qos))
+                plan_add(plan, &setting_kind_file, "cpuidle", 0, TAKE_PTR(qos), pm_qos_value(limit));
+        d = sys_opendir(idle);
+        if (!d) {
+                plan_notes_add(
+                    notes, "cpuidle", TAKE_PTR(idle),
+                    xstrdup("no cpuidle states (cpuidle.off or no driver): the PM QoS limit alone applies"));
+                return;
+        }
+        while ((de = readdir(d))) {
+                _cleanup_free_ char *lat = NULL, *p = NULL;
+                unsigned us;
+
+                if (!startswith(de->d_name, "state"))
+                        continue;
+                p = xasprintf("%s/%s/latency", idle, de->d_name);
+                if (sys_read(p, &lat) < 0 || safe_atou(strstrip(lat), &us) < 0 || us <= (unsigned)limit)
+                        continue;
+                plan_add(plan, &setting_kind_file, "cpuidle", 0,
+                         xasprintf("%s/%s/disable", idle, de->d_name), xstrdup("1"));
+        }
+}
+
+static int cpuidle_plan(const PlanContext *ctx, const void *config, const char *device, Plan *plan,
+                        PlanNotes *notes)
+{
+        const PowerConfig *c = config;
+        _cleanup_cpuset_ CpuSet *done = cpuset_new(ctx->topology->n_cpus);
+
+        for (size_t i = 0; i < c->n; i++) {
+                _cleanup_cpuset_ CpuSet *cpus = NULL;
+
+                if (c->sets[i].max_exit_latency_us < 0)
+                        continue;
+                cpus = power_set_cpus(&c->sets[i], ctx);
+                cpuset_and(cpus, ctx->topology->online);
+                cpuset_andnot(cpus, done);
+                FOREACH_CPU (cpu, cpus)
+                        plan_cpu((unsigned)cpu, c->sets[i].max_exit_latency_us, plan, notes);
+                cpuset_or(done, cpus);
+        }
+        if (c->global_max_exit_latency_us >= 0) {
+                if (sys_exists("/dev/cpu_dma_latency"))
+                        plan_add(plan, &setting_kind_pmqos, "cpuidle", 0, xstrdup("/dev/cpu_dma_latency"),
+                                 xasprintf("%d", c->global_max_exit_latency_us));
+                else
+                        plan_notes_add(
+                            notes, "cpuidle", xstrdup("/dev/cpu_dma_latency"),
+                            xstrdup("no /dev/cpu_dma_latency (kernel without CONFIG_CPU_IDLE PM QoS)"));
+        }
+        return 0;
+}
+
+const Tuner tuner_cpuidle = {
+    .name = "cpuidle",
+    .sections = (const char *const[]){"Power", NULL},
+    .cpu_dependent = true,
+    .parse = cpuidle_parse,
+    .free_config = power_config_free,
+    .plan = cpuidle_plan,
+};

@@ -1,0 +1,35 @@
+/* SPDX-License-Identifier: GPL-2.0-or-later */
+#pragma once
+
+#include "core/policy.h"
+
+/* The profile's [Power] and [Power NAME] sections, read by both power tuners: cpufreq (governor, EPP,
+ * minimum frequency, boost) and cpuidle (PM QoS and idle states). For each CPU and key, the first
+ * section whose CPUs= covers the CPU and that sets the key wins. */
+
+typedef struct PowerSet {
+        char *section;
+        CpuSpec cpus; /* unset: all */
+        char *governor;
+        char *epp;
+        char *min_freq;          /* "max", "N%" or kHz */
+        int boost;               /* -1 unset */
+        int max_exit_latency_us; /* -1 unset */
+} PowerSet;
+
+typedef struct PowerConfig {
+        PowerSet *sets;
+        size_t n;
+        int global_max_exit_latency_us; /* -1 unset */
+} PowerConfig;
+
+/* NULL when no [Power] section exists; *errors gets one line per problem. */
+PowerConfig *power_config_parse(Conf *conf, char ***errors);
+void power_config_free(void *config);
+bool power_config_has_cpufreq(const PowerConfig *c);
+bool power_config_has_idle(const PowerConfig *c);
+CpuSet *power_set_cpus(const PowerSet *s, const PlanContext *ctx);
+
+/* Services that also write governors, EPP or the PM QoS request: reported, or stopped through systemd
+ * with OnConflict=stop (their unit state is journalled, so restore starts them again). */
+void power_plan_conflicts(const PlanContext *ctx, const char *tuner, Plan *plan, PlanNotes *notes);

@@ -1,0 +1,248 @@
+/* SPDX-License-Identifier: GPL-2.0-or-later */
+/* cpufreq and cpuidle plans on the generated shapes: intel_pstate active with EPP (laptop-intel),
+ * intel_cpufreq passive (smp2x8), amd-pstate-epp with per-policy boost (amd-workstation), acpi-cpufreq
+ * with policies spanning SMT siblings (server-2x32), no cpufreq at all (vm2). This host has no cpufreq:
+ * the real kernel's side is cpuidle and PM QoS, tested in tests/integration/test_power.py. */
+#include <stdlib.h>
+
+#include "core/reconcile.h"
+#include "shared/sysfs.h"
+#include "test.h"
+
+static PassResult res;
+
+static char *fixture(const char *shape)
+{
+        const char *dir = getenv("RTCTL_FIXTURES");
+        return xasprintf("%s/%s", dir ? dir : "tests/unit/fixtures", shape);
+}
+
+static void pass_with(const char *root, const char *profile_text, Journal *j, bool restore)
+{
+        char *search[] = {(char *)test_tmpdir(), NULL};
+        _cleanup_topology_ Topology *t = NULL;
+        _cleanup_policy_ Policy *p = NULL;
+        _cleanup_free_ char *err = NULL;
+        Dirty all = {};
+
+        test_write(test_tmpdir(), "profiles/pw.conf", profile_text);
+        sysroot_set(root);
+        pass_result_clear(&res);
+        CHECK_INTEQ(topology_load(NULL, &t), 0);
+        if (!restore) {
+                CHECK_INTEQ(policy_load(search, "pw", &p, &err), 0);
+                if (err)
+                        printf("# %s\n", err);
+                if (!p)
+                        return;
+        }
+        if (!t)
+                return;
+        dirty_mark_all(&all);
+        reconcile_pass(p, t, j, &all, j == NULL, &res);
+        dirty_clear(&all);
+}
+
+static void plan(const char *shape, const char *profile_text)
+{
+        _cleanup_free_ char *root = fixture(shape);
+        pass_with(root, profile_text, NULL, false);
+}
+
+static const char *desired(const char *object)
+{
+        for (size_t i = 0; i < res.plan.n; i++)
+                if (streq(res.plan.settings[i].object, object))
+                        return res.plan.settings[i].desired;
+        return NULL;
+}
+
+static const Unsupported *note(const char *text)
+{
+        for (size_t i = 0; i < res.notes.n; i++)
+                if (strstr(res.notes.items[i].reason, text))
+                        return &res.notes.items[i];
+        return NULL;
+}
+
+static size_t planned_under(const char *prefix)
+{
+        size_t n = 0;
+        for (size_t i = 0; i < res.plan.n; i++)
+                n += startswith(res.plan.settings[i].object, prefix) != NULL;
+        return n;
+}
+
+#define CPUFREQ "/sys/devices/system/cpu/cpufreq/"
+
+TEST(intel_pstate_active_per_set)
+{
+        plan("laptop-intel", "[Profile]\nDescription=t\n[Power]\nCPUs=3,7\nGovernor=performance\n"
+                             "EnergyPerformancePreference=performance\nMinFreq=max\n"
+                             "[Power rest]\nGovernor=powersave\nEnergyPerformancePreference=balance_power\n"
+                             "Boost=no\n");
+        CHECK_STREQ(desired(CPUFREQ "policy3/scaling_governor"), "performance");
+        CHECK_STREQ(desired(CPUFREQ "policy7/energy_performance_preference"), "performance");
+        CHECK_STREQ(desired(CPUFREQ "policy3/scaling_min_freq"), "4700000");
+        /* The rest keep powersave; nothing to write where it is already so. */
+        CHECK_STREQ(desired(CPUFREQ "policy0/scaling_governor"), "powersave");
+        CHECK_STREQ(desired(CPUFREQ "policy0/energy_performance_preference"), "balance_power");
+        /* intel_pstate's boost switch is machine-wide and inverted. */
+        CHECK_STREQ(desired("/sys/devices/system/cpu/intel_pstate/no_turbo"), "1");
+        CHECK(desired(CPUFREQ "policy0/scaling_min_freq") == NULL);
+}
+
+TEST(unoffered_values_name_the_choices)
+{
+        const Unsupported *u;
+
+        plan("laptop-intel", "[Profile]\nDescription=t\n[Power]\nGovernor=ondemand\n");
+        u = note("Governor=ondemand");
+        CHECK(u && u->error == EINVAL);
+        CHECK_CONTAINS(u ? u->reason : NULL,
+                       "is not offered by intel_pstate (it offers: performance powersave)");
+        CHECK(desired(CPUFREQ "policy0/scaling_governor") == NULL);
+        /* EPP other than performance under the performance governor: the driver answers EBUSY. */
+        plan("laptop-intel", "[Profile]\nDescription=t\n[Power]\nGovernor=performance\n"
+                             "EnergyPerformancePreference=power\n");
+        u = note("keeps EPP at performance");
+        CHECK(u && u->error == EBUSY);
+        plan("laptop-intel", "[Profile]\nDescription=t\n[Power]\nMinFreq=100\n");
+        u = note("MinFreq=100");
+        CHECK(u && u->error == ERANGE);
+        CHECK_CONTAINS(u ? u->reason : NULL, "400000-4700000 kHz");
+}
+
+TEST(intel_cpufreq_passive_has_no_epp)
+{
+        plan("smp2x8", "[Profile]\nDescription=t\n[Power]\nCPUs=8-15\nGovernor=schedutil\n"
+                       "EnergyPerformancePreference=performance\n");
+        CHECK_STREQ(desired(CPUFREQ "policy8/scaling_governor"), "schedutil");
+        CHECK(desired(CPUFREQ "policy0/scaling_governor") == NULL);
+        CHECK(note("has no energy/performance preference") != NULL);
+        CHECK(note("has no energy/performance preference")->error == 0);
+}
+
+TEST(amd_pstate_per_policy_boost_and_epp)
+{
+        plan("amd-workstation",
+             "[Profile]\nDescription=t\n[Power iso]\nCPUs=7,15\nBoost=no\n"
+             "EnergyPerformancePreference=performance\n[Power]\nEnergyPerformancePreference=power\n");
+        CHECK_STREQ(desired(CPUFREQ "policy7/boost"), "0");
+        CHECK_STREQ(desired(CPUFREQ "policy15/boost"), "0");
+        CHECK(desired(CPUFREQ "policy0/boost") == NULL);
+        CHECK_STREQ(desired(CPUFREQ "policy15/energy_performance_preference"), "performance");
+        CHECK_STREQ(desired(CPUFREQ "policy0/energy_performance_preference"), "power");
+        CHECK(desired(CPUFREQ "boost") == NULL);
+}
+
+TEST(acpi_cpufreq_shared_policy_not_widened)
+{
+        /* Each server-2x32 policy governs a core's two threads, N and N+64. */
+        plan("server-2x32",
+             "[Profile]\nDescription=t\n[Power]\nCPUs=0-3\nGovernor=performance\nMinFreq=50%\n");
+        CHECK(planned_under(CPUFREQ) == 0);
+        CHECK_CONTAINS(note("governs CPUs") ? note("governs CPUs")->reason : NULL,
+                       "policy0 governs CPUs 0,64 together");
+        plan("server-2x32", "[Profile]\nDescription=t\n[Power]\nCPUs=0-3,64-67\nGovernor=performance\n"
+                            "MinFreq=50%\nEnergyPerformancePreference=performance\nBoost=no\n");
+        CHECK_STREQ(desired(CPUFREQ "policy0/scaling_governor"), "performance");
+        CHECK_STREQ(desired(CPUFREQ "policy3/scaling_governor"), "performance");
+        CHECK(desired(CPUFREQ "policy4/scaling_governor") == NULL);
+        CHECK(desired(CPUFREQ "policy0/scaling_min_freq") != NULL);
+        CHECK(note("acpi-cpufreq has no energy/performance preference") != NULL);
+        /* acpi-cpufreq's boost is machine-wide: not from a set of 8 CPUs. */
+        CHECK(note("boosts all CPUs or none") != NULL);
+        CHECK(desired(CPUFREQ "boost") == NULL);
+}
+
+TEST(no_cpufreq_is_not_supported)
+{
+        plan("vm2", "[Profile]\nDescription=t\n[Power]\nGovernor=performance\n");
+        CHECK(note("no cpufreq driver") != NULL);
+        CHECK(note("no cpufreq driver")->error == 0);
+        CHECK(planned_under(CPUFREQ) == 0);
+}
+
+TEST(idle_states_above_the_cap)
+{
+        /* laptop-intel: POLL C1 C1E C6 C8 C10 = 0/1/2/170/200/230 µs. */
+        plan("laptop-intel", "[Profile]\nDescription=t\n[Power]\nCPUs=3\nMaxExitLatencyUs=2\n");
+        CHECK_STREQ(desired("/sys/devices/system/cpu/cpu3/power/pm_qos_resume_latency_us"), "2");
+        CHECK(desired("/sys/devices/system/cpu/cpu3/cpuidle/state2/disable") == NULL);
+        CHECK_STREQ(desired("/sys/devices/system/cpu/cpu3/cpuidle/state3/disable"), "1");
+        CHECK_STREQ(desired("/sys/devices/system/cpu/cpu3/cpuidle/state5/disable"), "1");
+        CHECK(planned_under("/sys/devices/system/cpu/cpu2/") == 0);
+        /* 0 µs: the kernel's spelling is n/a (writing 0 would mean no constraint). */
+        plan("laptop-intel", "[Profile]\nDescription=t\n[Power]\nCPUs=3\nMaxExitLatencyUs=0\n");
+        CHECK_STREQ(desired("/sys/devices/system/cpu/cpu3/power/pm_qos_resume_latency_us"), "n/a");
+        CHECK_STREQ(desired("/sys/devices/system/cpu/cpu3/cpuidle/state1/disable"), "1");
+        CHECK(desired("/sys/devices/system/cpu/cpu3/cpuidle/state0/disable") == NULL);
+}
+
+TEST(offline_cpus_are_not_planned)
+{
+        /* holes: cpu4 and cpu5 are offline, their cpuidle/ is gone. */
+        plan("holes", "[Profile]\nDescription=t\n[Power]\nMaxExitLatencyUs=0\n");
+        CHECK(planned_under("/sys/devices/system/cpu/cpu4/") == 0);
+        CHECK(planned_under("/sys/devices/system/cpu/cpu3/") > 0);
+}
+
+TEST(global_request_held_and_released)
+{
+        _cleanup_free_ char *src = fixture("laptop-intel");
+        _cleanup_free_ char *root = xasprintf("%s/laptop-copy", test_tmpdir());
+        _cleanup_free_ char *cmd = xasprintf("rm -rf '%s' && cp -a '%s' '%s'", root, src, root);
+        _cleanup_free_ char *jpath = xasprintf("%s/journal-power.json", test_tmpdir()), *err = NULL;
+        Journal *j = NULL;
+
+        CHECK_INTEQ(system(cmd), 0);
+        CHECK_INTEQ(journal_open(jpath, &j, &err), 0);
+        if (!j)
+                return;
+        pass_with(root, "[Profile]\nDescription=t\n[Power]\nGlobalMaxExitLatencyUs=0\n", j, false);
+        CHECK_STREQ(desired("/dev/cpu_dma_latency"), "0");
+        CHECK_INTEQ(res.stats.failed, 0);
+        CHECK(pmqos_held_fd() >= 0);
+        CHECK_STREQ(journal_find(j, "/dev/cpu_dma_latency")
+                        ? journal_find(j, "/dev/cpu_dma_latency")->original
+                        : NULL,
+                    "none");
+        /* Restore: the descriptor closes, which is what ends the request. */
+        pass_with(root, NULL, j, true);
+        CHECK(pmqos_held_fd() < 0);
+        CHECK(journal_find(j, "/dev/cpu_dma_latency") == NULL);
+        journal_free(j);
+}
+
+TEST(bad_power_sections)
+{
+        char *search[] = {(char *)test_tmpdir(), NULL};
+        _cleanup_policy_ Policy *p = NULL;
+        _cleanup_free_ char *err = NULL;
+
+        test_write(
+            test_tmpdir(), "profiles/bad.conf",
+            "[Profile]\nDescription=t\n[Power]\nGovernor=turbo\nMinFreq=150%\nBoost=maybe\n[Power x]\n"
+            "GlobalMaxExitLatencyUs=0\nMaxExitLatencyUs=-5\nCPUs=auto:1\nEnergyPerformancePreference="
+            "fast\n");
+        CHECK_INTEQ(policy_load(search, "bad", &p, &err), -EINVAL);
+        CHECK_CONTAINS(err, "bad.conf:4: Governor=turbo: unknown governor");
+        CHECK_CONTAINS(err, "bad.conf:5: MinFreq=150%");
+        CHECK_CONTAINS(err, "bad.conf:6: Boost=maybe");
+        CHECK_CONTAINS(err,
+                       "bad.conf:8: GlobalMaxExitLatencyUs=0: the system-wide request belongs in [Power]");
+        CHECK_CONTAINS(err, "bad.conf:9: MaxExitLatencyUs=-5");
+        CHECK_CONTAINS(err, "bad.conf:10: CPUs=auto:1");
+        CHECK_CONTAINS(err, "bad.conf:11: EnergyPerformancePreference=fast");
+        unsigned n = 0;
+        for (const char *s = err; s && (s = strstr(s, "Governor=turbo")); s++)
+                n++;
+        CHECK_INTEQ(n, 1);
+}
+
+TEST_MAIN(T(intel_pstate_active_per_set), T(unoffered_values_name_the_choices),
+          T(intel_cpufreq_passive_has_no_epp), T(amd_pstate_per_policy_boost_and_epp),
+          T(acpi_cpufreq_shared_policy_not_widened), T(no_cpufreq_is_not_supported),
+          T(idle_states_above_the_cap), T(offline_cpus_are_not_planned), T(global_request_held_and_released),
+          T(bad_power_sections))

@@ -8,6 +8,7 @@ time), start (cold start -> READY=1), memory (RSS, PSS, private), idle (wakeups 
 over --idle seconds). Needs root and a build tree (RTCTL_BUILD_DIR, default build/). Leaves the
 machine as it found it (test loop devices only, removed afterwards)."""
 import argparse
+import glob
 import socket
 import json
 import os
@@ -243,19 +244,11 @@ class UeventTimes:
         self.sock.close()
 
 
-def bench_irq_hotplug(env, runs):
-    """cpu1 offline, then online: the kernel resets an IRQ pinned to cpu1 at offline and virtio-net
-    resets its own IRQs during the online write. From the cpu1 `online` uevent (and from the start of the
-    write) until every IRQ is placed again: the pinned one on cpu1, virtio-net's on one CPU each."""
-    env.profile("irqhp", IRQ_HOTPLUG)
-    d = env.start("--profile", "irqhp")
-    irqs = {}
-    for line in open("/proc/interrupts").read().splitlines()[1:]:
-        head, _, rest = line.partition(":")
-        if head.strip().isdigit():
-            irqs[int(head)] = rest.split()[-1]
-    pinned = [n for n, name in irqs.items() if name == "virtio0-config"][0]
-    net = [n for n, name in irqs.items() if name.startswith("virtio2-")]
+def time_online(env, name, text, in_place, runs):
+    """cpu1 offline, then online: from the cpu1 `online` uevent (and from the start of the write) until
+    in_place() says the profile's CPU-dependent settings are back."""
+    env.profile(name, text)
+    d = env.start("--profile", name)
     from_write, from_uevent = [], []
     listener = UeventTimes()
     try:
@@ -265,9 +258,9 @@ def bench_irq_hotplug(env, runs):
                 time.sleep(0.3)
                 t0 = time.monotonic()
                 machine.set_cpu1(True)
-                while not irq_placed(pinned, net):
+                while not in_place():
                     if time.monotonic() - t0 > 5:
-                        raise RuntimeError("IRQs not placed 5 s after online")
+                        raise RuntimeError("%s: not in place 5 s after online" % name)
                     time.sleep(0.0002)
                 t1 = time.monotonic()
                 time.sleep(0.3)
@@ -279,6 +272,40 @@ def bench_irq_hotplug(env, runs):
         listener.close()
         d.stop()
     return stats(from_write), stats(from_uevent)
+
+
+def bench_irq_hotplug(env, runs):
+    """The kernel resets an IRQ pinned to cpu1 at offline and virtio-net resets its own IRQs during the
+    online write: until the pinned one is on cpu1 and virtio-net's on one CPU each."""
+    irqs = {}
+    for line in open("/proc/interrupts").read().splitlines()[1:]:
+        head, _, rest = line.partition(":")
+        if head.strip().isdigit():
+            irqs[int(head)] = rest.split()[-1]
+    pinned = [n for n, name in irqs.items() if name == "virtio0-config"][0]
+    net = [n for n, name in irqs.items() if name.startswith("virtio2-")]
+    return time_online(env, "irqhp", IRQ_HOTPLUG, lambda: irq_placed(pinned, net), runs)
+
+
+POWER_HOTPLUG = """[Profile]
+Description=bench: cpu1 polls
+[Power]
+CPUs=1
+MaxExitLatencyUs=0
+"""
+
+
+def power_in_place():
+    base = "/sys/devices/system/cpu/cpu1/"
+    if machine.read(base + "power/pm_qos_resume_latency_us") != "n/a":
+        return False
+    states = glob.glob(base + "cpuidle/state[1-9]*/disable")
+    return bool(states) and all(machine.read(s) == "1" for s in states)
+
+
+def bench_power_hotplug(env, runs):
+    """The kernel brings cpu1's cpuidle/ back with every state enabled: until they are disabled again."""
+    return time_online(env, "powerhp", POWER_HOTPLUG, power_in_place, runs)
 
 
 IRQ_IDLE = """[Profile]
@@ -341,7 +368,7 @@ def main():
     ap.add_argument("--runs", type=int, default=20)
     ap.add_argument("--idle", type=int, default=60)
     ap.add_argument("--json", default=None)
-    ap.add_argument("sections", nargs="*", default=["uevent", "start", "memory", "idle", "hotplug", "irqhotplug", "irqidle",
+    ap.add_argument("sections", nargs="*", default=["uevent", "start", "memory", "idle", "hotplug", "irqhotplug", "powerhotplug", "irqidle",
                                                 "fixtures"])
     args = ap.parse_args()
     if os.geteuid() != 0:
@@ -369,6 +396,9 @@ def main():
         if "irqhotplug" in args.sections:
             results["cpu1_online_write_to_irqs_ms"], results["cpu1_online_uevent_to_irqs_ms"] = \
                 bench_irq_hotplug(env, args.runs)
+        if "powerhotplug" in args.sections:
+            results["cpu1_online_write_to_power_ms"], results["cpu1_online_uevent_to_power_ms"] = \
+                bench_power_hotplug(env, args.runs)
         if "irqidle" in args.sections:
             results["irq_idle"] = bench_irq_idle(env, args.idle)
         if "fixtures" in args.sections:

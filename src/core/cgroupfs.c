@@ -115,21 +115,47 @@ int task_info(unsigned pid, TaskInfo *ret)
         return 0;
 }
 
-unsigned process_find(const char *comm)
-{
-        _cleanup_closedir_ DIR *d = sys_opendir("/proc");
-        struct dirent *de;
-        char want[16];
-        unsigned pid;
+/* The comm of every process, read at most once per pass: several tuners look for their rivals on
+ * every pass, and CPU hotplug passes must stay short. */
+static struct {
+        uint64_t stamp;
+        char **comms; /* "PID comm" */
+} scan;
 
+unsigned process_find_in(uint64_t stamp, const char *comm)
+{
+        char want[16];
+
+        if (!stamp || stamp != scan.stamp || !scan.comms) {
+                _cleanup_closedir_ DIR *d = sys_opendir("/proc");
+                struct dirent *de;
+                unsigned pid;
+
+                strv_free(scan.comms);
+                scan.comms = NULL;
+                scan.stamp = stamp;
+                while (d && (de = readdir(d))) {
+                        _cleanup_free_ char *p = NULL, *c = NULL;
+                        if (safe_atou(de->d_name, &pid) < 0)
+                                continue;
+                        p = xasprintf("/proc/%u/comm", pid);
+                        if (sys_read(p, &c) >= 0)
+                                strv_push(&scan.comms, xasprintf("%u %s", pid, c));
+                }
+                if (!scan.comms)
+                        strv_push(&scan.comms, xstrdup("0 "));
+        }
         snprintf(want, sizeof want, "%s", comm);
-        while (d && (de = readdir(d))) {
-                _cleanup_free_ char *p = NULL, *c = NULL;
-                if (safe_atou(de->d_name, &pid) < 0)
-                        continue;
-                p = xasprintf("/proc/%u/comm", pid);
-                if (sys_read(p, &c) >= 0 && streq(c, want))
+        for (char **l = scan.comms; *l; l++) {
+                const char *space = strchr(*l, ' ');
+                unsigned pid;
+                if (space && streq(space + 1, want) && sscanf(*l, "%u", &pid) == 1)
                         return pid;
         }
         return 0;
+}
+
+unsigned process_find(const char *comm)
+{
+        return process_find_in(0, comm);
 }

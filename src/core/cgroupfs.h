@@ -43,3 +43,5 @@ int task_info(unsigned pid, TaskInfo *ret);
 /* The PID of a process whose comm is exactly comm (cut at 15 characters, as the kernel does), 0 when
  * none runs. */
 unsigned process_find(const char *comm);
+/* The same, reading /proc once for every call with the same stamp (a pass's start time). */
+unsigned process_find_in(uint64_t stamp, const char *comm);

@@ -1,12 +1,13 @@
 /* SPDX-License-Identifier: GPL-2.0-or-later */
 #include "core/tuner.h"
 
-/* The order is the order of a pass: sysctls first, then the CPU split (kernel threads' own CPUs before
- * the cpusets, so that restore, newest first, dissolves the cpusets before it puts affinities back),
- * then interrupts (placed within the CPU split just made, their threads after them), then power
- * (frequency, then idle states), then devices. */
+/* The order is the order of a pass: rival services stopped first (and, restore going newest first,
+ * started again last, after rtctl put their knobs back), then sysctls, then the CPU split (kernel threads'
+ * own CPUs before the cpusets, so that restore, newest first, dissolves the cpusets before it puts
+ * affinities back), then interrupts (placed within the CPU split just made, their threads after them), then
+ * power (frequency, then idle states), then devices. */
 const Tuner *const tuners[] = {
-    &tuner_sysctl,    &tuner_kthread, &tuner_cpuset,  &tuner_irq,
+    &tuner_conflict,  &tuner_sysctl,  &tuner_kthread, &tuner_cpuset, &tuner_irq,
     &tuner_irqthread, &tuner_cpufreq, &tuner_cpuidle, &tuner_block,
 };
 _Static_assert(ELEMENTSOF(tuners) == N_TUNERS, "N_TUNERS must count the tuners");

@@ -71,8 +71,9 @@ extern const Tuner tuner_irq;
 extern const Tuner tuner_irqthread;
 extern const Tuner tuner_cpufreq;
 extern const Tuner tuner_cpuidle;
+extern const Tuner tuner_conflict;
 
-#define N_TUNERS 8
+#define N_TUNERS 9
 extern const Tuner *const tuners[N_TUNERS];
 
 int tuner_index(const char *name);

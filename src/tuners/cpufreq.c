@@ -277,7 +277,6 @@ static int cpufreq_plan(const PlanContext *ctx, const void *config, const char *
         struct dirent *de;
         bool global_boost = false;
 
-        power_plan_conflicts(ctx, "cpufreq", plan, notes);
         if (!power_config_has_cpufreq(c))
                 return 0;
         d = sys_opendir(CPUFREQ);

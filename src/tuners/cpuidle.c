@@ -29,7 +29,9 @@ static char *pm_qos_value(int us)
         return us == 0 ? xstrdup("n/a") : xasprintf("%d", us);
 }
 
-static void plan_cpu(unsigned cpu, int limit, Plan *plan, PlanNotes *notes)
+/* The PM QoS value survives hotplug: kept for offline CPUs too (restoring it at offline would only
+ * make the online pass write it again). The idle states exist only while the CPU is online. */
+static void plan_cpu(unsigned cpu, bool online, int limit, Plan *plan, PlanNotes *notes)
 {
         _cleanup_free_ char *base = xasprintf("/sys/devices/system/cpu/cpu%u", cpu);
         _cleanup_free_ char *qos = xasprintf("%s/power/pm_qos_resume_latency_us", base);
@@ -39,6 +41,8 @@ static void plan_cpu(unsigned cpu, int limit, Plan *plan, PlanNotes *notes)
 
         if (sys_exists(qos))
                 plan_add(plan, &setting_kind_file, "cpuidle", 0, TAKE_PTR(qos), pm_qos_value(limit));
+        if (!online)
+                return;
         d = sys_opendir(idle);
         if (!d) {
                 plan_notes_add(
@@ -72,10 +76,11 @@ static int cpuidle_plan(const PlanContext *ctx, const void *config, const char *
                 if (c->sets[i].max_exit_latency_us < 0)
                         continue;
                 cpus = power_set_cpus(&c->sets[i], ctx);
-                cpuset_and(cpus, ctx->topology->online);
+                cpuset_and(cpus, ctx->topology->present);
                 cpuset_andnot(cpus, done);
                 FOREACH_CPU (cpu, cpus)
-                        plan_cpu((unsigned)cpu, c->sets[i].max_exit_latency_us, plan, notes);
+                        plan_cpu((unsigned)cpu, cpuset_has(ctx->topology->online, (unsigned)cpu),
+                                 c->sets[i].max_exit_latency_us, plan, notes);
                 cpuset_or(done, cpus);
         }
         if (c->global_max_exit_latency_us >= 0) {

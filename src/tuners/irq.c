@@ -385,31 +385,6 @@ static const IrqRule *placing_rule(const IrqConfig *c, const Irq *irq)
         return NULL;
 }
 
-/* irqbalance moves interrupts too; two balancers fight. Reported, or stopped through systemd for as long
- * as rtctl holds the IRQs (the unit's state is journalled like any setting, so restore starts it). */
-static void plan_conflict(const PlanContext *ctx, Plan *plan, PlanNotes *notes)
-{
-        unsigned pid = process_find("irqbalance");
-        bool systemd = sys_exists("/run/systemd/system");
-
-        if (ctx->stop_conflicts && systemd) {
-                plan_add(plan, &setting_kind_service, "irq", 0, xstrdup("systemd:irqbalance.service"),
-                         xstrdup("inactive"));
-                return;
-        }
-        if (!pid)
-                return;
-        plan_notes_add(
-            notes, "irq", xstrdup("irqbalance"),
-            ctx->stop_conflicts
-                ? xasprintf("irqbalance runs (PID %u) outside systemd: rtctl cannot stop it, and it "
-                            "moves the IRQs rtctl places; stop it by hand",
-                            pid)
-                : xasprintf("irqbalance runs (PID %u) and moves the IRQs rtctl places: stop it, or "
-                            "set OnConflict=stop in rtctl.conf",
-                            pid));
-}
-
 /* The table was read in this pass: the applier need not read every affinity again. */
 static void plan_affinity(Plan *plan, const Irq *irq, char *desired)
 {
@@ -450,7 +425,6 @@ static int irq_plan(const PlanContext *ctx, const void *config, const char *devi
                 if (!cpuset_empty(targets) && sys_exists("/proc/irq/default_smp_affinity"))
                         plan_add(plan, &setting_kind_cpumask, "irq", 0,
                                  xstrdup("/proc/irq/default_smp_affinity"), cpuset_format_list(targets));
-                plan_conflict(ctx, plan, notes);
         }
 
         p.load = xmalloc0(sizeof(uint64_t) * p.n_cpus);

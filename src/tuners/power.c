@@ -194,48 +194,8 @@ bool power_config_has_idle(const PowerConfig *c)
 
 CpuSet *power_set_cpus(const PowerSet *s, const PlanContext *ctx)
 {
-        CpuSet *set = s->cpus.kind == CPU_SPEC_UNSET ? cpuset_dup(ctx->topology->online)
-                                                     : cpu_spec_resolve(&s->cpus, ctx);
-        return set;
-}
-
-typedef struct Rival {
-        const char *comm;
-        const char *unit;
-        const char *owns;
-} Rival;
-
-static const Rival rivals[] = {
-    {"power-profiles-daemon", "power-profiles-daemon.service",
-     "the governor, EPP and boost (power profiles)"},
-    {"tuned", "tuned.service", "governors, EPP and /dev/cpu_dma_latency (force_latency)"},
-    {"gamemoded", NULL, "the governor while a game runs"},
-};
-
-void power_plan_conflicts(const PlanContext *ctx, const char *tuner, Plan *plan, PlanNotes *notes)
-{
-        bool systemd = sys_exists("/run/systemd/system");
-
-        for (size_t i = 0; i < ELEMENTSOF(rivals); i++) {
-                const Rival *r = &rivals[i];
-                unsigned pid;
-
-                if (ctx->stop_conflicts && systemd && r->unit) {
-                        plan_add(plan, &setting_kind_service, tuner, 0, xasprintf("systemd:%s", r->unit),
-                                 xstrdup("inactive"));
-                        continue;
-                }
-                pid = process_find(r->comm);
-                if (!pid)
-                        continue;
-                plan_notes_add(
-                    notes, tuner, xstrdup(r->comm),
-                    ctx->stop_conflicts
-                        ? xasprintf("%s runs (PID %u) and also sets %s; rtctl cannot stop it (%s): stop "
-                                    "it by hand",
-                                    r->comm, pid, r->owns, r->unit ? "no systemd" : "a user service")
-                        : xasprintf("%s runs (PID %u) and also sets %s: stop it, or set OnConflict=stop "
-                                    "in rtctl.conf",
-                                    r->comm, pid, r->owns));
-        }
+        /* All means every present CPU: an offline one keeps what survives hotplug (its PM QoS). */
+        if (s->cpus.kind == CPU_SPEC_UNSET || s->cpus.kind == CPU_SPEC_ALL)
+                return cpuset_dup(ctx->topology->present);
+        return cpu_spec_resolve(&s->cpus, ctx);
 }

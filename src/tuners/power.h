@@ -29,7 +29,3 @@ void power_config_free(void *config);
 bool power_config_has_cpufreq(const PowerConfig *c);
 bool power_config_has_idle(const PowerConfig *c);
 CpuSet *power_set_cpus(const PowerSet *s, const PlanContext *ctx);
-
-/* Services that also write governors, EPP or the PM QoS request: reported, or stopped through systemd
- * with OnConflict=stop (their unit state is journalled, so restore starts them again). */
-void power_plan_conflicts(const PlanContext *ctx, const char *tuner, Plan *plan, PlanNotes *notes);

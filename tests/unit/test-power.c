@@ -25,7 +25,8 @@ static void pass_with(const char *root, const char *profile_text, Journal *j, bo
         _cleanup_free_ char *err = NULL;
         Dirty all = {};
 
-        test_write(test_tmpdir(), "profiles/pw.conf", profile_text);
+        if (profile_text)
+                test_write(test_tmpdir(), "profiles/pw.conf", profile_text);
         sysroot_set(root);
         pass_result_clear(&res);
         CHECK_INTEQ(topology_load(NULL, &t), 0);
@@ -182,9 +183,12 @@ TEST(idle_states_above_the_cap)
 
 TEST(offline_cpus_are_not_planned)
 {
-        /* holes: cpu4 and cpu5 are offline, their cpuidle/ is gone. */
+        /* holes: cpu4 and cpu5 are offline, their cpuidle/ is gone; the PM QoS value, which survives
+         * hotplug, is kept for them; absent CPUs (6, 7) have nothing. */
         plan("holes", "[Profile]\nDescription=t\n[Power]\nMaxExitLatencyUs=0\n");
-        CHECK(planned_under("/sys/devices/system/cpu/cpu4/") == 0);
+        CHECK_STREQ(desired("/sys/devices/system/cpu/cpu4/power/pm_qos_resume_latency_us"), "n/a");
+        CHECK(planned_under("/sys/devices/system/cpu/cpu4/cpuidle/") == 0);
+        CHECK(planned_under("/sys/devices/system/cpu/cpu6/") == 0);
         CHECK(planned_under("/sys/devices/system/cpu/cpu3/") > 0);
 }
 

@@ -1,0 +1,97 @@
+/* SPDX-License-Identifier: GPL-2.0-or-later */
+/* Services that move the knobs rtctl holds: irqbalance (IRQ affinities), power-profiles-daemon, tuned
+ * and gamemode (governors, EPP, the PM QoS request). Reported with what each owns, or with
+ * OnConflict=stop stopped through systemd for as long as the profile is active: a unit's state is a
+ * setting like any other, journalled, so restore (even after a crash) starts it again.
+ *
+ * A tuner of its own, replanned when a profile is applied but not on CPU hotplug: looking for rivals
+ * reads every process's name, which a hotplug pass has no time for. */
+#include "core/cgroupfs.h"
+#include "core/tuner.h"
+#include "shared/sysfs.h"
+#include "tuners/irq.h"
+#include "tuners/power.h"
+
+typedef struct ConflictConfig {
+        bool irq;   /* the profile places IRQs */
+        bool power; /* the profile has a [Power] section */
+} ConflictConfig;
+
+static void *conflict_parse(Conf *conf, char ***errors)
+{
+        _cleanup_strv_free_ char **ignored = NULL; /* the irq and cpufreq tuners report them */
+        IrqConfig *irq = irq_config_parse(conf, &ignored);
+        PowerConfig *power = power_config_parse(conf, &ignored);
+        ConflictConfig c = {.power = power != NULL};
+
+        c.irq = irq && irq->balance != IRQ_BALANCE_OFF;
+        for (size_t i = 0; irq && i < irq->n_rules; i++)
+                c.irq = c.irq || irq->rules[i].cpus.kind != CPU_SPEC_UNSET;
+        irq_config_free(irq);
+        power_config_free(power);
+        if (!c.irq && !c.power)
+                return NULL;
+        ConflictConfig *ret = xmalloc0(sizeof(ConflictConfig));
+        *ret = c;
+        return ret;
+}
+
+static void conflict_free(void *p)
+{
+        free(p);
+}
+
+typedef struct Rival {
+        const char *comm;
+        const char *unit; /* NULL: not a system service (gamemode runs per user) */
+        bool power;       /* a power knob rival, else an IRQ one */
+        const char *does;
+} Rival;
+
+static const Rival rivals[] = {
+    {"irqbalance", "irqbalance.service", false, "moves the IRQs rtctl places"},
+    {"power-profiles-daemon", "power-profiles-daemon.service", true,
+     "sets the governor, EPP and boost (power profiles)"},
+    {"tuned", "tuned.service", true, "sets governors, EPP and /dev/cpu_dma_latency (force_latency)"},
+    {"gamemoded", NULL, true, "sets the governor while a game runs"},
+};
+
+static int conflict_plan(const PlanContext *ctx, const void *config, const char *device, Plan *plan,
+                         PlanNotes *notes)
+{
+        const ConflictConfig *c = config;
+        bool systemd = sys_exists("/run/systemd/system");
+
+        for (size_t i = 0; i < ELEMENTSOF(rivals); i++) {
+                const Rival *r = &rivals[i];
+                unsigned pid;
+
+                if (r->power ? !c->power : !c->irq)
+                        continue;
+                if (ctx->stop_conflicts && systemd && r->unit) {
+                        plan_add(plan, &setting_kind_service, "conflict", 0,
+                                 xasprintf("systemd:%s", r->unit), xstrdup("inactive"));
+                        continue;
+                }
+                pid = process_find_in(ctx->pass_start_usec, r->comm);
+                if (!pid)
+                        continue;
+                plan_notes_add(
+                    notes, "conflict", xstrdup(r->comm),
+                    ctx->stop_conflicts
+                        ? xasprintf("%s runs (PID %u) %s: rtctl cannot stop it, and it %s; stop it "
+                                    "by hand",
+                                    r->comm, pid, r->unit ? "outside systemd" : "as a user service", r->does)
+                        : xasprintf("%s runs (PID %u) and %s: stop it, or set OnConflict=stop in "
+                                    "rtctl.conf",
+                                    r->comm, pid, r->does));
+        }
+        return 0;
+}
+
+const Tuner tuner_conflict = {
+    .name = "conflict",
+    .parse = conflict_parse,
+    .free_config = conflict_free,
+    .plan = conflict_plan,
+};

@@ -23,8 +23,10 @@ Hotplug from outside: the guest sends `VMHOST <seq> <command>` lines on the
     unplug-disk NAME          device_del NAME, wait DEVICE_DELETED, blockdev-del
                               (NAME may also be disk1/disk2, the boot-time disks)
     hotplug-cpu               device_add the first free slot of
-                              query-hotpluggable-cpus (-smp 4,maxcpus=6)
-    unplug-cpu ID             device_del ID (an id hotplug-cpu answered)
+                              query-hotpluggable-cpus (-smp 4,maxcpus=7); refused
+                              after an unplug-cpu (QEMU 7.2 TCG aborts, see there)
+    unplug-cpu ID             device_del ID (an id hotplug-cpu answered); done when the
+                              guest's ACPI eject went through (see unplug_cpu)
     qmp JSON                  any QMP command {"execute":...}; OK <return JSON>
 
 Only stdlib; qemu is always killed at the end (and dies with this process:
@@ -179,6 +181,8 @@ class VM:
         self.t_start = None
         self.t_runner = None
         self.hotplugged_cpus = []
+        self.cpu_seq = 0  # ids are never reused: hcpu0, hcpu1, ...
+        self.cpu_unplugged = False  # refuse hotplug-cpu after unplug-cpu (see there)
         self.disks = {}
 
     # --- qemu --------------------------------------------------------------
@@ -202,7 +206,7 @@ class VM:
         append += a.append
         t = self.tmp
         cmd = [a.qemu, "-accel", a.accel, "-machine", "pc", "-cpu", a.cpu,
-               "-smp", "4,maxcpus=6", "-m", "1536",
+               "-smp", "4,maxcpus=7", "-m", "1536",
                "-nodefaults", "-no-user-config", "-display", "none", "-vga", "none", "-nic", "none",
                "-no-reboot",
                "-kernel", os.path.join(img, "vmlinuz"), "-initrd", os.path.join(img, "initrd.img"),
@@ -423,26 +427,74 @@ class VM:
             os.unlink(self.disks.pop(name))
             return "removed %s" % name
         if cmd == "hotplug-cpu":
+            if self.cpu_unplugged:
+                raise RuntimeError("no CPU hot-add after a CPU unplug: QEMU 7.2 under TCG aborts in "
+                                   "tcg_cpu_realizefn (double free), run the unplug last")
             cpus = q.execute("query-hotpluggable-cpus")
             free = [c for c in cpus if not c.get("qom-path")]
             if not free:
                 raise RuntimeError("no free CPU slot (maxcpus reached)")
             key = lambda c: tuple(c["props"].get(k, 0) for k in ("socket-id", "die-id", "core-id", "thread-id"))
             c = sorted(free, key=key)[0]
-            cid = "hcpu%d" % len(self.hotplugged_cpus)
+            cid = "hcpu%d" % self.cpu_seq
+            self.cpu_seq += 1
             q.execute("device_add", driver=c["type"], id=cid, **c["props"])
             self.hotplugged_cpus.append(cid)
             return "id=%s %s" % (cid, " ".join("%s=%s" % kv for kv in sorted(c["props"].items())))
         if cmd == "unplug-cpu":
             if not args or args[0] not in self.hotplugged_cpus:
                 raise ValueError("no hot-plugged cpu %r (have %s)" % (rest, self.hotplugged_cpus))
-            q.execute("device_del", id=args[0])
-            q.wait_event("DEVICE_DELETED", lambda d: d.get("device") == args[0], 60)
+            self.cpu_unplugged = True
+            text = self.unplug_cpu(args[0])
             self.hotplugged_cpus.remove(args[0])
-            return "removed %s" % args[0]
+            return text
         if cmd == "qmp":
             return json.dumps(q.raw(json.loads(rest), timeout=60))
         raise ValueError("unknown command %r" % cmd)
+
+    def unplug_cpu(self, cid, timeout=120):
+        """device_del of a hot-added CPU; returns once QEMU has removed it.
+
+        QEMU asks the guest through ACPI (Notify "eject request"); the guest kernel offlines the
+        CPU by itself and calls _EJ0, and QEMU then unplugs the CPU: it leaves /machine/peripheral
+        and its slot of query-hotpluggable-cpus is free again. DEVICE_DELETED is sent when a
+        device is finalized, and QEMU 7.2 under TCG never finalizes an unplugged x86 CPU: only
+        DEVICE_DELETED for its lapic child (no "device" key, path .../ID/lapic) arrives. So the
+        CPU's id gone from /machine/peripheral is what counts (DEVICE_DELETED of the id, should a
+        QEMU send it, too). The guest's _OST answers (ACPI_DEVICE_OST) go into the reply."""
+        q = self.qmp
+        t0 = time.monotonic()
+        q.execute("device_del", id=cid)
+        ost = []
+        slot = None
+
+        def take_ost():
+            nonlocal slot
+            keep = []
+            for e in q.events:
+                info = e.get("data", {}).get("info", {}) if e.get("event") == "ACPI_DEVICE_OST" else {}
+                if info.get("device") == cid or (slot is not None and info.get("slot") == slot):
+                    slot = info.get("slot")
+                    if info.get("source") == 3:  # the eject's answers: 0x84 in progress, 0 done, 0x8x refused
+                        ost.append("%#x" % info.get("status", 0))
+                else:
+                    keep.append(e)
+            q.events[:] = keep
+
+        while True:
+            try:
+                q.wait_event("DEVICE_DELETED", lambda d: d.get("device") == cid, 0.2)
+                break
+            except TimeoutError:
+                pass
+            if cid not in {p["name"] for p in q.execute("qom-list", path="/machine/peripheral")}:
+                break
+            take_ost()
+            if time.monotonic() - t0 > timeout:
+                raise TimeoutError("%s not removed %d s after device_del (the guest did not eject it); "
+                                   "eject _OST: %s" % (cid, timeout, " ".join(ost) or "none"))
+        take_ost()
+        return "%s gone %.2f s after device_del, eject _OST %s" % (cid, time.monotonic() - t0, " ".join(ost) or "none yet")
 
     # --- main loop ---------------------------------------------------------
     def run(self):

@@ -303,10 +303,10 @@ int manager_detach(Manager *m, unsigned pid)
 /* An IRQ whose affinity write the kernel refused with EIO or EPERM is one only the kernel places (other
  * kernels than this VM's answer a managed IRQ's write that way, or a chip that cannot move it): it is
  * not tried again under this profile. EBUSY and EAGAIN are tried on the next pass. */
-static void note_refusals(Manager *m, const PassResult *res)
+static void note_refusals(Manager *m, PassResult *res)
 {
         for (size_t i = 0; i < res->plan.n; i++) {
-                const Setting *s = &res->plan.settings[i];
+                Setting *s = &res->plan.settings[i];
                 unsigned irq;
 
                 if (s->result != SETTING_FAILED || s->restore || !streq(s->tuner, "irq") ||
@@ -316,6 +316,17 @@ static void note_refusals(Manager *m, const PassResult *res)
                 log_info("The kernel refused to move IRQ %u (%s); leaving it where it is.", irq,
                          strerror(-s->error));
                 irq_state_refuse(&m->irq, irq);
+                /* Not a failure: an IRQ only the kernel places, as the next plan will say. */
+                plan_notes_add(
+                    &res->notes, "irq", xstrdup(s->object),
+                    xasprintf("the kernel refused to move IRQ %u (%s): kernel-managed on this kernel, "
+                              "or a chip that cannot move it; placed by the kernel",
+                              irq, strerror(-s->error)));
+                s->result = SETTING_UNCHANGED;
+                free(s->message);
+                s->message = xstrdup("refused by the kernel");
+                res->stats.failed--;
+                res->stats.unchanged++;
         }
 }
 

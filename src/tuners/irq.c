@@ -365,14 +365,15 @@ static void numlist_add(NumList *l, unsigned v)
         l->v[l->n++] = v;
 }
 
-static void note_list(PlanNotes *notes, NumList *l, const char *what)
+/* One note per kind (object "/proc/irq: KIND"), listing the IRQs by number. */
+static void note_list(PlanNotes *notes, NumList *l, const char *kind, const char *what)
 {
         _cleanup_free_ char *nums = NULL;
 
         if (l->n == 0)
                 return;
         nums = format_ranges(l->v, l->n);
-        plan_notes_add(notes, "irq", xstrdup("/proc/irq"), xasprintf("IRQ %s: %s", nums, what));
+        plan_notes_add(notes, "irq", xasprintf("/proc/irq: %s", kind), xasprintf("IRQ %s: %s", nums, what));
         free(l->v);
         *l = (NumList){};
 }
@@ -453,6 +454,8 @@ static int irq_plan(const PlanContext *ctx, const void *config, const char *devi
                 }
                 if (irq_state_refused(ctx->irq, irq->num)) {
                         numlist_add(&refused, irq->num);
+                        if (irq->affinity)
+                                placer_account(&p, irq->affinity, irq->device, rate);
                         continue;
                 }
                 if (pin)
@@ -485,7 +488,7 @@ static int irq_plan(const PlanContext *ctx, const void *config, const char *devi
                 plan_affinity(plan, balanced[i].irq, xasprintf("%d", cpu));
         }
 
-        note_list(notes, &managed,
+        note_list(notes, &managed, "kernel-managed",
                   "kernel-managed affinity (smp_affinity is read-only): placed by the kernel");
         if (managed_iso.n) {
                 _cleanup_free_ char *iso = cpuset_format_list(ctx->isolated);
@@ -493,9 +496,11 @@ static int irq_plan(const PlanContext *ctx, const void *config, const char *devi
                     xasprintf("kernel-managed and allowed on isolated CPUs %s: only the boot "
                               "parameter isolcpus=managed_irq,%s keeps them off",
                               iso, iso);
-                note_list(notes, &managed_iso, what);
+                note_list(notes, &managed_iso, "managed on isolated CPUs", what);
         }
-        note_list(notes, &refused, "the kernel refused to move them (EIO/EPERM): left where they are");
+        note_list(notes, &refused, "refused",
+                  "the kernel refused to move them (EIO/EPERM: kernel-managed on kernels that leave their "
+                  "smp_affinity writable, or a chip that cannot move them): placed by the kernel");
 
         for (unsigned i = 0; i < p.n_nodes; i++)
                 cpuset_free(p.node_cpus[i]);

@@ -103,6 +103,7 @@ class Env:
         os.makedirs(os.path.join(self.conf, "profiles"))
         self.bus = bus
         self.daemons = []
+        self.extra = {}  # more environment for rtctld and rtctl (RTCTL_SYSROOT for a fixture machine)
         self.write("rtctl.conf", "[Daemon]\nDefaultProfile=off\nUevents=kernel\n")
 
     def write(self, rel, text):
@@ -126,6 +127,7 @@ class Env:
             "DBUS_SYSTEM_BUS_ADDRESS": self.bus.address,
         })
         e.pop("NOTIFY_SOCKET", None)
+        e.update(self.extra)
         return e
 
     @property

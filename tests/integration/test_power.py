@@ -1,13 +1,17 @@
 """C-state pinning on the real kernel: this host's haltpoll cpuidle states (POLL 0 µs, haltpoll 1 µs),
 per-CPU PM QoS and /dev/cpu_dma_latency. It has no cpufreq driver; that side is planned on fixtures
 (tests/unit/test-power.c)."""
+import json
 import os
+import shutil
+import subprocess
 import time
 
 import pytest
 
 import machine
 from conftest import wait_until
+import harness
 from harness import Env, LogindBus
 
 CPU = "/sys/devices/system/cpu/cpu%d/"
@@ -117,3 +121,50 @@ def test_resume_from_suspend_reapplies_idle_states(tmp_root):
     finally:
         env.cleanup()
         bus.stop()
+
+
+def test_unoffered_governor_is_a_named_failure_and_the_daemon_stays_up(env, tmp_path):
+    """On a fixture of an intel_pstate laptop (RTCTL_SYSROOT; this host has no cpufreq): a governor the
+    driver does not offer fails naming what it offers, the rest of the profile applies, the daemon
+    stays up, and restore puts the fixture's files back."""
+    src = os.path.join(harness.BUILD, "tests", "unit", "fixtures", "laptop-intel")
+    assert os.path.isdir(src), "fixtures are built with the tree (ninja -C %s)" % harness.BUILD
+    root = str(tmp_path / "laptop")
+    shutil.copytree(src, root, symlinks=True)
+    gov = root + "/sys/devices/system/cpu/cpufreq/policy%d/scaling_governor"
+    before = [machine.read(gov % i) for i in range(8)]
+    env.extra["RTCTL_SYSROOT"] = root
+    env.profile("od", "[Profile]\nDescription=test: unoffered governor\n[Power]\nCPUs=3\nGovernor=performance\n"
+                      "[Power rest]\nGovernor=ondemand\n")
+    d = env.start("--profile", "od")
+    p = env.rtctl("--json", "status")
+    assert p.returncode == 1, "status exits 1 when degraded"
+    status = json.loads(p.stdout)
+    assert status["state"] == "degraded"
+    msgs = [f["message"] for f in status["failures"]]
+    assert len(msgs) == 7, msgs
+    assert all("Governor=ondemand of [Power rest] is not offered by intel_pstate (it offers: performance powersave)"
+               in m for m in msgs), msgs
+    assert machine.read(gov % 3) == "performance"
+    cpus = {c["cpu"]: c for c in status["cpus"]}
+    assert cpus[3]["governor"] == "performance" and cpus[0]["governor"] == "powersave"
+    assert cpus[3]["driver"] == "intel_pstate" and cpus[3]["epp"] == "balance_performance"
+    assert d.running()
+    d.stop()
+    assert [machine.read(gov % i) for i in range(8)] == before
+
+
+def test_power_rivals_reported(env, tmp_path):
+    fake = tmp_path / "tuned"
+    shutil.copy("/bin/sleep", fake)
+    proc = subprocess.Popen([str(fake), "60"])
+    try:
+        env.profile("pin", PIN_CPU1)
+        d = env.start("--profile", "pin")
+        notes = " ".join(u["message"] for u in env.rtctl_json("status")["unsupported"])
+        assert "tuned runs (PID %d) and sets governors, EPP and /dev/cpu_dma_latency" % proc.pid in notes
+        assert "OnConflict=stop" in notes
+        d.stop()
+    finally:
+        proc.kill()
+        proc.wait()

@@ -147,6 +147,7 @@ static int read_interrupts(GArray *irqs)
 {
         _cleanup_free_ char *path = sys_path("/proc/interrupts");
         _cleanup_close_ int fd = open(path, O_RDONLY | O_CLOEXEC);
+        int open_errno = errno;
         const size_t size = 256 * 1024;
         _cleanup_free_ char *buf = xmalloc0(size + 1);
         unsigned n_columns = 0;
@@ -154,7 +155,7 @@ static int read_interrupts(GArray *irqs)
         size_t have = 0;
 
         if (fd < 0)
-                return -errno;
+                return -open_errno;
         for (;;) {
                 ssize_t k = read(fd, buf + have, size - have);
                 char *p = buf, *nl;
@@ -190,19 +191,19 @@ static int read_interrupts(GArray *irqs)
         }
 }
 
-static CpuSet *read_list(const char *path)
+static CpuSet *read_list(const char *path, unsigned n_cpus)
 {
         _cleanup_free_ char *s = NULL;
         CpuSet *set = NULL;
 
-        if (sys_read(path, &s) < 0 || cpuset_parse_list(strstrip(s), CPUSET_MAX_CPUS, &set, NULL) < 0)
+        if (sys_read(path, &s) < 0 || cpuset_parse_list(strstrip(s), n_cpus, &set, NULL) < 0)
                 return NULL;
         return set;
 }
 
 /* What the kernel lets a user do with the IRQ. A managed IRQ's affinity file is read-only (mode 0444);
  * root could still open it, so the mode is what counts, not a failed write. */
-static void read_proc_irq(int dir_fd, Irq *irq, unsigned flags)
+static void read_proc_irq(int dir_fd, Irq *irq, unsigned flags, unsigned n_cpus)
 {
         _cleanup_free_ char *p = xasprintf("%u/smp_affinity_list", irq->num);
         _cleanup_close_ int fd = openat(dir_fd, p, O_RDONLY | O_CLOEXEC);
@@ -219,12 +220,12 @@ static void read_proc_irq(int dir_fd, Irq *irq, unsigned flags)
         k = read(fd, buf, sizeof buf - 1);
         if (k > 0) {
                 buf[k] = 0;
-                (void)cpuset_parse_list(strstrip(buf), CPUSET_MAX_CPUS, &irq->affinity, NULL);
+                (void)cpuset_parse_list(strstrip(buf), n_cpus, &irq->affinity, NULL);
         }
         if (flags & IRQ_LOAD_EFFECTIVE) {
                 free(p);
                 p = xasprintf("/proc/irq/%u/effective_affinity_list", irq->num);
-                irq->effective = read_list(p);
+                irq->effective = read_list(p, n_cpus);
         }
         if (isempty(irq->actions))
                 irq->unmovable = IRQ_UNMOVABLE_NOHANDLER;
@@ -352,7 +353,7 @@ static const char *chip_device(const char *chip)
         return p && is_pci_address(p + 1) ? p + 1 : NULL;
 }
 
-int irq_table_load(unsigned flags, IrqTable **ret)
+int irq_table_load(unsigned flags, unsigned n_cpus, IrqTable **ret)
 {
         g_autoptr(GArray) irqs = g_array_new(false, true, sizeof(Irq));
         g_autoptr(GHashTable) by_irq = NULL;
@@ -361,8 +362,11 @@ int irq_table_load(unsigned flags, IrqTable **ret)
         int r;
 
         r = read_interrupts(irqs);
-        if (r < 0)
+        if (r < 0) {
+                for (guint i = 0; i < irqs->len; i++)
+                        irq_clear(&g_array_index(irqs, Irq, i));
                 return r;
+        }
         t = xmalloc0(sizeof(IrqTable));
         t->timestamp_usec = now_usec(CLOCK_MONOTONIC);
         /* Thousands of opens below it: walk the prefix once. */
@@ -385,7 +389,7 @@ int irq_table_load(unsigned flags, IrqTable **ret)
                         irq->class = dev->class;
                         irq->node = dev->node;
                 }
-                read_proc_irq(dir_fd, irq, flags);
+                read_proc_irq(dir_fd, irq, flags, n_cpus);
         }
         for (guint i = 0; i < devs->len; i++) {
                 PciDev *dev = &g_array_index(devs, PciDev, i);
@@ -501,6 +505,15 @@ void irq_state_commit(IrqState *s)
                 return;
         irq_table_free(s->previous);
         s->previous = TAKE_PTR(s->seen);
+        /* Rates need the number, the handlers and the count only. */
+        for (size_t i = 0; i < s->previous->n; i++) {
+                Irq *q = &s->previous->irqs[i];
+                char *actions = TAKE_PTR(q->actions);
+                uint64_t count = q->count;
+                unsigned num = q->num;
+                irq_clear(q);
+                *q = (Irq){.num = num, .actions = actions, .count = count, .node = -1};
+        }
 }
 
 void irq_state_forget(IrqState *s)

@@ -53,7 +53,8 @@ enum {
 };
 
 /* The node comes from the IRQ's PCI device (numa_node), one read per device rather than per IRQ. */
-int irq_table_load(unsigned flags, IrqTable **ret);
+/* n_cpus: the size of the CPU sets (the machine's possible CPUs), not the 8192 the kernel allows. */
+int irq_table_load(unsigned flags, unsigned n_cpus, IrqTable **ret);
 void irq_table_free(IrqTable *t);
 static inline void irq_table_freep(IrqTable **t)
 {

@@ -109,6 +109,16 @@ static void settle_restores(Journal *journal, PassResult *ret)
                         ret->stats.failed--;
                         ret->stats.unchanged++;
                 }
+                /* A cpufreq policy whose CPUs are all offline answers EBUSY: its original goes back when
+                 * they return (it stays in the journal), and that is not a failure. */
+                if (s->result == SETTING_FAILED && s->error == -EBUSY) {
+                        s->result = SETTING_UNCHANGED;
+                        free(s->message);
+                        s->message = xstrdup("busy (its CPUs are offline): restored later");
+                        ret->stats.failed--;
+                        ret->stats.unchanged++;
+                        continue;
+                }
                 if (s->result != SETTING_FAILED)
                         g_hash_table_add(done, s->object);
         }

@@ -538,6 +538,20 @@ const SettingKind setting_kind_subtree = {
     .equal = setting_equal_folded,
 };
 
+/* Only IRQ threads: a journalled PID whose thread went (driver unbound) may belong to anything by the
+ * time it is restored. */
+static int irq_thread_pid(const char *object, unsigned *ret)
+{
+        TaskInfo t;
+        int r = pid_of(object, ret);
+
+        if (r < 0)
+                return r;
+        if (task_info(*ret, &t) < 0 || !(t.flags & PF_KTHREAD) || !startswith(t.comm, "irq/"))
+                return -ENOENT;
+        return 0;
+}
+
 static int sched_read(const char *object, const char *hint, char **ret)
 {
         struct sched_param param = {};
@@ -546,7 +560,7 @@ static int sched_read(const char *object, const char *hint, char **ret)
 
         if (!isempty(sysroot()))
                 return -EOPNOTSUPP; /* a fixture's PIDs are not this machine's */
-        r = pid_of(object, &pid);
+        r = irq_thread_pid(object, &pid);
         if (r < 0)
                 return r;
         policy = sched_getscheduler((pid_t)pid);
@@ -557,6 +571,7 @@ static int sched_read(const char *object, const char *hint, char **ret)
                          policy == SCHED_FIFO    ? "fifo"
                          : policy == SCHED_RR    ? "rr"
                          : policy == SCHED_OTHER ? "other"
+                         : policy == SCHED_IDLE  ? "idle"
                                                  : "batch",
                          param.sched_priority);
         return 0;
@@ -571,7 +586,7 @@ static int sched_write(const char *object, const char *value)
 
         if (!isempty(sysroot()))
                 return -EOPNOTSUPP;
-        r = pid_of(object, &pid);
+        r = irq_thread_pid(object, &pid);
         if (r < 0)
                 return r;
         if (!colon || safe_atoi(colon + 1, &prio) < 0)
@@ -584,6 +599,8 @@ static int sched_write(const char *object, const char *value)
                 policy = SCHED_OTHER;
         else if (startswith(value, "batch:"))
                 policy = SCHED_BATCH;
+        else if (startswith(value, "idle:"))
+                policy = SCHED_IDLE;
         else
                 return -EINVAL;
         param.sched_priority = prio;

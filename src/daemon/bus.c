@@ -168,7 +168,6 @@ static int method_plan(sd_bus_message *msg, void *userdata, sd_bus_error *error)
         _cleanup_free_ char *err = NULL;
         const Policy *p;
         const char *name;
-        Dirty all = {};
         PassResult res;
         int r;
 
@@ -184,9 +183,7 @@ static int method_plan(sd_bus_message *msg, void *userdata, sd_bus_error *error)
                 p = loaded;
         }
 
-        dirty_mark_all(&all);
-        reconcile_pass(p, m->topology, m->journal, &all, true, &res);
-        dirty_clear(&all);
+        manager_dry_run(m, p, &res);
         if (res.error) {
                 r = sd_bus_error_setf(error, RTCTL_ERROR_INVALID_PROFILE, "%s", res.error);
                 pass_result_clear(&res);
@@ -295,6 +292,8 @@ static int pin_irq(sd_bus_message *msg, Manager *m, uint32_t irq, const char *cp
                 return sd_bus_error_setf(error, RTCTL_ERROR_UNMOVABLE, "%s", err);
         case -EXDEV:
                 return sd_bus_error_setf(error, RTCTL_ERROR_ISOLATED_CPU, "%s", err);
+        case -EOPNOTSUPP:
+                return sd_bus_error_setf(error, RTCTL_ERROR_NOT_SUPPORTED, "%s", err);
         default:
                 return sd_bus_error_setf(error, RTCTL_ERROR_INVALID_ARGUMENT, "%s", strempty(err));
         }

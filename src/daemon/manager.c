@@ -360,6 +360,9 @@ static void arm_rebalance(Manager *m)
                         (void)sd_event_source_set_enabled(m->rebalance_source, SD_EVENT_OFF);
                 return;
         }
+        /* Armed already: passes for other reasons (a disk, an attach) must not keep pushing it back. */
+        if (m->rebalance_source && sd_event_source_get_enabled(m->rebalance_source, NULL) > 0)
+                return;
         if (!m->rebalance_source) {
                 r = sd_event_add_time_relative(m->event, &m->rebalance_source, CLOCK_MONOTONIC,
                                                (uint64_t)sec * 1000000, 100 * 1000, on_rebalance, m);
@@ -379,7 +382,16 @@ int manager_pin_irq(Manager *m, unsigned irq, const char *cpus, bool allow_isola
         const Irq *i;
         int r;
 
-        r = irq_table_load(0, &t);
+        if (isempty(cpus) && irq_state_pin(&m->irq, irq)) {
+                /* Unpinning works for an IRQ that is gone too: its number may come back with another
+                 * device. */
+                irq_state_set_pin(&m->irq, irq, NULL);
+                log_info("IRQ %u is no longer pinned.", irq);
+                dirty_mark_full(&m->dirty, tuner_index("irq"));
+                manager_schedule_pass(m, "unpin");
+                return 0;
+        }
+        r = irq_table_load(0, m->topology->n_cpus, &t);
         if (r < 0) {
                 *ret_error = xasprintf("Cannot read /proc/interrupts: %s", strerror(-r));
                 return r;
@@ -389,12 +401,14 @@ int manager_pin_irq(Manager *m, unsigned irq, const char *cpus, bool allow_isola
                 *ret_error = xasprintf("No IRQ %u on this machine", irq);
                 return -ENOENT;
         }
-        if (isempty(cpus)) {
-                irq_state_set_pin(&m->irq, irq, NULL);
-                log_info("IRQ %u is no longer pinned.", irq);
-                dirty_mark_full(&m->dirty, tuner_index("irq"));
-                manager_schedule_pass(m, "unpin");
-                return 0;
+        if (isempty(cpus))
+                return 0; /* not pinned: nothing to drop */
+        if (!m->policy || !m->policy->config[tuner_index("irq")]) {
+                *ret_error =
+                    xasprintf("The active profile %s places no IRQs (it has no [IRQ] section): a pin "
+                              "would not be kept",
+                              manager_active_profile(m));
+                return -EOPNOTSUPP;
         }
         if (i->unmovable) {
                 *ret_error = xasprintf("IRQ %u (%s) cannot be moved: %s", irq, i->actions, i->unmovable);
@@ -403,6 +417,11 @@ int manager_pin_irq(Manager *m, unsigned irq, const char *cpus, bool allow_isola
         if (irq_state_refused(&m->irq, irq)) {
                 *ret_error = xasprintf("IRQ %u (%s) cannot be moved: the kernel refused", irq, i->actions);
                 return -EPERM;
+        }
+        if ((streq(cpus, "isolated") || streq(cpus, "housekeeping")) && (!m->isolated || !m->housekeeping)) {
+                *ret_error =
+                    xasprintf("The CPU split of profile %s is not in place", manager_active_profile(m));
+                return -EINVAL;
         }
         if (streq(cpus, "isolated") || streq(cpus, "housekeeping") || streq(cpus, "all")) {
                 set = cpuset_dup(streq(cpus, "isolated")       ? m->isolated
@@ -435,13 +454,37 @@ int manager_pin_irq(Manager *m, unsigned irq, const char *cpus, bool allow_isola
         return 0;
 }
 
+void manager_dry_run(Manager *m, const Policy *p, PassResult *ret)
+{
+        _cleanup_free_ unsigned *pids = xmalloc0(sizeof(unsigned) * (m->n_attached + 1));
+        IrqState irq = m->irq; /* read only: the pass sets only seen, which is this copy's */
+        Dirty all = {};
+
+        for (size_t i = 0; i < m->n_attached; i++)
+                pids[i] = m->attached[i].pid;
+        irq.seen = NULL;
+        if (p != m->policy) {
+                irq.pins = NULL;
+                irq.n_pins = 0;
+        }
+        dirty_mark_all(&all);
+        reconcile_pass_with(p, m->topology, m->journal, &all, true,
+                            &(PassInput){.attached = pids,
+                                         .n_attached = m->n_attached,
+                                         .irq = &irq,
+                                         .stop_conflicts = m->conf.stop_conflicts},
+                            ret);
+        dirty_clear(&all);
+        irq_table_free(irq.seen);
+}
+
 int manager_irqs(Manager *m, IrqTable **ret, double **ret_rates)
 {
         IrqTable *t = NULL;
         double *rates;
         int r;
 
-        r = irq_table_load(IRQ_LOAD_EFFECTIVE, &t);
+        r = irq_table_load(IRQ_LOAD_EFFECTIVE, m->topology->n_cpus, &t);
         if (r < 0)
                 return r;
         rates = xmalloc0(sizeof(double) * (t->n + 1));

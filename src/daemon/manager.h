@@ -106,6 +106,9 @@ int manager_detach(Manager *m, unsigned pid);
  * IRQ, -EPERM the kernel places it (reason in ret_error), -EINVAL a bad CPU list, -EXDEV CPUs that are
  * isolated without allow_isolated, -ENXIO offline CPUs only. On success a pass is scheduled. */
 int manager_pin_irq(Manager *m, unsigned irq, const char *cpus, bool allow_isolated, char **ret_error);
+/* A dry run of p as the daemon would apply it: with the processes attached, the IRQ pins and refusals
+ * (pins only when p is the active profile) and the rates since the last pass. Writes nothing. */
+void manager_dry_run(Manager *m, const Policy *p, PassResult *ret);
 /* Everything ListIrqs() says, read now; rates are per second since the last pass. */
 int manager_irqs(Manager *m, IrqTable **ret, double **ret_rates);
 

@@ -197,7 +197,7 @@ const IrqTable *irq_table_for_pass(const PlanContext *ctx, IrqTable **ret_owned)
         *ret_owned = NULL;
         if (ctx->irq && ctx->irq->seen && ctx->irq->seen->timestamp_usec >= ctx->pass_start_usec)
                 return ctx->irq->seen;
-        if (irq_table_load(0, &t) < 0)
+        if (irq_table_load(0, ctx->topology->n_cpus, &t) < 0)
                 return NULL;
         if (!ctx->irq) {
                 *ret_owned = t;
@@ -332,7 +332,13 @@ static int placer_choose(Placer *p, const CpuSet *targets, const Irq *irq, uint6
         cur = irq->affinity && cpuset_count(irq->affinity) == 1 ? cpuset_next(irq->affinity, -1) : -1;
         if (cur >= 0 && (unsigned)cur < p->n_cpus && cpuset_has(cand, (unsigned)cur) && cur != best) {
                 const unsigned *dc = p->dev_count + (size_t)dev * p->n_cpus;
-                if (dc[cur] <= dc[best] && p->load[cur] <= p->load[best] + rate + p->load[cur] / 4)
+                uint64_t gap = p->load[cur] > p->load[best] ? p->load[cur] - p->load[best] : 0;
+                /* Moving an IRQ can take at most its own rate off its CPU: a quiet one (or one too small
+                 * to matter next to the imbalance, which the busier IRQs placed before it fix) stays, so
+                 * loads that swing between passes do not drag every small IRQ along. */
+                bool small = rate == 0 || rate * 16 < gap;
+                if (dc[cur] <= dc[best] &&
+                    (small || p->load[cur] <= p->load[best] + rate + p->load[cur] / 4))
                         best = cur;
         }
         return best;

@@ -251,6 +251,12 @@ def test_pin_irq_errors_and_override(env):
     conn.close()
     env.rtctl("irq", "pin", str(rx), "1", "--isolated", check=True)
     assert affinity(rx) == "1"
+    # The daemon's dry run knows the pin: nothing to change.
+    planned = [e["object"] for e in env.rtctl_json("plan")]
+    assert "/proc/irq/%d/smp_affinity_list" % rx not in planned, planned
+    # ... while a dry run of another profile, which would drop the pin, shows the IRQ going back.
+    planned = [e["object"] for e in env.rtctl_json("plan", "--profile", "hk2")]
+    assert "/proc/irq/%d/smp_affinity_list" % rx in planned, planned
     # Kept when the same profile is applied again (SIGHUP reload), dropped by unpin.
     d.proc.send_signal(signal.SIGHUP)
     time.sleep(0.5)
@@ -324,3 +330,14 @@ def test_check_says_whether_irqs_are_threaded(env, tmp_path):
     found = {c["check"]: c for c in json.loads(p.stdout)}
     assert found["irq-threads"]["status"] == "ok" and found["preemption"]["status"] == "ok"
     assert p.returncode == 0, p.stdout
+
+
+def test_pin_refused_when_the_profile_places_no_irqs(env):
+    env.profile("blk", "[Profile]\nDescription=test: no IRQ section\n[Sysctl]\nkernel.timer_migration=1\n")
+    d = env.start("--profile", "blk")
+    rx = by_name("virtio2-input.0")
+    before = affinity(rx)
+    p = env.rtctl("irq", "pin", str(rx), "0")
+    assert p.returncode == 1 and "places no IRQs" in p.stderr, p.stderr
+    assert affinity(rx) == before
+    d.stop()

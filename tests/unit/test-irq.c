@@ -2,6 +2,7 @@
 /* IRQ discovery and placement on the generated machine shapes: what each IRQ is, which ones only the
  * kernel may move, and where the irq and irqthread tuners put them. The real kernel's side (writes,
  * refusals, hotplug) is tested in tests/integration/test_irq.py and in the VM tier. */
+#include <glib.h>
 #include <stdlib.h>
 
 #include "core/irqs.h"
@@ -94,7 +95,7 @@ TEST(workstation_classification)
         const Irq *i;
 
         sysroot_set(root);
-        CHECK_INTEQ(irq_table_load(0, &t), 0);
+        CHECK_INTEQ(irq_table_load(0, CPUSET_MAX_CPUS, &t), 0);
         if (!t)
                 return;
         CHECK_INTEQ(t->n, 35);
@@ -147,7 +148,7 @@ TEST(server_classification_and_managed)
         unsigned managed = 0, network = 0, storage = 0, unclassified_msi = 0;
 
         sysroot_set(root);
-        CHECK_INTEQ(irq_table_load(0, &t), 0);
+        CHECK_INTEQ(irq_table_load(0, CPUSET_MAX_CPUS, &t), 0);
         if (!t)
                 return;
         CHECK_INTEQ(t->n, 3000);
@@ -194,7 +195,7 @@ TEST(spread_is_numa_local_and_per_queue)
         _cleanup_cpuset_ CpuSet *node0 = NULL;
 
         sysroot_set(root);
-        CHECK_INTEQ(irq_table_load(0, &t), 0);
+        CHECK_INTEQ(irq_table_load(0, CPUSET_MAX_CPUS, &t), 0);
         CHECK_INTEQ(cpuset_parse_list("0-7,16-23", 32, &node0, NULL), 0);
         pass(root, "[Profile]\nDescription=t\n[IRQ]\nBalance=all\n", true, NULL);
         if (!t)
@@ -261,6 +262,49 @@ TEST(placement_deterministic_and_stable)
         irq_state_clear(&state);
 }
 
+/* Adds n interrupts on CPU 0 to one line of the tree's /proc/interrupts. */
+static void bump(const char *root, unsigned irq, unsigned long long n)
+{
+        _cleanup_free_ char *path = xasprintf("%s/proc/interrupts", root), *text = NULL;
+        GString *out = g_string_new(NULL);
+        _cleanup_strv_free_ char **lines = NULL;
+
+        CHECK_INTEQ(read_full_file(path, &text, NULL), 0);
+        lines = strv_split(strempty(text), "\n");
+        for (char **l = lines; *l; l++) {
+                char *colon = strchr(*l, ':'), *end;
+                unsigned long long v;
+                if (colon && strtoul(*l, NULL, 10) == irq && (*l)[strspn(*l, " ")] != ':') {
+                        v = strtoull(colon + 1, &end, 10);
+                        g_string_append_printf(out, "%.*s %10llu%s\n", (int)(colon - *l + 1), *l, v + n,
+                                               end);
+                } else
+                        g_string_append_printf(out, "%s\n", *l);
+        }
+        CHECK_INTEQ(write_file_atomic(path, out->str, false), 0);
+        g_string_free(out, true);
+}
+
+TEST(swinging_rates_move_only_what_matters)
+{
+        _cleanup_free_ char *root = fixture_copy("vm2");
+        const char *profile = "[Profile]\nDescription=t\n[IRQ]\nBalance=all\n";
+        IrqState state = {};
+
+        pass(root, profile, false, &state);
+        irq_state_commit(&state);
+        /* Two busy IRQs trade places in rate from pass to pass; the quiet ones must not follow. */
+        for (int round = 0; round < 4; round++) {
+                bump(root, 41, round % 2 ? 100 : 100000);
+                bump(root, 42, round % 2 ? 100000 : 100);
+                pass(root, profile, false, &state);
+                irq_state_commit(&state);
+                if (round > 0)
+                        CHECK(res.stats.changed <= 2);
+        }
+        irq_state_clear(&state);
+}
+
 TEST(rules_and_pins)
 {
         _cleanup_free_ char *root = fixture("amd-workstation");
@@ -270,7 +314,7 @@ TEST(rules_and_pins)
         CpuSet *pin = NULL;
 
         sysroot_set(root);
-        CHECK_INTEQ(irq_table_load(0, &t), 0);
+        CHECK_INTEQ(irq_table_load(0, CPUSET_MAX_CPUS, &t), 0);
         hda = by_action(t, "snd_hda_intel:card0");
         nic = by_action(t, "enp5s0-TxRx-0");
         if (!hda || !nic)
@@ -319,7 +363,7 @@ TEST(thread_priorities_planned)
         const Irq *hda, *usb, *nic;
 
         sysroot_set(root);
-        CHECK_INTEQ(irq_table_load(0, &t), 0);
+        CHECK_INTEQ(irq_table_load(0, CPUSET_MAX_CPUS, &t), 0);
         hda = by_action(t, "snd_hda_intel:card0");
         nic = by_action(t, "enp5s0-TxRx-1");
         usb = NULL;
@@ -364,5 +408,6 @@ TEST(not_threaded_reported)
 }
 
 TEST_MAIN(T(workstation_classification), T(server_classification_and_managed), T(vm2_every_irq_covered),
-          T(spread_is_numa_local_and_per_queue), T(placement_deterministic_and_stable), T(rules_and_pins),
-          T(bad_rules_name_file_line_key), T(thread_priorities_planned), T(not_threaded_reported))
+          T(spread_is_numa_local_and_per_queue), T(placement_deterministic_and_stable),
+          T(swinging_rates_move_only_what_matters), T(rules_and_pins), T(bad_rules_name_file_line_key),
+          T(thread_priorities_planned), T(not_threaded_reported))

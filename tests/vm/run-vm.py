@@ -11,7 +11,8 @@ starts from the same state.
 The guest prints `VMTEST <name> PASS|FAIL|SKIP <reason>` on the serial
 console (ttyS0); this prints one line per test as it arrives and a final
 `N passed, N failed, N skipped`. Exit 1 on any failure, on a timeout, when the
-runner in the guest did not finish, or when no test ran.
+runner in the guest did not finish, or when no test ran; exit 3 when QEMU itself
+ended before the runner finished (run.sh then runs the tier once more).
 
 Hotplug from outside: the guest sends `VMHOST <seq> <command>` lines on the
 `vmhost` virtio-serial port; this runs the command through QMP and answers
@@ -589,6 +590,11 @@ def main():
     if passed + failed == 0:
         print("run-vm.py: no test ran")
         return 1
+    if how == "exited" and vm.ended is None and len(problems) == 1:
+        # QEMU itself went away (QEMU 7.2 under TCG crashes now and then on hotplug): run.sh may
+        # retry once; the retry's line is the result.
+        print("run-vm.py: qemu ended (exit %s) before the guest runner finished" % vm.proc.returncode)
+        return 3
     return 1 if failed else 0
 
 

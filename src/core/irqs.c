@@ -128,9 +128,15 @@ static bool parse_line(const char *p, unsigned n_columns, Irq *ret)
         end = skip_word(p);
         ret->chip = strndup(p, (size_t)(end - p));
         p = skip_space(end);
+        /* Then the hardware IRQ when the chip has a domain, glued to the flow name where there is one
+         * (x86: "5-edge", "2-fasteoi"); arm64 kernels print the trigger as a word of its own ("GICv3  27
+         * Level"); a chip without a domain may print the flow alone ("-edge"). The actions follow, up to
+         * the line's end. */
         end = skip_word(p);
-        /* "5-edge", "2-fasteoi": the hardware IRQ and the flow; then the actions, up to the line's end. */
-        if (memchr(p, '-', (size_t)(end - p)))
+        if ((*p >= '0' && *p <= '9') || *p == '-')
+                p = skip_space(end);
+        end = skip_word(p);
+        if (startswith(p, "Level") || startswith(p, "Edge"))
                 p = skip_space(end);
         end = strchrnul(p, '\n');
         while (end > p && (end[-1] == ' ' || end[-1] == '\t'))

@@ -141,6 +141,29 @@ TEST(workstation_classification)
         CHECK(!i || (i->class == IRQ_CLASS_OTHER && !i->device && !i->unmovable));
 }
 
+TEST(arm64_layout_parsed)
+{
+        /* A Raspberry Pi 4 style /proc/interrupts: GICv3 prints the trigger as a word of its own. */
+        _cleanup_free_ char *root = xasprintf("%s/arm64", test_tmpdir());
+        _cleanup_irq_table_ IrqTable *t = NULL;
+
+        test_write(
+            root, "proc/interrupts",
+            "           CPU0       CPU1       CPU2       CPU3       \n"
+            " 11:      40713      38022      37518      38164     GICv3  30 Level     arch_timer\n"
+            " 28:          0          0          0          0     GICv3 175 Level     PCIe PME, aerdrv\n"
+            "IPI0:       100        200        300        400       Rescheduling interrupts\n"
+            "Err:          0\n");
+        sysroot_set(root);
+        CHECK_INTEQ(irq_table_load(0, 4, &t), 0);
+        CHECK_INTEQ(t ? t->n : 0, 2);
+        CHECK_STREQ(irq_table_find(t, 11) ? irq_table_find(t, 11)->actions : NULL, "arch_timer");
+        CHECK_INTEQ(irq_table_find(t, 11) ? irq_table_find(t, 11)->count : 0, 40713 + 38022 + 37518 + 38164);
+        CHECK_STREQ(irq_table_find(t, 28) ? irq_table_find(t, 28)->actions : NULL, "PCIe PME, aerdrv");
+        /* No /proc/irq/11 in this tree: nothing to move. */
+        CHECK_STREQ(irq_table_find(t, 11) ? irq_table_find(t, 11)->unmovable : NULL, IRQ_UNMOVABLE_NOFILE);
+}
+
 TEST(server_classification_and_managed)
 {
         _cleanup_free_ char *root = fixture("server-2x32");
@@ -407,7 +430,7 @@ TEST(not_threaded_reported)
         CHECK(notes_contain("threadirqs"));
 }
 
-TEST_MAIN(T(workstation_classification), T(server_classification_and_managed), T(vm2_every_irq_covered),
-          T(spread_is_numa_local_and_per_queue), T(placement_deterministic_and_stable),
-          T(swinging_rates_move_only_what_matters), T(rules_and_pins), T(bad_rules_name_file_line_key),
-          T(thread_priorities_planned), T(not_threaded_reported))
+TEST_MAIN(T(workstation_classification), T(arm64_layout_parsed), T(server_classification_and_managed),
+          T(vm2_every_irq_covered), T(spread_is_numa_local_and_per_queue),
+          T(placement_deterministic_and_stable), T(swinging_rates_move_only_what_matters), T(rules_and_pins),
+          T(bad_rules_name_file_line_key), T(thread_priorities_planned), T(not_threaded_reported))

@@ -618,39 +618,63 @@ const SettingKind setting_kind_sched = {
 
 static int service_read(const char *object, const char *hint, char **ret)
 {
-        _cleanup_free_ char *unit = unit_of(object);
-        bool active;
+        _cleanup_free_ char *unit = unit_of(object), *load = NULL, *active = NULL, *file = NULL;
         int r;
 
         if (!unit)
                 return -EINVAL;
-        r = systemd_unit_active(unit, &active);
+        r = systemd_unit_file_state(unit, &load, &active, &file);
         if (r < 0)
                 return r;
-        *ret = xstrdup(active ? "active" : "inactive");
+        if (streq(load, "not-found"))
+                *ret = xstrdup("absent");
+        else if (streq(active, "active") || streq(active, "activating") || streq(active, "reloading"))
+                *ret = xstrdup("active");
+        else if (startswith(file, "masked") || streq(load, "masked"))
+                *ret = xstrdup("masked");
+        else
+                *ret = xstrdup("inactive");
         return 0;
 }
 
+/* "masked": stopped and masked until reboot, so that nothing (D-Bus activation of
+ * power-profiles-daemon, a package script, an admin's reflex) starts it behind rtctl's back. "active"
+ * and "inactive" unmask it first: what restore puts back. */
 static int service_write(const char *object, const char *value)
 {
         _cleanup_free_ char *unit = unit_of(object);
+        int r;
 
         if (!unit)
                 return -EINVAL;
+        if (streq(value, "masked")) {
+                r = systemd_stop_unit(unit);
+                if (r < 0 && r != -ENOENT)
+                        return r;
+                return systemd_mask_runtime(unit, true);
+        }
+        if (!streq(value, "active") && !streq(value, "inactive"))
+                return -EINVAL;
+        r = systemd_mask_runtime(unit, false);
+        if (r < 0 && r != -ENOENT)
+                return r;
         if (streq(value, "active"))
                 return systemd_start_unit(unit);
-        if (streq(value, "inactive")) {
-                int r = systemd_stop_unit(unit);
-                return r == -ENOENT ? 0 : r;
-        }
-        return -EINVAL;
+        r = systemd_stop_unit(unit);
+        return r == -ENOENT ? 0 : r;
+}
+
+/* A unit that is not installed is as good as masked: there is nothing to start. */
+static bool service_equal(const char *current, const char *desired)
+{
+        return streq(current, desired) || (streq(current, "absent") && streq(desired, "masked"));
 }
 
 const SettingKind setting_kind_service = {
     .name = "service",
     .read = service_read,
     .write = service_write,
-    .equal = setting_equal_folded,
+    .equal = service_equal,
 };
 
 /* The PM QoS request of /dev/cpu_dma_latency lives as long as the file descriptor that made it: rtctld

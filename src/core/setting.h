@@ -51,7 +51,8 @@ extern const SettingKind setting_kind_slice;
 /* /proc/PID/sched (a name, not a file): a thread's scheduling as "fifo:90", "rr:50" or "other:0", read
  * and set with sched_getscheduler(2)/sched_setscheduler(2). Only on the live system. */
 extern const SettingKind setting_kind_sched;
-/* systemd:UNIT: a service "active" or "inactive", started and stopped through systemd's D-Bus API. */
+/* systemd:UNIT: a service "active", "inactive", "masked" (stopped and masked until reboot, so nothing
+ * starts it again meanwhile) or "absent" (not installed), through systemd's D-Bus API. */
 extern const SettingKind setting_kind_service;
 
 /* /dev/cpu_dma_latency: a PM QoS request in µs held through an open descriptor, or "none". */

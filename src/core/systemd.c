@@ -298,6 +298,58 @@ int systemd_start_unit(const char *unit)
         return r < 0 ? r : wait_state(unit, true);
 }
 
+int systemd_unit_file_state(const char *unit, char **ret_load, char **ret_active, char **ret_file)
+{
+        sd_bus_error e = SD_BUS_ERROR_NULL;
+        sd_bus_message *reply = NULL;
+        const char *path;
+        sd_bus *b;
+        int r;
+
+        if ((r = bus(&b)) < 0)
+                return r;
+        /* LoadUnit, not GetUnit: a unit nobody started yet is not loaded, but may well be installed. */
+        r = sd_bus_call_method(b, SD_NAME, SD_PATH, SD_IFACE, "LoadUnit", &e, &reply, "s", unit);
+        if (r >= 0)
+                r = sd_bus_message_read(reply, "o", &path);
+        if (r >= 0)
+                r = sd_bus_get_property_string(b, SD_NAME, path, "org.freedesktop.systemd1.Unit",
+                                               "LoadState", &e, ret_load);
+        if (r >= 0)
+                r = sd_bus_get_property_string(b, SD_NAME, path, "org.freedesktop.systemd1.Unit",
+                                               "ActiveState", &e, ret_active);
+        if (r >= 0)
+                r = sd_bus_get_property_string(b, SD_NAME, path, "org.freedesktop.systemd1.Unit",
+                                               "UnitFileState", &e, ret_file);
+        if (r < 0)
+                r = errno_of(&e, r);
+        sd_bus_error_free(&e);
+        sd_bus_message_unref(reply);
+        return r < 0 ? r : 0;
+}
+
+int systemd_mask_runtime(const char *unit, bool mask)
+{
+        sd_bus_message *m = NULL;
+        sd_bus *b = NULL;
+        int r;
+
+        r = new_call(mask ? "MaskUnitFiles" : "UnmaskUnitFiles", &b, &m);
+        if (r < 0)
+                return r;
+        r = sd_bus_message_append(m, "as", 1, unit);
+        if (r >= 0)
+                r = mask ? sd_bus_message_append(m, "bb", true, true) : sd_bus_message_append(m, "b", true);
+        r = send_call(b, m, r);
+        if (r < 0)
+                return r;
+        /* Unit file changes take effect with a reload, as systemctl does after mask and unmask. */
+        r = new_call("Reload", &b, &m);
+        if (r < 0)
+                return r;
+        return send_call(b, m, 0);
+}
+
 int systemd_attach(const char *unit, const char *subcgroup, unsigned pid)
 {
         sd_bus_message *m = NULL;

@@ -16,6 +16,12 @@ int systemd_unit_active(const char *unit, bool *ret);
 /* Starts a transient slice with AllowedCPUs= (kept until stopped: a started slice is not collected). */
 int systemd_start_slice(const char *unit, const char *description, const char *cpulist);
 int systemd_stop_unit(const char *unit);
+/* LoadState ("loaded", "not-found", "masked"), ActiveState and UnitFileState ("enabled",
+ * "masked-runtime", ...) of a unit, loading it if needed. */
+int systemd_unit_file_state(const char *unit, char **ret_load, char **ret_active, char **ret_file);
+/* Masks (or unmasks) a unit until reboot (/run), then reloads systemd: a masked service cannot be
+ * started, not even by D-Bus activation. */
+int systemd_mask_runtime(const char *unit, bool mask);
 /* Starts a unit (StartUnit, mode "replace") and waits until it is active. */
 int systemd_start_unit(const char *unit);
 /* Moves pid into a new transient scope in slice. */

@@ -70,7 +70,7 @@ static int conflict_plan(const PlanContext *ctx, const void *config, const char 
                         continue;
                 if (ctx->stop_conflicts && systemd && r->unit) {
                         plan_add(plan, &setting_kind_service, "conflict", 0,
-                                 xasprintf("systemd:%s", r->unit), xstrdup("inactive"));
+                                 xasprintf("systemd:%s", r->unit), xstrdup("masked"));
                         continue;
                 }
                 pid = process_find_in(ctx->pass_start_usec, r->comm);

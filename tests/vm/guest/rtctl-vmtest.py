@@ -914,11 +914,19 @@ def t_irq_irqbalance():
         check(err is None, "Reload: %s %s" % (err, msg))
         check(wait_for(lambda: unit_prop("irqbalance.service", "ActiveState")["ActiveState"] == "inactive", 10),
               "OnConflict=stop left irqbalance %s" % unit_prop("irqbalance.service", "ActiveState"))
+        # Masked until reboot: nothing starts it behind rtctl's back meanwhile.
+        state = run(["systemctl", "is-enabled", "irqbalance.service"]).stdout.strip()
+        check(state == "masked-runtime", "irqbalance.service is %s, not masked-runtime" % state)
+        p = run(["systemctl", "start", "irqbalance.service"])
+        check(p.returncode != 0, "irqbalance.service could be started again while rtctl holds the IRQs")
         r, err, msg = call("Restore")
         check(err is None, "Restore: %s %s" % (err, msg))
         check(wait_for(lambda: unit_prop("irqbalance.service", "ActiveState")["ActiveState"] == "active", 10),
               "Restore did not start irqbalance again")
-        return "warn reported it; stop stopped irqbalance.service; Restore started it again"
+        state = run(["systemctl", "is-enabled", "irqbalance.service"]).stdout.strip()
+        check(state == "disabled", "after Restore irqbalance.service is %s, was disabled" % state)
+        return "warn reported it; stop stopped and masked irqbalance.service (start refused); Restore unmasked " \
+               "and started it again"
     finally:
         run(["systemctl", "stop", "irqbalance.service"])
         if os.path.exists(dropin):

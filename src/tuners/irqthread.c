@@ -53,6 +53,28 @@ static bool thread_irq(const char *comm, unsigned *ret)
         return true;
 }
 
+/* The full name of the handler a thread runs: comm is "irq/N-NAME" or "irq/N-s-NAME" (a secondary
+ * handler) cut at 15 characters, so the handler is the one of the line whose name starts with what is
+ * left. The whole list when none does. */
+static char *thread_action(const char *comm, const char *actions)
+{
+        const char *dash = strchr(comm, '-');
+        _cleanup_strv_free_ char **names = strv_split(actions, ",");
+        const char *prefix;
+
+        if (!dash)
+                return xstrdup(actions);
+        prefix = dash + 1;
+        for (char **n = names; *n; n++)
+                if (startswith(strstrip(*n), prefix))
+                        return xstrdup(strstrip(*n));
+        if (startswith(prefix, "s-"))
+                for (char **n = names; *n; n++)
+                        if (startswith(strstrip(*n), prefix + 2))
+                                return xstrdup(strstrip(*n));
+        return xstrdup(actions);
+}
+
 static bool threaded_kernel(void)
 {
         _cleanup_free_ char *cmdline = NULL, *rt = NULL;
@@ -89,7 +111,12 @@ static int irqthread_plan(const PlanContext *ctx, const void *config, const char
                 if (!irq)
                         continue;
                 has_thread[irq - t->irqs] = true;
-                rule = thread_rule(c, irq);
+                /* Matched as the handler the thread runs: on a shared line each handler has its own
+                 * thread, and name:GLOB picks among them as rtirq does. */
+                _cleanup_free_ char *action = thread_action(task.comm, irq->actions);
+                Irq view = *irq;
+                view.actions = action;
+                rule = thread_rule(c, &view);
                 if (!rule)
                         continue;
                 plan_add(

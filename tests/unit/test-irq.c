@@ -420,6 +420,28 @@ TEST(thread_priorities_planned)
         CHECK(notes_contain("have no thread"));
 }
 
+TEST(shared_line_threads_matched_by_handler)
+{
+        /* One legacy line shared by two handlers: each has its own thread, and name:GLOB picks one. */
+        _cleanup_free_ char *root = xasprintf("%s/shared", test_tmpdir());
+
+        test_write(root, "sys/devices/system/cpu/possible", "0-1\n");
+        test_write(root, "sys/devices/system/cpu/online", "0-1\n");
+        test_write(root, "proc/cmdline", "threadirqs\n");
+        test_write(
+            root, "proc/interrupts",
+            "           CPU0       CPU1       \n"
+            " 16:        500        100   IO-APIC  16-fasteoi   ehci_hcd:usb1, snd_hda_intel:card0\n");
+        test_write(root, "proc/irq/16/smp_affinity_list", "0-1\n");
+        test_write(root, "proc/301/stat",
+                   "301 (irq/16-ehci_hc) S 2 0 0 0 -1 2129984 0 0 0 0 0 0 0 0 -51 0 1 0 7\n");
+        test_write(root, "proc/302/stat",
+                   "302 (irq/16-snd_hda) S 2 0 0 0 -1 2129984 0 0 0 0 0 0 0 0 -51 0 1 0 7\n");
+        pass(root, "[Profile]\nDescription=t\n[IRQ snd]\nMatch=name:snd*\nThreadPriority=90\n", true, NULL);
+        CHECK_STREQ(find("/proc/302/sched") ? find("/proc/302/sched")->desired : NULL, "fifo:90");
+        CHECK(find("/proc/301/sched") == NULL);
+}
+
 TEST(not_threaded_reported)
 {
         _cleanup_free_ char *root = fixture("laptop-intel");
@@ -433,4 +455,5 @@ TEST(not_threaded_reported)
 TEST_MAIN(T(workstation_classification), T(arm64_layout_parsed), T(server_classification_and_managed),
           T(vm2_every_irq_covered), T(spread_is_numa_local_and_per_queue),
           T(placement_deterministic_and_stable), T(swinging_rates_move_only_what_matters), T(rules_and_pins),
-          T(bad_rules_name_file_line_key), T(thread_priorities_planned), T(not_threaded_reported))
+          T(bad_rules_name_file_line_key), T(thread_priorities_planned),
+          T(shared_line_threads_matched_by_handler), T(not_threaded_reported))

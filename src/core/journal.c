@@ -156,21 +156,6 @@ bool journal_covered(const Journal *j, const char *object)
         return false;
 }
 
-void journal_forget(Journal *j, const char *object)
-{
-        gpointer v = g_hash_table_lookup(j->index, object);
-        size_t i;
-
-        if (!v)
-                return;
-        i = GPOINTER_TO_SIZE(v) - 1;
-        entry_clear(&j->entries[i]);
-        memmove(&j->entries[i], &j->entries[i + 1], sizeof(JournalEntry) * (j->n - i - 1));
-        j->n--;
-        reindex(j);
-        j->dirty = true;
-}
-
 int journal_save(Journal *j)
 {
         json_object *root, *entries;
@@ -209,14 +194,13 @@ int journal_save(Journal *j)
         return 0;
 }
 
-void journal_forget_set(Journal *j, GHashTable *objects)
+/* Drops the entries forget() picks, in one sweep and one reindex. */
+static void forget_if(Journal *j, bool (*forget)(const char *object, const void *data), const void *data)
 {
         size_t w = 0;
 
-        if (g_hash_table_size(objects) == 0)
-                return;
         for (size_t i = 0; i < j->n; i++) {
-                if (g_hash_table_contains(objects, j->entries[i].object)) {
+                if (forget(j->entries[i].object, data)) {
                         entry_clear(&j->entries[i]);
                         j->dirty = true;
                         continue;
@@ -227,18 +211,23 @@ void journal_forget_set(Journal *j, GHashTable *objects)
         reindex(j);
 }
 
+static bool in_set(const char *object, const void *set)
+{
+        return g_hash_table_contains((GHashTable *)set, object);
+}
+
+static bool under(const char *object, const void *prefix)
+{
+        return startswith(object, prefix) != NULL;
+}
+
+void journal_forget_set(Journal *j, GHashTable *objects)
+{
+        if (g_hash_table_size(objects) > 0)
+                forget_if(j, in_set, objects);
+}
+
 void journal_forget_prefix(Journal *j, const char *prefix)
 {
-        size_t w = 0;
-
-        for (size_t i = 0; i < j->n; i++) {
-                if (startswith(j->entries[i].object, prefix)) {
-                        entry_clear(&j->entries[i]);
-                        j->dirty = true;
-                        continue;
-                }
-                j->entries[w++] = j->entries[i];
-        }
-        j->n = w;
-        reindex(j);
+        forget_if(j, under, prefix);
 }

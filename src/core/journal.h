@@ -33,8 +33,7 @@ const JournalEntry *journal_find(const Journal *j, const char *object);
 /* Remembers object's original unless it is already known. Not yet on disk: call journal_save(). */
 void journal_remember(Journal *j, const SettingKind *kind, const char *tuner, const char *object,
                       const char *original);
-void journal_forget(Journal *j, const char *object);
-/* The same for many objects at once (a set of object strings), in one sweep: a restore of thousands. */
+/* Forgets every object in a set of object strings, in one sweep: a restore of thousands. */
 void journal_forget_set(Journal *j, GHashTable *objects);
 /* True when an ancestor of object was created by rtctl (journalled "absent" by a kind that owns its
  * children): removing it restores object as well, so object needs no entry. */

@@ -272,30 +272,28 @@ int systemd_start_scope(const char *unit, const char *slice, unsigned pid)
         return start_transient(unit, scope_props, &(ScopeProps){slice, (uint32_t)pid});
 }
 
-int systemd_stop_unit(const char *unit)
+/* StartUnit or StopUnit(unit, mode), then waits until the unit got there. */
+static int unit_job(const char *method, const char *unit, const char *mode, bool want_active)
 {
         sd_bus_message *m = NULL;
         sd_bus *b = NULL;
         int r;
 
-        r = new_call("StopUnit", &b, &m);
+        r = new_call(method, &b, &m);
         if (r < 0)
                 return r;
-        r = send_call(b, m, sd_bus_message_append(m, "ss", unit, "fail"));
-        return r < 0 ? r : wait_state(unit, false);
+        r = send_call(b, m, sd_bus_message_append(m, "ss", unit, mode));
+        return r < 0 ? r : wait_state(unit, want_active);
+}
+
+int systemd_stop_unit(const char *unit)
+{
+        return unit_job("StopUnit", unit, "fail", false);
 }
 
 int systemd_start_unit(const char *unit)
 {
-        sd_bus_message *m = NULL;
-        sd_bus *b = NULL;
-        int r;
-
-        r = new_call("StartUnit", &b, &m);
-        if (r < 0)
-                return r;
-        r = send_call(b, m, sd_bus_message_append(m, "ss", unit, "replace"));
-        return r < 0 ? r : wait_state(unit, true);
+        return unit_job("StartUnit", unit, "replace", true);
 }
 
 int systemd_unit_file_state(const char *unit, char **ret_load, char **ret_active, char **ret_file)

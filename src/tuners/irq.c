@@ -7,7 +7,6 @@
 #include <sched.h>
 #include <stdlib.h>
 
-#include "core/cgroupfs.h"
 #include "core/tuner.h"
 #include "shared/sysfs.h"
 #include "tuners/irq.h"

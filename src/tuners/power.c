@@ -1,7 +1,5 @@
 /* SPDX-License-Identifier: GPL-2.0-or-later */
-#include "core/cgroupfs.h"
 #include "core/tuner.h"
-#include "shared/sysfs.h"
 #include "tuners/irq.h"
 #include "tuners/power.h"
 

@@ -4,7 +4,6 @@ threads (irq/24-ACPI:Ged), so thread priorities are real here even without threa
 import glob
 import json
 import os
-import shutil
 import signal
 import socket
 import subprocess
@@ -271,10 +270,7 @@ def test_pin_irq_errors_and_override(env):
 
 
 def test_irqbalance_running_is_reported(env, tmp_path):
-    fake = tmp_path / "irqbalance"
-    shutil.copy("/bin/sleep", fake)
-    proc = subprocess.Popen([str(fake), "60"])
-    try:
+    with machine.process_named("irqbalance", tmp_path) as proc:
         env.profile("hk", HOUSEKEEPING)
         d = env.start("--profile", "hk")
         notes = " ".join(u["message"] for u in env.rtctl_json("status")["unsupported"])
@@ -287,9 +283,6 @@ def test_irqbalance_running_is_reported(env, tmp_path):
         assert "outside systemd" in notes and "stop it by hand" in notes
         assert proc.poll() is None
         d.stop()
-    finally:
-        proc.kill()
-        proc.wait()
 
 
 def test_resume_from_suspend_reapplies(tmp_root):

@@ -4,7 +4,6 @@ per-CPU PM QoS and /dev/cpu_dma_latency. It has no cpufreq driver; that side is 
 import json
 import os
 import shutil
-import subprocess
 import time
 
 import pytest
@@ -155,16 +154,10 @@ def test_unoffered_governor_is_a_named_failure_and_the_daemon_stays_up(env, tmp_
 
 
 def test_power_rivals_reported(env, tmp_path):
-    fake = tmp_path / "tuned"
-    shutil.copy("/bin/sleep", fake)
-    proc = subprocess.Popen([str(fake), "60"])
-    try:
+    with machine.process_named("tuned", tmp_path) as proc:
         env.profile("pin", PIN_CPU1)
         d = env.start("--profile", "pin")
         notes = " ".join(u["message"] for u in env.rtctl_json("status")["unsupported"])
         assert "tuned runs (PID %d) and sets governors, EPP and /dev/cpu_dma_latency" % proc.pid in notes
         assert "OnConflict=stop" in notes
         d.stop()
-    finally:
-        proc.kill()
-        proc.wait()

@@ -238,7 +238,8 @@ void conf_merge(Conf *lower, Conf *upper)
         for (size_t i = 0; i < upper->n_sections; i++)
                 if (upper->sections[i].name)
                         merged[n_new++] = upper->sections[i];
-        memcpy(merged + n_new, lower->sections, sizeof(ConfSection) * lower->n_sections);
+        if (lower->n_sections) /* memcpy from NULL is undefined even for 0 bytes */
+                memcpy(merged + n_new, lower->sections, sizeof(ConfSection) * lower->n_sections);
         free(lower->sections);
         lower->sections = merged;
         lower->n_sections += n_new;

@@ -4,7 +4,7 @@ set -eu
 pkgs=(
   # build
   gcc meson ninja-build pkg-config
-  libsystemd-dev libglib2.0-dev libjson-c-dev libnl-3-dev libnl-genl-3-dev libcgroup-dev
+  libsystemd-dev libglib2.0-dev libjson-c-dev libnl-3-dev
   # tests
   python3 python3-pytest python3-dbus dbus util-linux clang-format kmod
 )

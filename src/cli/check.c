@@ -71,7 +71,10 @@ static void check_kernel(Findings *f)
 
 static void check_services(Findings *f)
 {
-        unsigned pid = process_find("irqbalance");
+        TaskScan tasks = {};
+        unsigned pid = task_scan_find_comm(&tasks, "irqbalance");
+
+        task_scan_clear(&tasks);
 
         if (pid)
                 add(f, "irqbalance", "warn",

@@ -1,41 +1,27 @@
 /* SPDX-License-Identifier: GPL-2.0-or-later */
 #include "cli/local.h"
 #include "core/config.h"
-
-static const char *runtime_dir(void)
-{
-        const char *e = getenv("RUNTIME_DIRECTORY");
-        return e && !strchr(e, ':') ? e : RTCTL_DEFAULT_RUNTIME_DIR;
-}
+#include "core/daemon-conf.h"
 
 char *local_default_profile(void)
 {
-        const char *e = getenv("STATE_DIRECTORY");
-        _cleanup_free_ char *path =
-            xasprintf("%s/active-profile", e && !strchr(e, ':') ? e : "/var/lib/rtctl");
         _cleanup_strv_free_ char **search = conf_search_path();
-        _cleanup_conf_ Conf *c = NULL;
-        _cleanup_free_ char *err = NULL;
-        char *s = NULL;
-        ConfKey *k;
+        _cleanup_free_ char *state = rtctl_state_dir(), *err = NULL;
+        DaemonConf conf;
+        char *name;
 
-        if (read_full_file(path, &s, NULL) >= 0) {
-                char *n = xstrdup(strstrip(s));
-                free(s);
-                if (profile_name_valid(n))
-                        return n;
-                free(n);
-        }
-        if (conf_load_layered(search, "rtctl.conf", &c, &err) >= 0 &&
-            (k = conf_key(conf_section(c, "Daemon"), "DefaultProfile")))
-                return xstrdup(k->value);
-        return xstrdup("desktop");
+        if (daemon_conf_load(search, &conf, &err) < 0)
+                conf = (DaemonConf){.default_profile = xstrdup("desktop")};
+        name = rtctl_initial_profile(state, conf.default_profile);
+        daemon_conf_clear(&conf);
+        return name;
 }
 
 int local_pass(const char *policy_name, bool dry_run, PassResult *ret, char **ret_error)
 {
         _cleanup_strv_free_ char **search = conf_search_path();
-        _cleanup_free_ char *journal_path = xasprintf("%s/journal.json", runtime_dir());
+        _cleanup_free_ char *runtime = rtctl_runtime_dir();
+        _cleanup_free_ char *journal_path = xasprintf("%s/journal.json", runtime);
         _cleanup_journal_ Journal *journal = NULL;
         _cleanup_topology_ Topology *topo = NULL;
         _cleanup_policy_ Policy *policy = NULL;

@@ -1,5 +1,6 @@
 /* SPDX-License-Identifier: GPL-2.0-or-later */
 #include "core/applier.h"
+#include "core/systemd.h"
 #include "shared/sysfs.h"
 
 /* ENOENT where the object's directory went too: the device was removed during the pass. Its values went
@@ -12,22 +13,36 @@ static bool vanished(const Setting *s, int error)
 
         if (error != -ENOENT || !(slash = strrchr(s->object, '/')) || slash == s->object)
                 return false;
-        dir = strndup(s->object, (size_t)(slash - s->object));
+        dir = xstrndup(s->object, (size_t)(slash - s->object));
         return !sys_exists(dir);
 }
 
-static void fail(Setting *s, int error, const char *what)
+static bool refused_by_kernel(const Setting *s, int error)
 {
-        if (vanished(s, error)) {
-                s->result = SETTING_UNCHANGED;
-                free(s->message);
-                s->message = xstrdup("gone during the pass");
-                return;
-        }
-        s->result = SETTING_FAILED;
-        s->error = error;
+        for (const int *e = s->kind->refusals; e && *e; e++)
+                if (-error == *e)
+                        return true;
+        return false;
+}
+
+void applier_fail(Setting *s, int error, const char *what)
+{
         free(s->message);
-        s->message = xasprintf("%s: %s", what, strerror(-error));
+        s->error = error;
+        if (vanished(s, error) || error == -ESRCH || error == -ENODEV || (s->restore && error == -ENOENT)) {
+                s->result = SETTING_GONE;
+                s->message = xstrdup(s->restore ? "gone, nothing to restore" : "gone during the pass");
+        } else if (error == -EBUSY || error == -EAGAIN) {
+                s->result = SETTING_BUSY;
+                s->message = xasprintf("%s: %s; trying again", what, strerror(-error));
+        } else if (!s->restore && refused_by_kernel(s, error)) {
+                s->result = SETTING_REFUSED;
+                s->message =
+                    xasprintf("refused by the kernel (%s): it places this itself", strerror(-error));
+        } else {
+                s->result = SETTING_FAILED;
+                s->message = xasprintf("%s: %s", what, strerror(-error));
+        }
 }
 
 /* In a dry run nothing of an earlier phase was written, so an object that only appears after such a
@@ -40,7 +55,8 @@ static bool earlier_phase_pending(const Plan *plan, unsigned phase)
         return false;
 }
 
-static void read_phase(Plan *plan, unsigned phase, Journal *journal, size_t *ret_pending)
+static void read_phase(Plan *plan, unsigned phase, Journal *journal, SettingContext *ctx,
+                       size_t *ret_pending)
 {
         size_t pending = 0;
         bool dry_run_gap = !journal && earlier_phase_pending(plan, phase);
@@ -52,14 +68,14 @@ static void read_phase(Plan *plan, unsigned phase, Journal *journal, size_t *ret
                 if (s->phase != phase || s->result != SETTING_PENDING)
                         continue;
                 /* A tuner that read the object in this pass already may say what it found. */
-                r = s->current ? 0 : s->kind->read(s->object, s->desired, &s->current);
+                r = s->current ? 0 : s->kind->read(ctx, s->object, s->desired, &s->current);
                 if (r == -ENOENT && dry_run_gap) {
                         s->current = xstrdup("(absent until the earlier change)");
                         pending++;
                         continue;
                 }
                 if (r < 0) {
-                        fail(s, r, "cannot read");
+                        applier_fail(s, r, "cannot read");
                         continue;
                 }
                 if (s->kind->equal(s->current, s->desired)) {
@@ -73,7 +89,7 @@ static void read_phase(Plan *plan, unsigned phase, Journal *journal, size_t *ret
         *ret_pending = pending;
 }
 
-static void write_phase(Plan *plan, unsigned phase, int journal_error)
+static void write_phase(Plan *plan, unsigned phase, SettingContext *ctx, int journal_error)
 {
         for (size_t i = 0; i < plan->n; i++) {
                 Setting *s = &plan->settings[i];
@@ -83,17 +99,22 @@ static void write_phase(Plan *plan, unsigned phase, int journal_error)
                 if (s->phase != phase || s->result != SETTING_PENDING)
                         continue;
                 if (journal_error < 0) {
-                        fail(s, journal_error, "not written, the journal could not be saved");
+                        applier_fail(s, journal_error, "not written, the journal could not be saved");
                         continue;
                 }
-                r = s->kind->write(s->object, s->desired);
+                r = s->kind->write(ctx, s->object, s->desired);
                 if (r < 0) {
-                        fail(s, r, "write failed");
+                        applier_fail(s, r, "write failed");
                         continue;
                 }
-                r = s->kind->read(s->object, s->desired, &now);
+                if (r == SYSTEMD_QUEUED) {
+                        /* systemd runs the job: its end, not a read now, says how it went. */
+                        s->result = SETTING_CHANGED;
+                        continue;
+                }
+                r = s->kind->read(ctx, s->object, s->desired, &now);
                 if (r < 0) {
-                        fail(s, r, "cannot read back");
+                        applier_fail(s, r, "cannot read back");
                         continue;
                 }
                 if (!s->kind->equal(now, s->desired)) {
@@ -107,22 +128,15 @@ static void write_phase(Plan *plan, unsigned phase, int journal_error)
         }
 }
 
-void applier_apply(Plan *plan, Journal *journal, ApplyStats *ret)
+static void defer_from(Plan *plan, unsigned phase)
 {
-        unsigned max_phase = 0;
-
         for (size_t i = 0; i < plan->n; i++)
-                max_phase = MAX(max_phase, plan->settings[i].phase);
+                if (plan->settings[i].phase >= phase && plan->settings[i].result == SETTING_PENDING)
+                        plan->settings[i].result = SETTING_DEFERRED;
+}
 
-        for (unsigned phase = 0; phase <= max_phase; phase++) {
-                size_t pending;
-
-                read_phase(plan, phase, journal, &pending);
-                if (!journal || pending == 0)
-                        continue;
-                write_phase(plan, phase, journal_save(journal));
-        }
-
+void applier_count(const Plan *plan, ApplyStats *ret)
+{
         *ret = (ApplyStats){};
         for (size_t i = 0; i < plan->n; i++)
                 switch (plan->settings[i].result) {
@@ -132,10 +146,44 @@ void applier_apply(Plan *plan, Journal *journal, ApplyStats *ret)
                 case SETTING_UNCHANGED:
                         ret->unchanged++;
                         break;
+                case SETTING_GONE:
+                        ret->gone++;
+                        break;
+                case SETTING_BUSY:
+                        ret->busy++;
+                        break;
+                case SETTING_REFUSED:
+                        ret->refused++;
+                        break;
                 case SETTING_FAILED:
                         ret->failed++;
+                        break;
+                case SETTING_DEFERRED:
+                        ret->deferred++;
                         break;
                 case SETTING_PENDING: /* a dry run's "would change" */
                         break;
                 }
+}
+
+void applier_apply(Plan *plan, Journal *journal, SettingContext *ctx, ApplyStats *ret)
+{
+        unsigned max_phase = 0;
+
+        for (size_t i = 0; i < plan->n; i++)
+                max_phase = MAX(max_phase, plan->settings[i].phase);
+
+        for (unsigned phase = 0; phase <= max_phase; phase++) {
+                size_t pending;
+
+                read_phase(plan, phase, journal, ctx, &pending);
+                if (!journal || pending == 0)
+                        continue;
+                write_phase(plan, phase, ctx, journal_save(journal));
+                if (ctx->systemd && systemd_client_pending(ctx->systemd) > 0) {
+                        defer_from(plan, phase + 1);
+                        break;
+                }
+        }
+        applier_count(plan, ret);
 }

@@ -1,7 +1,7 @@
 /* SPDX-License-Identifier: GPL-2.0-or-later */
 #pragma once
 
-#include "shared/util.h"
+#include "core/tasks.h"
 
 /* Where the cpuset controller lives. Found from /proc/self/mounts through the root prefix; libcgroup's
  * discovery reads the live /proc/mounts and cannot honour RTCTL_SYSROOT, and its create/attach calls
@@ -26,22 +26,3 @@ void cgroup_info_clear(CgroupInfo *c);
 int cgroup_procs(const char *dir, unsigned **ret, size_t *ret_n);
 /* Moves one process into the cgroup directory. */
 int cgroup_move(const char *dir, unsigned pid);
-
-#define PF_KTHREAD        0x00200000u
-#define PF_NO_SETAFFINITY 0x04000000u
-
-typedef struct TaskInfo {
-        unsigned pid;
-        unsigned ppid;
-        unsigned flags;
-        unsigned long long starttime;
-        char comm[32];
-} TaskInfo;
-
-/* Parses /proc/PID/stat. */
-int task_info(unsigned pid, TaskInfo *ret);
-/* The PID of a process whose comm is exactly comm (cut at 15 characters, as the kernel does), 0 when
- * none runs. */
-unsigned process_find(const char *comm);
-/* The same, reading /proc once for every call with the same stamp (a pass's start time). */
-unsigned process_find_in(uint64_t stamp, const char *comm);

@@ -8,6 +8,7 @@
 #include <time.h>
 
 #include "core/irqs.h"
+#include "shared/log.h"
 #include "shared/sysfs.h"
 
 static const char *const class_names[_IRQ_CLASS_MAX] = {
@@ -126,7 +127,7 @@ static bool parse_line(const char *p, unsigned n_columns, Irq *ret)
         *ret = (Irq){.num = (unsigned)num, .count = sum, .node = -1};
         p = skip_space(p);
         end = skip_word(p);
-        ret->chip = strndup(p, (size_t)(end - p));
+        ret->chip = xstrndup(p, (size_t)(end - p));
         p = skip_space(end);
         /* Then the hardware IRQ when the chip has a domain, glued to the flow name where there is one
          * (x86: "5-edge", "2-fasteoi"); arm64 kernels print the trigger as a word of its own ("GICv3  27
@@ -141,7 +142,7 @@ static bool parse_line(const char *p, unsigned n_columns, Irq *ret)
         end = strchrnul(p, '\n');
         while (end > p && (end[-1] == ' ' || end[-1] == '\t'))
                 end--;
-        ret->actions = strndup(p, (size_t)(end - p));
+        ret->actions = xstrndup(p, (size_t)(end - p));
         if (!ret->chip || !ret->actions)
                 abort();
         return true;
@@ -417,7 +418,7 @@ char *irq_match_check(char *const *conditions)
 {
         for (char *const *c = conditions; c && *c; c++) {
                 const char *colon = strchr(*c, ':');
-                _cleanup_free_ char *key = colon ? strndup(*c, (size_t)(colon - *c)) : NULL;
+                _cleanup_free_ char *key = colon ? xstrndup(*c, (size_t)(colon - *c)) : NULL;
                 _cleanup_strv_free_ char **alts = NULL;
                 bool known = false;
 
@@ -474,7 +475,7 @@ bool irq_match(char *const *conditions, const Irq *irq)
 {
         for (char *const *c = conditions; c && *c; c++) {
                 const char *colon = strchr(*c, ':');
-                _cleanup_free_ char *key = colon ? strndup(*c, (size_t)(colon - *c)) : NULL;
+                _cleanup_free_ char *key = colon ? xstrndup(*c, (size_t)(colon - *c)) : NULL;
                 _cleanup_strv_free_ char **alts = NULL;
                 bool any = false;
 
@@ -595,4 +596,19 @@ uint64_t irq_state_delta(const IrqState *s, const Irq *irq)
         if (!prev || !streq(prev->actions, irq->actions) || prev->count > irq->count)
                 return irq->count;
         return irq->count - prev->count;
+}
+
+void irq_state_note_results(IrqState *s, const Plan *plan)
+{
+        for (size_t i = 0; i < plan->n; i++) {
+                const Setting *set = &plan->settings[i];
+                unsigned irq;
+
+                if (set->result == SETTING_REFUSED && sscanf(set->object, "/proc/irq/%u/", &irq) == 1 &&
+                    !irq_state_refused(s, irq)) {
+                        log_info("The kernel refused to move IRQ %u (%s); leaving it where it is.", irq,
+                                 strerror(set->error < 0 ? -set->error : set->error));
+                        irq_state_refuse(s, irq);
+                }
+        }
 }

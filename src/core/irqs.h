@@ -3,6 +3,7 @@
 
 #include <stdint.h>
 
+#include "core/setting.h"
 #include "shared/cpuset.h"
 
 /* Every interrupt of the machine, as /proc/interrupts, /proc/irq/N and the PCI devices' msi_irqs/ and irq
@@ -94,6 +95,9 @@ void irq_state_forget(IrqState *s); /* refused IRQs and pins: a new profile star
 void irq_state_clear(IrqState *s);
 bool irq_state_refused(const IrqState *s, unsigned irq);
 void irq_state_refuse(IrqState *s, unsigned irq);
+/* Remembers the IRQs whose affinity the kernel refused in a pass (SETTING_REFUSED): not tried again
+ * under this profile. */
+void irq_state_note_results(IrqState *s, const Plan *plan);
 const CpuSet *irq_state_pin(const IrqState *s, unsigned irq);
 /* Replaces a pin; cpus NULL removes it. Takes cpus. */
 void irq_state_set_pin(IrqState *s, unsigned irq, CpuSet *cpus);

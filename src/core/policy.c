@@ -194,7 +194,13 @@ int policy_load(char *const *search_path, const char *name, Policy **ret, char *
         p->name = xstrdup(name);
         parse_core(p, c, &errors);
         for (int i = 0; i < N_TUNERS; i++)
-                p->config[i] = tuners[i]->parse(c, &errors);
+                if (!tuners[i]->config_from)
+                        p->config[i] = tuners[i]->parse(c, &errors);
+        for (int i = 0; i < N_TUNERS; i++)
+                if (tuners[i]->config_from) {
+                        const void *shared = p->config[tuner_index(tuners[i]->config_from->name)];
+                        p->config[i] = shared && tuners[i]->uses(shared) ? (void *)shared : NULL;
+                }
         check_unused(c, &errors);
 
         if (errors) {
@@ -218,7 +224,7 @@ void policy_free(Policy *p)
         if (!p)
                 return;
         for (int i = 0; i < N_TUNERS; i++)
-                if (p->config[i])
+                if (p->config[i] && !tuners[i]->config_from)
                         tuners[i]->free_config(p->config[i]);
         cpu_spec_clear(&p->isolate);
         free(p->name);
@@ -342,7 +348,7 @@ int profiles_list(char *const *search_path, ProfileInfo **ret, size_t *ret_n)
 
                         if (!endswith(de->d_name, ".conf") || de->d_type == DT_DIR)
                                 continue;
-                        name = strndup(de->d_name, strlen(de->d_name) - 5);
+                        name = xstrndup(de->d_name, strlen(de->d_name) - 5);
                         if (!profile_name_valid(name) || strv_contains(names, name))
                                 continue;
                         strv_push(&names, xstrdup(name));

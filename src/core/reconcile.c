@@ -3,6 +3,7 @@
 #include <time.h>
 
 #include "core/reconcile.h"
+#include "core/systemd.h"
 
 void dirty_mark_all(Dirty *d)
 {
@@ -49,6 +50,44 @@ void pass_result_clear(PassResult *r)
         *r = (PassResult){};
 }
 
+static void drop_settings_from(Plan *plan, size_t n)
+{
+        for (size_t i = n; i < plan->n; i++) {
+                Setting *s = &plan->settings[i];
+                free(s->object);
+                free(s->desired);
+                free(s->current);
+                free(s->message);
+        }
+        plan->n = n;
+}
+
+static bool has_failure_of(const PlanNotes *notes, size_t from, const char *tuner)
+{
+        for (size_t i = from; i < notes->n; i++)
+                if (notes->items[i].error && streq(notes->items[i].tuner, tuner))
+                        return true;
+        return false;
+}
+
+/* A tuner that could not plan (a read failed) keeps its state: what it planned before the failure is
+ * dropped, nothing it set is restored, and the failure is reported. A failed plan is never taken for a
+ * tuner that wants nothing. */
+static void plan_tuner(const Tuner *t, const PlanContext *ctx, const void *config, const char *device,
+                       PassResult *ret, bool *ret_failed)
+{
+        size_t n_settings = ret->plan.n, n_notes = ret->notes.n;
+        int r = t->plan(ctx, config, device, &ret->plan, &ret->notes);
+
+        if (r >= 0)
+                return;
+        drop_settings_from(&ret->plan, n_settings);
+        if (!has_failure_of(&ret->notes, n_notes, t->name))
+                plan_notes_fail(&ret->notes, t->name, xasprintf("tuner:%s", t->name), -r,
+                                xasprintf("could not plan: %s", strerror(-r)));
+        *ret_failed = true;
+}
+
 static void plan_tuners(const Policy *policy, const PlanContext *ctx, const Dirty *dirty, PassResult *ret)
 {
         for (int i = 0; i < N_TUNERS; i++) {
@@ -57,10 +96,10 @@ static void plan_tuners(const Policy *policy, const PlanContext *ctx, const Dirt
                 if (!config)
                         continue;
                 if (dirty->full[i])
-                        tuners[i]->plan(ctx, config, NULL, &ret->plan, &ret->notes);
+                        plan_tuner(tuners[i], ctx, config, NULL, ret, &ret->plan_failed[i]);
                 else
                         for (char **dev = dirty->devices[i]; dev && *dev; dev++)
-                                tuners[i]->plan(ctx, config, *dev, &ret->plan, &ret->notes);
+                                plan_tuner(tuners[i], ctx, config, *dev, ret, &ret->plan_failed[i]);
         }
 }
 
@@ -81,7 +120,7 @@ static void plan_restores(Journal *journal, const Dirty *dirty, PassResult *ret)
                 int t = tuner_index(e->tuner);
                 Setting *s;
 
-                if (t >= 0 && !dirty->full[t])
+                if (t >= 0 && (!dirty->full[t] || ret->plan_failed[t]))
                         continue;
                 if (g_hash_table_contains(wanted, e->object))
                         continue;
@@ -91,7 +130,8 @@ static void plan_restores(Journal *journal, const Dirty *dirty, PassResult *ret)
         }
 }
 
-/* Restored objects, and those that vanished with their device, leave the journal. */
+/* Restored objects, and those that went with their device, leave the journal; what is busy (a cpufreq
+ * policy whose CPUs are offline) or failed stays there for a later pass. */
 static void settle_restores(Journal *journal, PassResult *ret)
 {
         g_autoptr(GHashTable) done = g_hash_table_new(g_str_hash, g_str_equal);
@@ -99,27 +139,8 @@ static void settle_restores(Journal *journal, PassResult *ret)
         for (size_t i = 0; i < ret->plan.n; i++) {
                 Setting *s = &ret->plan.settings[i];
 
-                if (!s->restore)
-                        continue;
-                if (s->result == SETTING_FAILED &&
-                    (s->error == -ENOENT || s->error == -ENODEV || s->error == -ESRCH)) {
-                        s->result = SETTING_UNCHANGED;
-                        free(s->message);
-                        s->message = xstrdup("gone, nothing to restore");
-                        ret->stats.failed--;
-                        ret->stats.unchanged++;
-                }
-                /* A cpufreq policy whose CPUs are all offline answers EBUSY: its original goes back when
-                 * they return (it stays in the journal), and that is not a failure. */
-                if (s->result == SETTING_FAILED && s->error == -EBUSY) {
-                        s->result = SETTING_UNCHANGED;
-                        free(s->message);
-                        s->message = xstrdup("busy (its CPUs are offline): restored later");
-                        ret->stats.failed--;
-                        ret->stats.unchanged++;
-                        continue;
-                }
-                if (s->result != SETTING_FAILED)
+                if (s->restore && (s->result == SETTING_CHANGED || s->result == SETTING_UNCHANGED ||
+                                   s->result == SETTING_GONE))
                         g_hash_table_add(done, s->object);
         }
         journal_forget_set(journal, done);
@@ -136,6 +157,8 @@ void reconcile_pass_with(const Policy *policy, const Topology *topology, Journal
                          const Dirty *dirty, bool dry_run, const PassInput *in, PassResult *ret)
 {
         uint64_t start = now_usec(CLOCK_MONOTONIC);
+        SettingContext own = {}, *kinds = in && in->kinds ? in->kinds : &own;
+        TaskScan tasks = {};
 
         *ret = (PassResult){};
         if (policy && policy_cpus(policy, topology, &ret->isolated, &ret->housekeeping, &ret->error) < 0) {
@@ -146,6 +169,9 @@ void reconcile_pass_with(const Policy *policy, const Topology *topology, Journal
                 ret->isolated = cpuset_new(topology->n_cpus);
                 ret->housekeeping = cpuset_dup(topology->possible);
         }
+        if (kinds == &own)
+                setting_context_init(&own, NULL);
+        kinds->tasks = &tasks;
 
         PlanContext ctx = {.topology = topology,
                            .isolated = ret->isolated,
@@ -153,14 +179,24 @@ void reconcile_pass_with(const Policy *policy, const Topology *topology, Journal
                            .attached = in ? in->attached : NULL,
                            .n_attached = in ? in->n_attached : 0,
                            .irq = in ? in->irq : NULL,
+                           .tasks = &tasks,
                            .pass_start_usec = start,
                            .stop_conflicts = in && in->stop_conflicts};
         plan_tuners(policy, &ctx, dirty, ret);
         if (journal)
                 plan_restores(journal, dirty, ret);
 
-        applier_apply(&ret->plan, dry_run ? NULL : journal, &ret->stats);
+        applier_apply(&ret->plan, dry_run ? NULL : journal, kinds, &ret->stats);
         if (journal && !dry_run)
                 settle_restores(journal, ret);
+
+        kinds->tasks = NULL;
+        task_scan_clear(&tasks);
+        if (kinds == &own) {
+                /* A one-off pass (the CLI) waits here for what it asked systemd to do. */
+                if (!dry_run && systemd_client_pending(own.systemd) > 0)
+                        (void)systemd_client_wait(own.systemd, 30 * 1000000ULL);
+                setting_context_clear(&own);
+        }
         ret->duration_usec = now_usec(CLOCK_MONOTONIC) - start;
 }

@@ -25,7 +25,8 @@ typedef struct PassResult {
         ApplyStats stats;
         CpuSet *isolated;
         CpuSet *housekeeping;
-        char *error; /* the policy could not be placed on this machine: nothing was planned */
+        char *error;                /* the policy could not be placed on this machine: nothing was planned */
+        bool plan_failed[N_TUNERS]; /* could not plan (its state was kept): try again */
         uint64_t duration_usec;
 } PassResult;
 
@@ -42,6 +43,7 @@ typedef struct PassInput {
         size_t n_attached;
         struct IrqState *irq;
         bool stop_conflicts;
+        SettingContext *kinds; /* what setting kinds keep between passes; NULL: one for this pass */
 } PassInput;
 
 /* The same, with the daemon's state (in may be NULL). */

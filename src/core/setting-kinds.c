@@ -34,11 +34,19 @@ static bool cpulist_equal(const char *a, const char *b)
 const SettingKind setting_kind_cpulist = {
     .name = "cpulist",
     .read = setting_file_read,
-    .write = sys_write,
+    .write = setting_file_write,
     .equal = cpulist_equal,
 };
 
-static int cpumask_read(const char *object, const char *hint, char **ret)
+const SettingKind setting_kind_irq_affinity = {
+    .name = "irq-affinity",
+    .read = setting_file_read,
+    .write = setting_file_write,
+    .equal = cpulist_equal,
+    .refusals = (const int[]){EIO, EPERM, 0},
+};
+
+static int cpumask_read(SettingContext *ctx, const char *object, const char *hint, char **ret)
 {
         _cleanup_free_ char *s = NULL;
         _cleanup_cpuset_ CpuSet *set = NULL;
@@ -54,7 +62,7 @@ static int cpumask_read(const char *object, const char *hint, char **ret)
         return 0;
 }
 
-static int cpumask_write(const char *object, const char *value)
+static int cpumask_write(SettingContext *ctx, const char *object, const char *value)
 {
         _cleanup_cpuset_ CpuSet *set = parse_list_or_null(value), *sized = NULL;
         _cleanup_free_ char *mask = NULL;
@@ -78,7 +86,7 @@ const SettingKind setting_kind_cpumask = {
     .equal = cpulist_equal,
 };
 
-static int cgroup_read(const char *object, const char *hint, char **ret)
+static int cgroup_read(SettingContext *ctx, const char *object, const char *hint, char **ret)
 {
         *ret = xstrdup(sys_exists(object) ? "present" : "absent");
         return 0;
@@ -87,17 +95,18 @@ static int cgroup_read(const char *object, const char *hint, char **ret)
 static char *parent_of(const char *dir)
 {
         const char *slash = strrchr(dir, '/');
-        return strndup(dir, slash && slash != dir ? (size_t)(slash - dir) : 1);
+        return xstrndup(dir, slash && slash != dir ? (size_t)(slash - dir) : 1);
 }
 
-/* Empties a cgroup into its parent and removes it. Processes exiting meanwhile (or zombies still
- * listed) can make rmdir fail with EBUSY for a moment: try again briefly. */
+/* Empties a cgroup into its parent and removes it. A process exiting meanwhile (a zombie still listed)
+ * makes rmdir fail with EBUSY for a moment: a few immediate tries, then EBUSY, which the pass reports as
+ * busy and retries later from the event loop. A pass never sleeps. */
 static int cgroup_remove(const char *dir)
 {
         _cleanup_free_ char *parent = parent_of(dir), *path = sys_path(dir);
         int r = 0;
 
-        for (int attempt = 0; attempt < 50; attempt++) {
+        for (int attempt = 0; attempt < 3; attempt++) {
                 _cleanup_free_ unsigned *pids = NULL;
                 size_t n = 0;
 
@@ -113,12 +122,11 @@ static int cgroup_remove(const char *dir)
                 r = -errno;
                 if (r != -EBUSY)
                         return r;
-                nanosleep(&(struct timespec){.tv_nsec = 10 * 1000 * 1000}, NULL);
         }
         return r;
 }
 
-static int cgroup_write(const char *object, const char *value)
+static int cgroup_write(SettingContext *ctx, const char *object, const char *value)
 {
         if (streq(value, "present")) {
                 _cleanup_free_ char *path = sys_path(object);
@@ -145,22 +153,35 @@ static const char *procs_source(const char *desired)
 static char *dir_of(const char *procs_file)
 {
         const char *slash = strrchr(procs_file, '/');
-        return strndup(procs_file, slash ? (size_t)(slash - procs_file) : 0);
+        return xstrndup(procs_file, slash ? (size_t)(slash - procs_file) : 0);
 }
 
-/* Processes that refused to move for a reason their flags do not show: not counted again. */
-static unsigned refused[256];
-static size_t n_refused;
+static char *refusal_key(const TaskInfo *t)
+{
+        return xasprintf("%u:%llu", t->pid, t->starttime);
+}
 
-/* v2 keeps every kernel thread in the root cgroup; v1 lets those without PF_NO_SETAFFINITY move. */
-static bool movable(unsigned pid, bool v2)
+/* v2 keeps every kernel thread in the root cgroup; v1 lets those without PF_NO_SETAFFINITY move. A
+ * process the kernel refused once (EINVAL) is not counted again. */
+static bool movable(SettingContext *ctx, unsigned pid, bool v2)
+{
+        TaskInfo buf;
+        const TaskInfo *t =
+            ctx->tasks ? task_scan_find(ctx->tasks, pid, &buf) : (task_info(pid, &buf) >= 0 ? &buf : NULL);
+        _cleanup_free_ char *key = NULL;
+
+        if (!t || (t->flags & PF_NO_SETAFFINITY) || (v2 && (t->flags & PF_KTHREAD)))
+                return false;
+        key = refusal_key(t);
+        return !g_hash_table_contains(ctx->refused, key);
+}
+
+static void note_refused(SettingContext *ctx, unsigned pid)
 {
         TaskInfo t;
 
-        for (size_t i = 0; i < n_refused; i++)
-                if (refused[i] == pid)
-                        return false;
-        return task_info(pid, &t) >= 0 && !(t.flags & PF_NO_SETAFFINITY) && !(v2 && (t.flags & PF_KTHREAD));
+        if (task_info(pid, &t) >= 0)
+                g_hash_table_add(ctx->refused, refusal_key(&t));
 }
 
 static bool is_v2(const char *dir)
@@ -169,7 +190,7 @@ static bool is_v2(const char *dir)
         return sys_exists(p);
 }
 
-static int procs_read(const char *object, const char *hint, char **ret)
+static int procs_read(SettingContext *ctx, const char *object, const char *hint, char **ret)
 {
         _cleanup_free_ char *dir = dir_of(object);
         _cleanup_free_ unsigned *pids = NULL;
@@ -188,13 +209,13 @@ static int procs_read(const char *object, const char *hint, char **ret)
                 return r;
         bool v2 = is_v2(src);
         for (size_t i = 0; i < n; i++)
-                if (movable(pids[i], v2))
+                if (movable(ctx, pids[i], v2))
                         left++;
         *ret = left == 0 ? xasprintf("all from %s", src) : xasprintf("%zu left in %s", left, src);
         return 0;
 }
 
-static int procs_write(const char *object, const char *value)
+static int procs_write(SettingContext *ctx, const char *object, const char *value)
 {
         _cleanup_free_ char *dir = dir_of(object);
         _cleanup_free_ unsigned *pids = NULL;
@@ -209,11 +230,11 @@ static int procs_write(const char *object, const char *value)
                 return r;
         bool v2 = is_v2(src);
         for (size_t i = 0; i < n; i++) {
-                if (!movable(pids[i], v2))
+                if (!movable(ctx, pids[i], v2))
                         continue;
                 r = cgroup_move(dir, pids[i]);
-                if (r == -EINVAL && n_refused < ELEMENTSOF(refused))
-                        refused[n_refused++] = pids[i];
+                if (r == -EINVAL)
+                        note_refused(ctx, pids[i]);
                 else if (r < 0 && r != -ESRCH)
                         return r;
         }
@@ -243,7 +264,7 @@ static int pid_of(const char *object, unsigned *ret)
         return safe_atou(buf, ret);
 }
 
-static int member_read(const char *object, const char *hint, char **ret)
+static int member_read(SettingContext *ctx, const char *object, const char *hint, char **ret)
 {
         _cleanup_free_ char *s = NULL;
         int r;
@@ -279,7 +300,7 @@ static bool unit_name(const char *s, size_t n)
 
 /* Where systemd owns the tree a process moves through systemd: into a new scope in a slice of ours, or
  * back to the unit (and delegated sub-cgroup) it came from. */
-static int member_write_systemd(unsigned pid, const char *value)
+static int member_write_systemd(SettingContext *ctx, const char *object, unsigned pid, const char *value)
 {
         const char *deepest = NULL, *p = value;
         _cleanup_free_ char *unit = NULL;
@@ -287,9 +308,9 @@ static int member_write_systemd(unsigned pid, const char *value)
 
         if (startswith(value, "/rtctl.slice/")) {
                 const char *scope = strrchr(value, '/') + 1;
-                r = systemd_start_scope(scope, "rtctl.slice", pid);
+                r = systemd_start_scope(ctx->systemd, scope, "rtctl.slice", pid, object);
                 if (r == -EEXIST || r == -EIO) /* the scope exists: join it */
-                        r = systemd_attach(scope, "", pid);
+                        r = systemd_attach(ctx->systemd, scope, "", pid);
                 return r;
         }
         /* The innermost path component that names a unit; what follows is a sub-cgroup of it. */
@@ -303,8 +324,8 @@ static int member_write_systemd(unsigned pid, const char *value)
         if (!deepest)
                 return -EINVAL;
         size_t n = strcspn(deepest, "/");
-        unit = strndup(deepest, n);
-        r = systemd_attach(unit, deepest + n, pid);
+        unit = xstrndup(deepest, n);
+        r = systemd_attach(ctx->systemd, unit, deepest + n, pid);
         if (r >= 0 || r == -ESRCH || r == -ENOENT)
                 return r;
         /* systemd moves processes only into delegated units, not back into a plain service. The process
@@ -313,7 +334,7 @@ static int member_write_systemd(unsigned pid, const char *value)
         return cgroup_move(dir, pid);
 }
 
-static int member_write(const char *object, const char *value)
+static int member_write(SettingContext *ctx, const char *object, const char *value)
 {
         CgroupInfo info;
         unsigned pid;
@@ -327,7 +348,7 @@ static int member_write(const char *object, const char *value)
                 return r;
         if (info.mode == CGROUP_V2 && info.systemd) {
                 cgroup_info_clear(&info);
-                r = member_write_systemd(pid, value);
+                r = member_write_systemd(ctx, object, pid, value);
                 return r == -ESRCH ? -ENOENT : r;
         }
         if (info.mode == CGROUP_NONE) {
@@ -348,7 +369,7 @@ const SettingKind setting_kind_member = {
     .equal = setting_equal_folded,
 };
 
-static int affinity_read(const char *object, const char *hint, char **ret)
+static int affinity_read(SettingContext *ctx, const char *object, const char *hint, char **ret)
 {
         _cleanup_free_ char *status_path = NULL, *s = NULL;
         unsigned pid;
@@ -371,7 +392,7 @@ static int affinity_read(const char *object, const char *hint, char **ret)
         return -ENODATA;
 }
 
-static int affinity_write(const char *object, const char *value)
+static int affinity_write(SettingContext *ctx, const char *object, const char *value)
 {
         _cleanup_cpuset_ CpuSet *set = parse_list_or_null(value);
         cpu_set_t *mask;
@@ -427,19 +448,19 @@ static char *unit_of(const char *object)
         const char *u = startswith(object, "systemd:");
         const char *colon = u ? strchr(u, ':') : NULL;
 
-        return u ? strndup(u, colon ? (size_t)(colon - u) : strlen(u)) : NULL;
+        return u ? xstrndup(u, colon ? (size_t)(colon - u) : strlen(u)) : NULL;
 }
 
-static int unit_cpus_read(const char *object, const char *hint, char **ret)
+static int unit_cpus_read(SettingContext *ctx, const char *object, const char *hint, char **ret)
 {
         _cleanup_free_ char *unit = unit_of(object);
-        return unit ? systemd_unit_cpus(unit, ret) : -EINVAL;
+        return unit ? systemd_unit_cpus(ctx->systemd, unit, ret) : -EINVAL;
 }
 
-static int unit_cpus_write(const char *object, const char *value)
+static int unit_cpus_write(SettingContext *ctx, const char *object, const char *value)
 {
         _cleanup_free_ char *unit = unit_of(object);
-        return unit ? systemd_set_unit_cpus(unit, value) : -EINVAL;
+        return unit ? systemd_set_unit_cpus(ctx->systemd, unit, value) : -EINVAL;
 }
 
 const SettingKind setting_kind_unit_cpus = {
@@ -449,7 +470,7 @@ const SettingKind setting_kind_unit_cpus = {
     .equal = cpulist_equal,
 };
 
-static int slice_read(const char *object, const char *hint, char **ret)
+static int slice_read(SettingContext *ctx, const char *object, const char *hint, char **ret)
 {
         _cleanup_free_ char *unit = unit_of(object);
         bool active;
@@ -457,23 +478,23 @@ static int slice_read(const char *object, const char *hint, char **ret)
 
         if (!unit)
                 return -EINVAL;
-        r = systemd_unit_active(unit, &active);
+        r = systemd_unit_active(ctx->systemd, unit, &active);
         if (r < 0)
                 return r;
         *ret = xstrdup(active ? "present" : "absent");
         return 0;
 }
 
-static int slice_write(const char *object, const char *value)
+static int slice_write(SettingContext *ctx, const char *object, const char *value)
 {
         _cleanup_free_ char *unit = unit_of(object);
 
         if (!unit)
                 return -EINVAL;
         if (streq(value, "present"))
-                return systemd_start_slice(unit, "CPUs isolated by rtctl", "");
+                return systemd_start_slice(ctx->systemd, unit, "CPUs isolated by rtctl", "", object);
         if (streq(value, "absent")) {
-                int r = systemd_stop_unit(unit);
+                int r = systemd_stop_unit(ctx->systemd, unit, object);
                 return r == -ENOENT ? 0 : r;
         }
         return -EINVAL;
@@ -489,7 +510,7 @@ const SettingKind setting_kind_slice = {
 /* cpuset.cpus.partition: while its CPUs change (hotplug moves the isolated CPU) a partition can turn
  * "isolated invalid (reason)"; writing "isolated" again is then no change to the kernel. Dropping to
  * "member" first makes it check the partition anew. */
-static int partition_write(const char *object, const char *value)
+static int partition_write(SettingContext *ctx, const char *object, const char *value)
 {
         _cleanup_free_ char *cur = NULL;
 
@@ -507,7 +528,7 @@ const SettingKind setting_kind_partition = {
 
 /* DIR/cgroup.subtree_control, desired "cpuset": the controller is enabled for DIR's children; "no
  * cpuset" when it is not (what restore writes back). */
-static int subtree_read(const char *object, const char *hint, char **ret)
+static int subtree_read(SettingContext *ctx, const char *object, const char *hint, char **ret)
 {
         _cleanup_free_ char *s = NULL;
         _cleanup_strv_free_ char **l = NULL;
@@ -524,7 +545,7 @@ static int subtree_read(const char *object, const char *hint, char **ret)
         return 0;
 }
 
-static int subtree_write(const char *object, const char *value)
+static int subtree_write(SettingContext *ctx, const char *object, const char *value)
 {
         _cleanup_free_ char *w =
             startswith(value, "no ") ? xasprintf("-%s", value + 3) : xasprintf("+%s", value);
@@ -552,7 +573,7 @@ static int irq_thread_pid(const char *object, unsigned *ret)
         return 0;
 }
 
-static int sched_read(const char *object, const char *hint, char **ret)
+static int sched_read(SettingContext *ctx, const char *object, const char *hint, char **ret)
 {
         struct sched_param param = {};
         unsigned pid;
@@ -577,7 +598,7 @@ static int sched_read(const char *object, const char *hint, char **ret)
         return 0;
 }
 
-static int sched_write(const char *object, const char *value)
+static int sched_write(SettingContext *ctx, const char *object, const char *value)
 {
         struct sched_param param = {};
         const char *colon = strchr(value, ':');
@@ -616,14 +637,14 @@ const SettingKind setting_kind_sched = {
     .equal = setting_equal_folded,
 };
 
-static int service_read(const char *object, const char *hint, char **ret)
+static int service_read(SettingContext *ctx, const char *object, const char *hint, char **ret)
 {
         _cleanup_free_ char *unit = unit_of(object), *load = NULL, *active = NULL, *file = NULL;
         int r;
 
         if (!unit)
                 return -EINVAL;
-        r = systemd_unit_file_state(unit, &load, &active, &file);
+        r = systemd_unit_file_state(ctx->systemd, unit, &load, &active, &file);
         if (r < 0)
                 return r;
         if (streq(load, "not-found"))
@@ -640,7 +661,7 @@ static int service_read(const char *object, const char *hint, char **ret)
 /* "masked": stopped and masked until reboot, so that nothing (D-Bus activation of
  * power-profiles-daemon, a package script, an admin's reflex) starts it behind rtctl's back. "active"
  * and "inactive" unmask it first: what restore puts back. */
-static int service_write(const char *object, const char *value)
+static int service_write(SettingContext *ctx, const char *object, const char *value)
 {
         _cleanup_free_ char *unit = unit_of(object);
         int r;
@@ -648,19 +669,19 @@ static int service_write(const char *object, const char *value)
         if (!unit)
                 return -EINVAL;
         if (streq(value, "masked")) {
-                r = systemd_stop_unit(unit);
+                r = systemd_stop_unit(ctx->systemd, unit, object);
                 if (r < 0 && r != -ENOENT)
                         return r;
-                return systemd_mask_runtime(unit, true);
+                return systemd_mask_runtime(ctx->systemd, unit, true, object);
         }
         if (!streq(value, "active") && !streq(value, "inactive"))
                 return -EINVAL;
-        r = systemd_mask_runtime(unit, false);
+        r = systemd_mask_runtime(ctx->systemd, unit, false, object);
         if (r < 0 && r != -ENOENT)
                 return r;
         if (streq(value, "active"))
-                return systemd_start_unit(unit);
-        r = systemd_stop_unit(unit);
+                return systemd_start_unit(ctx->systemd, unit, object);
+        r = systemd_stop_unit(ctx->systemd, unit, object);
         return r == -ENOENT ? 0 : r;
 }
 
@@ -680,40 +701,37 @@ const SettingKind setting_kind_service = {
 /* The PM QoS request of /dev/cpu_dma_latency lives as long as the file descriptor that made it: rtctld
  * holds it open. "none" is no request (the descriptor closed); the kernel drops the request by itself
  * when the daemon dies, so the journalled "none" is always right after a crash. */
-static int pmqos_fd = -EBADF;
-static int pmqos_value;
-
-static int pmqos_read(const char *object, const char *hint, char **ret)
+static int pmqos_read(SettingContext *ctx, const char *object, const char *hint, char **ret)
 {
-        *ret = pmqos_fd >= 0 ? xasprintf("%d", pmqos_value) : xstrdup("none");
+        *ret = ctx->pmqos_fd >= 0 ? xasprintf("%d", ctx->pmqos_value) : xstrdup("none");
         return 0;
 }
 
-static int pmqos_write(const char *object, const char *value)
+static int pmqos_write(SettingContext *ctx, const char *object, const char *value)
 {
         int32_t v;
         int n;
 
         if (streq(value, "none")) {
-                if (pmqos_fd >= 0)
-                        close(pmqos_fd);
-                pmqos_fd = -EBADF;
+                if (ctx->pmqos_fd >= 0)
+                        close(ctx->pmqos_fd);
+                ctx->pmqos_fd = -EBADF;
                 return 0;
         }
         if (safe_atoi(value, &n) < 0 || n < 0)
                 return -EINVAL;
-        if (pmqos_fd < 0) {
+        if (ctx->pmqos_fd < 0) {
                 _cleanup_free_ char *p = sys_path(object);
-                pmqos_fd = open(p, O_WRONLY | O_CLOEXEC);
-                if (pmqos_fd < 0)
+                ctx->pmqos_fd = open(p, O_WRONLY | O_CLOEXEC);
+                if (ctx->pmqos_fd < 0)
                         return -errno;
         }
         v = n;
         /* The kernel takes a binary s32 (or a hex string); a rewrite on the same descriptor updates it. */
-        if (pwrite(pmqos_fd, &v, sizeof v, 0) != (ssize_t)sizeof v &&
-            write(pmqos_fd, &v, sizeof v) != (ssize_t)sizeof v)
+        if (pwrite(ctx->pmqos_fd, &v, sizeof v, 0) != (ssize_t)sizeof v &&
+            write(ctx->pmqos_fd, &v, sizeof v) != (ssize_t)sizeof v)
                 return -errno;
-        pmqos_value = n;
+        ctx->pmqos_value = n;
         return 0;
 }
 
@@ -723,8 +741,3 @@ const SettingKind setting_kind_pmqos = {
     .write = pmqos_write,
     .equal = setting_equal_folded,
 };
-
-int pmqos_held_fd(void)
-{
-        return pmqos_fd;
-}

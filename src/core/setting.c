@@ -2,7 +2,25 @@
 #include <ctype.h>
 
 #include "core/setting.h"
+#include "core/systemd.h"
 #include "shared/sysfs.h"
+
+void setting_context_init(SettingContext *c, sd_event *event)
+{
+        *c = (SettingContext){.refused = g_hash_table_new_full(g_str_hash, g_str_equal, free, NULL),
+                              .pmqos_fd = -EBADF,
+                              .systemd = systemd_client_new(event)};
+}
+
+void setting_context_clear(SettingContext *c)
+{
+        if (c->refused)
+                g_hash_table_destroy(c->refused);
+        if (c->pmqos_fd >= 0)
+                close(c->pmqos_fd);
+        systemd_client_free(c->systemd);
+        *c = (SettingContext){.pmqos_fd = -EBADF};
+}
 
 bool setting_equal_folded(const char *a, const char *b)
 {
@@ -26,7 +44,7 @@ bool setting_equal_folded(const char *a, const char *b)
         }
 }
 
-int setting_file_read(const char *object, const char *hint, char **ret)
+int setting_file_read(SettingContext *ctx, const char *object, const char *hint, char **ret)
 {
         _cleanup_free_ char *s = NULL;
         int r;
@@ -38,14 +56,19 @@ int setting_file_read(const char *object, const char *hint, char **ret)
         return 0;
 }
 
+int setting_file_write(SettingContext *ctx, const char *object, const char *value)
+{
+        return sys_write(object, value);
+}
+
 const SettingKind setting_kind_file = {
     .name = "file",
     .read = setting_file_read,
-    .write = sys_write,
+    .write = setting_file_write,
     .equal = setting_equal_folded,
 };
 
-static int choice_read(const char *object, const char *hint, char **ret)
+static int choice_read(SettingContext *ctx, const char *object, const char *hint, char **ret)
 {
         _cleanup_free_ char *s = NULL;
         char *open, *close;
@@ -60,24 +83,26 @@ static int choice_read(const char *object, const char *hint, char **ret)
                 /* A single choice is printed without brackets: "none". */
                 *ret = xstrdup(strstrip(s));
         else
-                *ret = strndup(open + 1, (size_t)(close - open - 1));
+                *ret = xstrndup(open + 1, (size_t)(close - open - 1));
         return 0;
 }
 
 const SettingKind setting_kind_choice = {
     .name = "choice",
     .read = choice_read,
-    .write = sys_write,
+    .write = setting_file_write,
     .equal = setting_equal_folded,
 };
 
 const SettingKind *setting_kind_from_name(const char *name)
 {
         static const SettingKind *const kinds[] = {
-            &setting_kind_file,      &setting_kind_choice,  &setting_kind_cpulist,   &setting_kind_cpumask,
-            &setting_kind_cgroup,    &setting_kind_procs,   &setting_kind_member,    &setting_kind_affinity,
-            &setting_kind_unit_cpus, &setting_kind_slice,   &setting_kind_partition, &setting_kind_subtree,
-            &setting_kind_sched,     &setting_kind_service, &setting_kind_pmqos,
+            &setting_kind_file,         &setting_kind_choice,    &setting_kind_cpulist,
+            &setting_kind_cpumask,      &setting_kind_cgroup,    &setting_kind_procs,
+            &setting_kind_member,       &setting_kind_affinity,  &setting_kind_unit_cpus,
+            &setting_kind_slice,        &setting_kind_partition, &setting_kind_subtree,
+            &setting_kind_sched,        &setting_kind_service,   &setting_kind_pmqos,
+            &setting_kind_irq_affinity,
         };
 
         for (size_t i = 0; i < ELEMENTSOF(kinds); i++)

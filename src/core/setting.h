@@ -1,7 +1,33 @@
 /* SPDX-License-Identifier: GPL-2.0-or-later */
 #pragma once
 
+#include <glib.h>
+#include <systemd/sd-event.h>
+
+#include "core/tasks.h"
 #include "shared/util.h"
+
+typedef struct SystemdClient SystemdClient;
+
+/* What setting kinds keep between calls. Whoever runs passes owns one (the Manager for the daemon's
+ * life; the CLI and tests one per run) and hands it to every read and write: no kind keeps state in
+ * statics. */
+typedef struct SettingContext {
+        /* Processes the kernel refused to move between cgroups for a reason their flags do not show,
+         * as "PID:starttime": a PID reused by a new process is not skipped. */
+        GHashTable *refused;
+        /* The /dev/cpu_dma_latency request: it lives as long as this descriptor (-EBADF: none). */
+        int pmqos_fd;
+        int pmqos_value;
+        /* systemd's manager, connected on first use. */
+        SystemdClient *systemd;
+        /* The pass's one reading of /proc (NULL outside a pass: kinds then read what they need). */
+        TaskScan *tasks;
+} SettingContext;
+
+/* event: the loop systemd's jobs are followed on (NULL: waited for where needed, as the CLI does). */
+void setting_context_init(SettingContext *c, sd_event *event);
+void setting_context_clear(SettingContext *c);
 
 /* How a kernel object is read, written and compared. Each kind is one small ops table; the journal
  * stores the kind's name, so restore after a restart knows how to put a value back. */
@@ -10,12 +36,15 @@ typedef struct SettingKind {
         /* -ENOENT when the object does not exist. hint is the value about to be compared with (the desired
          * value, or the original on restore): a kind whose state depends on it (where processes come
          * from) reads it from there. */
-        int (*read)(const char *object, const char *hint, char **ret);
-        int (*write)(const char *object, const char *value);
+        int (*read)(SettingContext *ctx, const char *object, const char *hint, char **ret);
+        int (*write)(SettingContext *ctx, const char *object, const char *value);
         bool (*equal)(const char *current, const char *desired);
         /* Created by rtctl, it takes everything below it when it goes: objects under it are not
          * journalled. */
         bool owns_children;
+        /* Errors (positive errno, 0-terminated) with which the kernel says it places this object itself
+         * (an IRQ's affinity: EIO, EPERM): the setting is refused, not failed, and not tried again. */
+        const int *refusals;
 } SettingKind;
 
 /* A plain sysfs/procfs attribute; values compare with white space folded. */
@@ -25,6 +54,9 @@ extern const SettingKind setting_kind_choice;
 
 /* A CPU list file ("0-3,8"), compared as a set. */
 extern const SettingKind setting_kind_cpulist;
+/* /proc/irq/N/smp_affinity_list: a CPU list the kernel may refuse for good (EIO, EPERM: an IRQ only it
+ * places). */
+extern const SettingKind setting_kind_irq_affinity;
 /* A hex CPU mask file (workqueue cpumask), shown and planned as a CPU list. */
 extern const SettingKind setting_kind_cpumask;
 /* A cgroup directory: "present" or "absent". Removing it moves its processes to its parent first. */
@@ -57,19 +89,24 @@ extern const SettingKind setting_kind_service;
 
 /* /dev/cpu_dma_latency: a PM QoS request in µs held through an open descriptor, or "none". */
 extern const SettingKind setting_kind_pmqos;
-int pmqos_held_fd(void);
 
 const SettingKind *setting_kind_from_name(const char *name);
 
 /* For kinds built on plain files. */
-int setting_file_read(const char *object, const char *hint, char **ret);
+int setting_file_read(SettingContext *ctx, const char *object, const char *hint, char **ret);
+int setting_file_write(SettingContext *ctx, const char *object, const char *value);
 bool setting_equal_folded(const char *a, const char *b);
 
 typedef enum SettingResult {
         SETTING_PENDING,
         SETTING_UNCHANGED, /* already at the desired value: nothing written */
         SETTING_CHANGED,
-        SETTING_FAILED,
+        /* What a write's error meant, sorted in one place (applier.c): */
+        SETTING_GONE,     /* the object went with its device or process: nothing to set or restore */
+        SETTING_BUSY,     /* EBUSY/EAGAIN: tried again shortly */
+        SETTING_REFUSED,  /* the kernel will not take it for this object (a kind's refusals): left alone */
+        SETTING_FAILED,   /* anything else: a failure in status */
+        SETTING_DEFERRED, /* a later phase while systemd still runs jobs an earlier one queued */
 } SettingResult;
 
 /* One desired value of one kernel object. Tuners fill object, desired, kind and phase; the applier

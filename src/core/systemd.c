@@ -1,6 +1,6 @@
 /* SPDX-License-Identifier: GPL-2.0-or-later */
+#include <glib.h>
 #include <systemd/sd-bus.h>
-#include <time.h>
 
 #include "core/systemd.h"
 
@@ -8,22 +8,149 @@
 #define SD_PATH  "/org/freedesktop/systemd1"
 #define SD_IFACE "org.freedesktop.systemd1.Manager"
 
-/* One connection for the process. Calls are synchronous: they happen inside a pass, and systemd answers
- * these in well under a millisecond. */
-static int bus(sd_bus **ret)
+struct SystemdClient {
+        sd_event *event;
+        sd_bus *bus;
+        sd_bus_slot *job_removed;
+        GHashTable *jobs; /* job object path -> label */
+        size_t reloads;   /* daemon reloads sent, not yet answered */
+        SystemdFailure *failures;
+        size_t n_failures;
+        void (*settled)(void *userdata);
+        void *userdata;
+};
+
+SystemdClient *systemd_client_new(sd_event *event)
 {
-        static sd_bus *b;
+        SystemdClient *c = xmalloc0(sizeof(SystemdClient));
+
+        c->event = event ? sd_event_ref(event) : NULL;
+        c->jobs = g_hash_table_new_full(g_str_hash, g_str_equal, free, free);
+        return c;
+}
+
+void systemd_failures_free(SystemdFailure *f, size_t n)
+{
+        for (size_t i = 0; i < n; i++) {
+                free(f[i].label);
+                free(f[i].message);
+        }
+        free(f);
+}
+
+void systemd_client_free(SystemdClient *c)
+{
+        if (!c)
+                return;
+        sd_bus_slot_unref(c->job_removed);
+        sd_bus_flush_close_unref(c->bus);
+        sd_event_unref(c->event);
+        g_hash_table_destroy(c->jobs);
+        systemd_failures_free(c->failures, c->n_failures);
+        free(c);
+}
+
+void systemd_client_on_settled(SystemdClient *c, void (*settled)(void *userdata), void *userdata)
+{
+        c->settled = settled;
+        c->userdata = userdata;
+}
+
+size_t systemd_client_pending(const SystemdClient *c)
+{
+        return g_hash_table_size(c->jobs) + c->reloads;
+}
+
+SystemdFailure *systemd_client_take_failures(SystemdClient *c, size_t *ret_n)
+{
+        *ret_n = c->n_failures;
+        c->n_failures = 0;
+        return TAKE_PTR(c->failures);
+}
+
+static void add_failure(SystemdClient *c, const char *label, char *message)
+{
+        c->failures = realloc(c->failures, sizeof(SystemdFailure) * (c->n_failures + 1));
+        if (!c->failures)
+                abort();
+        c->failures[c->n_failures++] = (SystemdFailure){.label = xstrdup(label), .message = message};
+}
+
+static void maybe_settled(SystemdClient *c)
+{
+        if (systemd_client_pending(c) == 0 && c->settled)
+                c->settled(c->userdata);
+}
+
+/* JobRemoved(u id, o job, s unit, s result): systemd sends it to the client that queued the job (it
+ * tracks the sender), so no Subscribe() is needed, and no other unit's changes wake this process. */
+static int on_job_removed(sd_bus_message *msg, void *userdata, sd_bus_error *error)
+{
+        SystemdClient *c = userdata;
+        const char *job, *unit, *result;
+        gpointer path, label;
+        uint32_t id;
+
+        if (sd_bus_message_read(msg, "uoss", &id, &job, &unit, &result) < 0)
+                return 0;
+        if (!g_hash_table_steal_extended(c->jobs, job, &path, &label))
+                return 0; /* someone else's job */
+        if (!streq(result, "done"))
+                add_failure(c, label, xasprintf("systemd's job for %s ended '%s'", unit, result));
+        free(path);
+        free(label);
+        maybe_settled(c);
+        return 0;
+}
+
+static int bus(SystemdClient *c, sd_bus **ret)
+{
         int r;
 
-        if (b && sd_bus_is_open(b) > 0) {
-                *ret = b;
+        if (c->bus && sd_bus_is_open(c->bus) > 0) {
+                *ret = c->bus;
                 return 0;
         }
-        b = sd_bus_flush_close_unref(b);
-        r = sd_bus_open_system(&b);
+        c->job_removed = sd_bus_slot_unref(c->job_removed);
+        c->bus = sd_bus_flush_close_unref(c->bus);
+        /* A new connection cannot hear about the old one's jobs: they are not outstanding any more. */
+        g_hash_table_remove_all(c->jobs);
+        c->reloads = 0;
+        r = sd_bus_open_system(&c->bus);
         if (r < 0)
                 return r;
-        *ret = b;
+        if (c->event) {
+                r = sd_bus_attach_event(c->bus, c->event, SD_EVENT_PRIORITY_NORMAL);
+                if (r < 0)
+                        return r;
+        }
+        r = sd_bus_match_signal(c->bus, &c->job_removed, SD_NAME, SD_PATH, SD_IFACE, "JobRemoved",
+                                on_job_removed, c);
+        if (r < 0)
+                return r;
+        *ret = c->bus;
+        return 0;
+}
+
+int systemd_client_wait(SystemdClient *c, uint64_t timeout_usec)
+{
+        uint64_t end = now_usec(CLOCK_MONOTONIC) + timeout_usec;
+        int r;
+
+        while (c->bus && systemd_client_pending(c) > 0) {
+                uint64_t now = now_usec(CLOCK_MONOTONIC);
+
+                r = sd_bus_process(c->bus, NULL);
+                if (r < 0)
+                        return r;
+                if (r > 0)
+                        continue;
+                if (now >= end)
+                        return -ETIMEDOUT;
+                r = sd_bus_wait(c->bus, end - now);
+                if (r < 0)
+                        return r;
+        }
         return 0;
 }
 
@@ -64,7 +191,7 @@ static int unit_path(sd_bus *b, const char *unit, char **ret)
         return r < 0 ? r : 0;
 }
 
-int systemd_unit_cpus(const char *unit, char **ret)
+int systemd_unit_cpus(SystemdClient *c, const char *unit, char **ret)
 {
         sd_bus_error e = SD_BUS_ERROR_NULL;
         sd_bus_message *reply = NULL;
@@ -75,7 +202,7 @@ int systemd_unit_cpus(const char *unit, char **ret)
         sd_bus *b;
         int r;
 
-        if ((r = bus(&b)) < 0 || (r = unit_path(b, unit, &path)) < 0)
+        if ((r = bus(c, &b)) < 0 || (r = unit_path(b, unit, &path)) < 0)
                 return r;
         r = sd_bus_get_property(b, SD_NAME, path, unit_interface(unit), "AllowedCPUs", &e, &reply, "ay");
         if (r < 0) {
@@ -127,37 +254,48 @@ static int append_cpus(sd_bus_message *m, const char *cpulist)
 
 /* Builds a call to the manager: sd-bus messages collect the first error, so builders run on and
  * send_call() looks at r once. */
-static int new_call(const char *member, sd_bus **ret_bus, sd_bus_message **ret)
+static int new_call(SystemdClient *c, const char *member, sd_bus **ret_bus, sd_bus_message **ret)
 {
-        int r = bus(ret_bus);
+        int r = bus(c, ret_bus);
 
         if (r < 0)
                 return r;
         return sd_bus_message_new_method_call(*ret_bus, ret, SD_NAME, SD_PATH, SD_IFACE, member);
 }
 
-/* Sends m (taking it) unless building it failed (r < 0). */
-static int send_call(sd_bus *b, sd_bus_message *m, int r)
+/* Sends m (taking it) unless building it failed (r < 0). With label, the reply is a job path, which
+ * becomes outstanding: SYSTEMD_QUEUED. */
+static int send_call(SystemdClient *c, sd_bus *b, sd_bus_message *m, int r, const char *label)
 {
         sd_bus_error e = SD_BUS_ERROR_NULL;
+        sd_bus_message *reply = NULL;
+        const char *job;
 
         if (r >= 0) {
-                r = sd_bus_call(b, m, 10 * 1000000ULL, &e, NULL);
+                r = sd_bus_call(b, m, 10 * 1000000ULL, &e, &reply);
                 if (r < 0)
                         r = errno_of(&e, r);
         }
+        if (r >= 0 && label) {
+                r = sd_bus_message_read(reply, "o", &job);
+                if (r >= 0) {
+                        g_hash_table_replace(c->jobs, xstrdup(job), xstrdup(label));
+                        r = SYSTEMD_QUEUED;
+                }
+        }
         sd_bus_error_free(&e);
+        sd_bus_message_unref(reply);
         sd_bus_message_unref(m);
-        return r < 0 ? r : 0;
+        return r < 0 ? r : label ? r : 0;
 }
 
-int systemd_set_unit_cpus(const char *unit, const char *cpulist)
+int systemd_set_unit_cpus(SystemdClient *c, const char *unit, const char *cpulist)
 {
         sd_bus_message *m = NULL;
         sd_bus *b = NULL;
         int r;
 
-        r = new_call("SetUnitProperties", &b, &m);
+        r = new_call(c, "SetUnitProperties", &b, &m);
         if (r < 0)
                 return r;
         r = sd_bus_message_append(m, "sb", unit, 1);
@@ -167,17 +305,17 @@ int systemd_set_unit_cpus(const char *unit, const char *cpulist)
                 r = append_cpus(m, cpulist);
         if (r >= 0)
                 r = sd_bus_message_close_container(m);
-        return send_call(b, m, r);
+        return send_call(c, b, m, r, NULL);
 }
 
-int systemd_unit_active(const char *unit, bool *ret)
+int systemd_unit_active(SystemdClient *c, const char *unit, bool *ret)
 {
         sd_bus_error e = SD_BUS_ERROR_NULL;
         _cleanup_free_ char *path = NULL, *state = NULL;
         sd_bus *b;
         int r;
 
-        if ((r = bus(&b)) < 0)
+        if ((r = bus(c, &b)) < 0)
                 return r;
         r = unit_path(b, unit, &path);
         if (r == -ENOENT) {
@@ -195,31 +333,17 @@ int systemd_unit_active(const char *unit, bool *ret)
         return 0;
 }
 
-/* Start and stop calls return when the job is queued; wait (briefly, up to 0.4 s) until it is done. */
-static int wait_state(const char *unit, bool want_active)
-{
-        for (int i = 0; i < 200; i++) {
-                bool active;
-                int r = systemd_unit_active(unit, &active);
-                if (r < 0)
-                        return r;
-                if (active == want_active)
-                        return 0;
-                nanosleep(&(struct timespec){.tv_nsec = 2 * 1000 * 1000}, NULL);
-        }
-        return -ETIMEDOUT;
-}
-
-/* StartTransientUnit(unit, "fail", properties, no aux units), then waits until it runs. props appends the
- * properties inside the open a(sv). */
-static int start_transient(const char *unit, int (*props)(sd_bus_message *m, const void *userdata),
-                           const void *userdata)
+/* StartTransientUnit(unit, "fail", properties, no aux units). props appends the properties inside the
+ * open a(sv). */
+static int start_transient(SystemdClient *c, const char *unit,
+                           int (*props)(sd_bus_message *m, const void *userdata), const void *userdata,
+                           const char *label)
 {
         sd_bus_message *m = NULL;
         sd_bus *b = NULL;
         int r;
 
-        r = new_call("StartTransientUnit", &b, &m);
+        r = new_call(c, "StartTransientUnit", &b, &m);
         if (r < 0)
                 return r;
         r = sd_bus_message_append(m, "ss", unit, "fail");
@@ -231,8 +355,7 @@ static int start_transient(const char *unit, int (*props)(sd_bus_message *m, con
                 r = sd_bus_message_close_container(m);
         if (r >= 0)
                 r = sd_bus_message_append(m, "a(sa(sv))", 0);
-        r = send_call(b, m, r);
-        return r < 0 ? r : wait_state(unit, true);
+        return send_call(c, b, m, r, label);
 }
 
 typedef struct SliceProps {
@@ -248,9 +371,10 @@ static int slice_props(sd_bus_message *m, const void *userdata)
         return r < 0 ? r : append_cpus(m, p->cpulist);
 }
 
-int systemd_start_slice(const char *unit, const char *description, const char *cpulist)
+int systemd_start_slice(SystemdClient *c, const char *unit, const char *description, const char *cpulist,
+                        const char *label)
 {
-        return start_transient(unit, slice_props, &(SliceProps){description, cpulist});
+        return start_transient(c, unit, slice_props, &(SliceProps){description, cpulist}, label);
 }
 
 typedef struct ScopeProps {
@@ -267,36 +391,38 @@ static int scope_props(sd_bus_message *m, const void *userdata)
                                      p->slice, "PIDs", "au", 1, p->pid);
 }
 
-int systemd_start_scope(const char *unit, const char *slice, unsigned pid)
+int systemd_start_scope(SystemdClient *c, const char *unit, const char *slice, unsigned pid,
+                        const char *label)
 {
-        return start_transient(unit, scope_props, &(ScopeProps){slice, (uint32_t)pid});
+        return start_transient(c, unit, scope_props, &(ScopeProps){slice, (uint32_t)pid}, label);
 }
 
-/* StartUnit or StopUnit(unit, mode), then waits until the unit got there. */
-static int unit_job(const char *method, const char *unit, const char *mode, bool want_active)
+/* StartUnit or StopUnit(unit, mode). */
+static int unit_job(SystemdClient *c, const char *method, const char *unit, const char *mode,
+                    const char *label)
 {
         sd_bus_message *m = NULL;
         sd_bus *b = NULL;
         int r;
 
-        r = new_call(method, &b, &m);
+        r = new_call(c, method, &b, &m);
         if (r < 0)
                 return r;
-        r = send_call(b, m, sd_bus_message_append(m, "ss", unit, mode));
-        return r < 0 ? r : wait_state(unit, want_active);
+        return send_call(c, b, m, sd_bus_message_append(m, "ss", unit, mode), label);
 }
 
-int systemd_stop_unit(const char *unit)
+int systemd_stop_unit(SystemdClient *c, const char *unit, const char *label)
 {
-        return unit_job("StopUnit", unit, "fail", false);
+        return unit_job(c, "StopUnit", unit, "fail", label);
 }
 
-int systemd_start_unit(const char *unit)
+int systemd_start_unit(SystemdClient *c, const char *unit, const char *label)
 {
-        return unit_job("StartUnit", unit, "replace", true);
+        return unit_job(c, "StartUnit", unit, "replace", label);
 }
 
-int systemd_unit_file_state(const char *unit, char **ret_load, char **ret_active, char **ret_file)
+int systemd_unit_file_state(SystemdClient *c, const char *unit, char **ret_load, char **ret_active,
+                            char **ret_file)
 {
         sd_bus_error e = SD_BUS_ERROR_NULL;
         sd_bus_message *reply = NULL;
@@ -304,7 +430,7 @@ int systemd_unit_file_state(const char *unit, char **ret_load, char **ret_active
         sd_bus *b;
         int r;
 
-        if ((r = bus(&b)) < 0)
+        if ((r = bus(c, &b)) < 0)
                 return r;
         /* LoadUnit, not GetUnit: a unit nobody started yet is not loaded, but may well be installed. */
         r = sd_bus_call_method(b, SD_NAME, SD_PATH, SD_IFACE, "LoadUnit", &e, &reply, "s", unit);
@@ -326,36 +452,72 @@ int systemd_unit_file_state(const char *unit, char **ret_load, char **ret_active
         return r < 0 ? r : 0;
 }
 
-int systemd_mask_runtime(const char *unit, bool mask)
+typedef struct ReloadCall {
+        SystemdClient *client;
+        char *label;
+} ReloadCall;
+
+static int on_reload_reply(sd_bus_message *reply, void *userdata, sd_bus_error *error)
+{
+        ReloadCall *call = userdata;
+        SystemdClient *c = call->client;
+        const sd_bus_error *e = sd_bus_message_get_error(reply);
+
+        if (e)
+                add_failure(c, call->label,
+                            xasprintf("systemd's reload after a unit was masked failed: %s", e->message));
+        free(call->label);
+        free(call);
+        c->reloads--;
+        maybe_settled(c);
+        return 0;
+}
+
+/* A daemon reload takes systemd a while (it answers when done): sent, and followed as outstanding. */
+static int reload_async(SystemdClient *c, sd_bus *b, const char *label)
+{
+        ReloadCall *call = xmalloc0(sizeof(ReloadCall));
+        int r;
+
+        *call = (ReloadCall){.client = c, .label = xstrdup(label)};
+        r = sd_bus_call_method_async(b, NULL, SD_NAME, SD_PATH, SD_IFACE, "Reload", on_reload_reply, call,
+                                     NULL);
+        if (r < 0) {
+                free(call->label);
+                free(call);
+                return r;
+        }
+        c->reloads++;
+        return SYSTEMD_QUEUED;
+}
+
+int systemd_mask_runtime(SystemdClient *c, const char *unit, bool mask, const char *label)
 {
         sd_bus_message *m = NULL;
         sd_bus *b = NULL;
         int r;
 
-        r = new_call(mask ? "MaskUnitFiles" : "UnmaskUnitFiles", &b, &m);
+        r = new_call(c, mask ? "MaskUnitFiles" : "UnmaskUnitFiles", &b, &m);
         if (r < 0)
                 return r;
         r = sd_bus_message_append(m, "as", 1, unit);
         if (r >= 0)
                 r = mask ? sd_bus_message_append(m, "bb", true, true) : sd_bus_message_append(m, "b", true);
-        r = send_call(b, m, r);
+        r = send_call(c, b, m, r, NULL);
         if (r < 0)
                 return r;
         /* Unit file changes take effect with a reload, as systemctl does after mask and unmask. */
-        r = new_call("Reload", &b, &m);
-        if (r < 0)
-                return r;
-        return send_call(b, m, 0);
+        return reload_async(c, b, label);
 }
 
-int systemd_attach(const char *unit, const char *subcgroup, unsigned pid)
+int systemd_attach(SystemdClient *c, const char *unit, const char *subcgroup, unsigned pid)
 {
         sd_bus_message *m = NULL;
         sd_bus *b = NULL;
         int r;
 
-        r = new_call("AttachProcessesToUnit", &b, &m);
+        r = new_call(c, "AttachProcessesToUnit", &b, &m);
         if (r < 0)
                 return r;
-        return send_call(b, m, sd_bus_message_append(m, "ssau", unit, subcgroup, 1, (uint32_t)pid));
+        return send_call(c, b, m, sd_bus_message_append(m, "ssau", unit, subcgroup, 1, (uint32_t)pid), NULL);
 }

@@ -1,30 +1,67 @@
 /* SPDX-License-Identifier: GPL-2.0-or-later */
 #pragma once
 
+#include <systemd/sd-event.h>
+
 #include "shared/cpuset.h"
 
-/* The few calls to systemd's manager (org.freedesktop.systemd1) that CPU isolation on a systemd machine
- * needs. systemd owns the cgroup tree there: rtctl changes it only through these, and writes only the
+/* The few calls to systemd's manager (org.freedesktop.systemd1) that CPU isolation and rival services
+ * need. systemd owns the cgroup tree there: rtctl changes it only through these, and writes only the
  * cgroup files systemd leaves alone (cpuset.cpus.partition). Negative errno on failure; -ENOENT when
- * the unit does not exist. */
+ * the unit does not exist.
+ *
+ * Calls systemd answers from memory (properties, SetUnitProperties, queueing a job) are made directly.
+ * What takes systemd time is never waited for in place: a start or stop returns SYSTEMD_QUEUED once
+ * the job is queued, a daemon reload is sent without waiting, and the client follows both on the bus
+ * (JobRemoved, the reload's reply). With an event loop that happens on the loop, and `settled` runs
+ * when nothing is outstanding any more; without one, systemd_client_wait() processes the bus. */
+
+#define SYSTEMD_QUEUED 1
+
+typedef struct SystemdClient SystemdClient;
+
+/* What a job or a reload ended with, when that was not success: label is what the caller named the
+ * request after (the setting's object). */
+typedef struct SystemdFailure {
+        char *label;
+        char *message;
+} SystemdFailure;
+
+/* event NULL: no loop (the CLI); the bus is connected on first use either way. */
+SystemdClient *systemd_client_new(sd_event *event);
+void systemd_client_free(SystemdClient *c);
+/* Called (on the loop) when the last outstanding job or reload ended. */
+void systemd_client_on_settled(SystemdClient *c, void (*settled)(void *userdata), void *userdata);
+size_t systemd_client_pending(const SystemdClient *c);
+/* The failures since the last call; the caller frees them with systemd_failures_free(). */
+SystemdFailure *systemd_client_take_failures(SystemdClient *c, size_t *ret_n);
+void systemd_failures_free(SystemdFailure *f, size_t n);
+/* Without an event loop: processes the bus until nothing is outstanding, or -ETIMEDOUT. */
+int systemd_client_wait(SystemdClient *c, uint64_t timeout_usec);
 
 /* AllowedCPUs= of a unit, as a CPU list ("" when unset: all CPUs). */
-int systemd_unit_cpus(const char *unit, char **ret);
+int systemd_unit_cpus(SystemdClient *c, const char *unit, char **ret);
 /* Sets AllowedCPUs= at run time only (lost at reboot, like everything rtctl does); "" unsets it. */
-int systemd_set_unit_cpus(const char *unit, const char *cpulist);
-int systemd_unit_active(const char *unit, bool *ret);
-/* Starts a transient slice with AllowedCPUs= (kept until stopped: a started slice is not collected). */
-int systemd_start_slice(const char *unit, const char *description, const char *cpulist);
-int systemd_stop_unit(const char *unit);
+int systemd_set_unit_cpus(SystemdClient *c, const char *unit, const char *cpulist);
+int systemd_unit_active(SystemdClient *c, const char *unit, bool *ret);
 /* LoadState ("loaded", "not-found", "masked"), ActiveState and UnitFileState ("enabled",
  * "masked-runtime", ...) of a unit, loading it if needed. */
-int systemd_unit_file_state(const char *unit, char **ret_load, char **ret_active, char **ret_file);
-/* Masks (or unmasks) a unit until reboot (/run), then reloads systemd: a masked service cannot be
- * started, not even by D-Bus activation. */
-int systemd_mask_runtime(const char *unit, bool mask);
-/* Starts a unit (StartUnit, mode "replace") and waits until it is active. */
-int systemd_start_unit(const char *unit);
+int systemd_unit_file_state(SystemdClient *c, const char *unit, char **ret_load, char **ret_active,
+                            char **ret_file);
+
+/* These queue a job: SYSTEMD_QUEUED (or 0 when there was nothing to do), negative errno when systemd
+ * refused. label names the request in failures. */
+/* A transient slice with AllowedCPUs= (kept until stopped: a started slice is not collected). */
+int systemd_start_slice(SystemdClient *c, const char *unit, const char *description, const char *cpulist,
+                        const char *label);
 /* Moves pid into a new transient scope in slice. */
-int systemd_start_scope(const char *unit, const char *slice, unsigned pid);
+int systemd_start_scope(SystemdClient *c, const char *unit, const char *slice, unsigned pid,
+                        const char *label);
+int systemd_start_unit(SystemdClient *c, const char *unit, const char *label);
+int systemd_stop_unit(SystemdClient *c, const char *unit, const char *label);
+/* Masks (or unmasks) a unit until reboot (/run) and has systemd reload, so that a masked service
+ * cannot be started, not even by D-Bus activation. The reload is outstanding until systemd answers. */
+int systemd_mask_runtime(SystemdClient *c, const char *unit, bool mask, const char *label);
+
 /* Moves pid into an existing unit's cgroup, or a sub-cgroup of a delegated one ("" for the unit's own). */
-int systemd_attach(const char *unit, const char *subcgroup, unsigned pid);
+int systemd_attach(SystemdClient *c, const char *unit, const char *subcgroup, unsigned pid);

@@ -15,6 +15,8 @@ typedef struct PlanContext {
         size_t n_attached;
         /* What the IRQ tuners keep between passes (rates, refusals, pins); NULL in a one-off plan. */
         struct IrqState *irq;
+        /* The pass's one reading of /proc, loaded when a tuner first asks. */
+        TaskScan *tasks;
         uint64_t pass_start_usec; /* CLOCK_MONOTONIC */
         /* Stop conflicting services (irqbalance) rather than warn about them: OnConflict=stop. */
         bool stop_conflicts;
@@ -56,7 +58,13 @@ typedef struct Tuner {
          * bad one to *errors. Returns its config (NULL when the profile does not use it). */
         void *(*parse)(Conf *conf, char ***errors);
         void (*free_config)(void *config);
-        /* device: NULL for the whole machine, else the kernel name of one device of its subsystems. */
+        /* Instead of parse: the config of the tuner that owns the sections both read (the IRQ thread
+         * tuner reads [IRQ], parsed once by the IRQ tuner), where uses() says it has work in it. */
+        const struct Tuner *config_from;
+        bool (*uses)(const void *config);
+        /* device: NULL for the whole machine, else the kernel name of one device of its subsystems.
+         * Negative errno when it could not plan (a read failed): the pass then keeps what the tuner set
+         * as it is and reports the failure; a tuner may say what failed with plan_notes_fail(). */
         int (*plan)(const PlanContext *ctx, const void *config, const char *device, Plan *plan,
                     PlanNotes *notes);
         /* Seconds between passes the config asks for (periodic rebalancing); 0 or NULL: events only. */

@@ -1,9 +1,7 @@
 /* SPDX-License-Identifier: GPL-2.0-or-later */
 #include "daemon/bus.h"
 #include "daemon/manager.h"
-#include "core/cgroupfs.h"
 #include "shared/log.h"
-#include "shared/sysfs.h"
 
 /* Until polkit is wired in, only root changes the machine: fail closed. */
 static int check_root(sd_bus_message *msg, sd_bus_error *error)
@@ -206,27 +204,11 @@ static int method_plan(sd_bus_message *msg, void *userdata, sd_bus_error *error)
         return sd_bus_send(NULL, reply, NULL);
 }
 
-/* The scheduling of each IRQ's first thread ("fifo:50"), by IRQ number; empty when not threaded. */
-static GHashTable *irq_threads(void)
+static void free_threads(char **threads, size_t n)
 {
-        GHashTable *h = g_hash_table_new_full(g_direct_hash, g_direct_equal, NULL, free);
-        _cleanup_closedir_ DIR *d = sys_opendir("/proc");
-        struct dirent *de;
-
-        while (d && (de = readdir(d))) {
-                _cleanup_free_ char *obj = NULL;
-                char *sched = NULL;
-                TaskInfo t;
-                unsigned pid, irq;
-
-                if (safe_atou(de->d_name, &pid) < 0 || task_info(pid, &t) < 0 || !(t.flags & PF_KTHREAD) ||
-                    sscanf(t.comm, "irq/%u-", &irq) != 1 || g_hash_table_contains(h, GUINT_TO_POINTER(irq)))
-                        continue;
-                obj = xasprintf("/proc/%u/sched", pid);
-                if (setting_kind_sched.read(obj, NULL, &sched) >= 0)
-                        g_hash_table_insert(h, GUINT_TO_POINTER(irq), sched);
-        }
-        return h;
+        for (size_t i = 0; threads && i < n; i++)
+                free(threads[i]);
+        free(threads);
 }
 
 static int method_list_irqs(sd_bus_message *msg, void *userdata, sd_bus_error *error)
@@ -234,14 +216,13 @@ static int method_list_irqs(sd_bus_message *msg, void *userdata, sd_bus_error *e
         Manager *m = userdata;
         _cleanup_irq_table_ IrqTable *t = NULL;
         _cleanup_free_ double *rates = NULL;
-        g_autoptr(GHashTable) threads = NULL;
+        char **threads = NULL;
         sd_bus_message *reply = NULL;
         int r;
 
-        r = manager_irqs(m, &t, &rates);
+        r = manager_irqs(m, &t, &rates, &threads);
         if (r < 0)
                 return sd_bus_error_set_errnof(error, r, "Cannot read the IRQs: %m");
-        threads = irq_threads();
         r = sd_bus_message_new_method_return(msg, &reply);
         if (r >= 0)
                 r = sd_bus_message_open_container(reply, 'a', "(ussssssdssi)");
@@ -249,9 +230,9 @@ static int method_list_irqs(sd_bus_message *msg, void *userdata, sd_bus_error *e
                 const Irq *q = &t->irqs[i];
                 _cleanup_free_ char *cpus = q->affinity ? cpuset_format_list(q->affinity) : xstrdup("");
                 _cleanup_free_ char *eff = q->effective ? cpuset_format_list(q->effective) : xstrdup("");
-                const char *sched = g_hash_table_lookup(threads, GUINT_TO_POINTER(q->num));
+                const char *sched = threads[i];
                 const char *colon = sched ? strchr(sched, ':') : NULL;
-                _cleanup_free_ char *policy = colon ? strndup(sched, (size_t)(colon - sched)) : xstrdup("");
+                _cleanup_free_ char *policy = colon ? xstrndup(sched, (size_t)(colon - sched)) : xstrdup("");
                 const char *why = q->unmovable                         ? q->unmovable
                                   : irq_state_refused(&m->irq, q->num) ? "the kernel refused to move it"
                                                                        : "";
@@ -261,6 +242,7 @@ static int method_list_irqs(sd_bus_message *msg, void *userdata, sd_bus_error *e
                                           strempty(q->driver), cpus, eff, rates[i], why, policy,
                                           colon ? atoi(colon + 1) : -1);
         }
+        free_threads(threads, t->n);
         if (r >= 0)
                 r = sd_bus_message_close_container(reply);
         if (r >= 0)
@@ -294,6 +276,8 @@ static int pin_irq(sd_bus_message *msg, Manager *m, uint32_t irq, const char *cp
                 return sd_bus_error_setf(error, RTCTL_ERROR_ISOLATED_CPU, "%s", err);
         case -EOPNOTSUPP:
                 return sd_bus_error_setf(error, RTCTL_ERROR_NOT_SUPPORTED, "%s", err);
+        case -ESRCH:
+                return sd_bus_error_setf(error, RTCTL_ERROR_NOT_PINNED, "%s", err);
         default:
                 return sd_bus_error_setf(error, RTCTL_ERROR_INVALID_ARGUMENT, "%s", strempty(err));
         }
@@ -318,57 +302,19 @@ static int method_pin_irq_with_flags(sd_bus_message *msg, void *userdata, sd_bus
         return r < 0 ? r : pin_irq(msg, userdata, irq, cpus, flags, error);
 }
 
-static char *cpu_attr(unsigned cpu, const char *rel)
-{
-        _cleanup_free_ char *p = xasprintf("/sys/devices/system/cpu/cpu%u/%s", cpu, rel);
-        char *s = NULL, *t;
-
-        if (sys_read(p, &s) < 0)
-                return xstrdup("");
-        t = strstrip(s);
-        memmove(s, t, strlen(t) + 1);
-        return s;
-}
-
-/* Per online CPU, read now: (cpu, cpufreq driver, governor, EPP, min kHz, max kHz, disabled idle states,
- * PM QoS resume latency). Empty strings and 0 where the machine has no such thing. */
+/* Per online CPU, as the last pass that touched CPUs left it: (cpu, cpufreq driver, governor, EPP, min
+ * kHz, max kHz, disabled idle states, PM QoS resume latency). Empty strings and 0 where the machine has no
+ * such thing. */
 static int property_cpus_power(sd_bus *bus, const char *path, const char *interface, const char *property,
                                sd_bus_message *reply, void *userdata, sd_bus_error *error)
 {
-        Manager *m = userdata;
+        const Status *s = &((Manager *)userdata)->status;
         int r = sd_bus_message_open_container(reply, 'a', "(usssuuss)");
 
-        FOREACH_CPU (cpu, m->topology->online) {
-                _cleanup_free_ char *driver = cpu_attr((unsigned)cpu, "cpufreq/scaling_driver");
-                _cleanup_free_ char *gov = cpu_attr((unsigned)cpu, "cpufreq/scaling_governor");
-                _cleanup_free_ char *epp = cpu_attr((unsigned)cpu, "cpufreq/energy_performance_preference");
-                _cleanup_free_ char *fmin = cpu_attr((unsigned)cpu, "cpufreq/scaling_min_freq");
-                _cleanup_free_ char *fmax = cpu_attr((unsigned)cpu, "cpufreq/scaling_max_freq");
-                _cleanup_free_ char *qos = cpu_attr((unsigned)cpu, "power/pm_qos_resume_latency_us");
-                _cleanup_free_ char *dir = xasprintf("/sys/devices/system/cpu/cpu%d/cpuidle", cpu);
-                _cleanup_closedir_ DIR *d = sys_opendir(dir);
-                g_autoptr(GString) disabled = g_string_new(NULL);
-                unsigned lo = 0, hi = 0;
-                struct dirent *de;
-
-                while (d && (de = readdir(d))) {
-                        _cleanup_free_ char *rel = NULL, *dis = NULL, *name = NULL;
-                        if (!startswith(de->d_name, "state"))
-                                continue;
-                        rel = xasprintf("cpuidle/%s/disable", de->d_name);
-                        dis = cpu_attr((unsigned)cpu, rel);
-                        if (!streq(dis, "1"))
-                                continue;
-                        free(rel);
-                        rel = xasprintf("cpuidle/%s/name", de->d_name);
-                        name = cpu_attr((unsigned)cpu, rel);
-                        g_string_append_printf(disabled, "%s%s", disabled->len ? "," : "", name);
-                }
-                (void)safe_atou(fmin, &lo);
-                (void)safe_atou(fmax, &hi);
-                if (r >= 0)
-                        r = sd_bus_message_append(reply, "(usssuuss)", (uint32_t)cpu, driver, gov, epp, lo,
-                                                  hi, disabled->str, qos);
+        for (size_t i = 0; r >= 0 && i < s->n_power; i++) {
+                const CpuPower *p = &s->power[i];
+                r = sd_bus_message_append(reply, "(usssuuss)", p->cpu, p->driver, p->governor, p->epp,
+                                          p->min_khz, p->max_khz, p->disabled_states, p->pm_qos);
         }
         if (r < 0)
                 return r;
@@ -378,12 +324,9 @@ static int property_cpus_power(sd_bus *bus, const char *path, const char *interf
 static int property_dma_latency(sd_bus *bus, const char *path, const char *interface, const char *property,
                                 sd_bus_message *reply, void *userdata, sd_bus_error *error)
 {
-        _cleanup_free_ char *v = NULL;
-        int n = -1;
+        const SettingContext *k = &((Manager *)userdata)->kinds;
 
-        if (setting_kind_pmqos.read("/dev/cpu_dma_latency", NULL, &v) >= 0)
-                (void)safe_atoi(v, &n);
-        return sd_bus_message_append(reply, "i", n);
+        return sd_bus_message_append(reply, "i", k->pmqos_fd >= 0 ? k->pmqos_value : -1);
 }
 
 static int property_version(sd_bus *bus, const char *path, const char *interface, const char *property,
@@ -459,20 +402,20 @@ static int append_failures(sd_bus_message *reply, GHashTable *table, bool with_e
 static int property_failures(sd_bus *bus, const char *path, const char *interface, const char *property,
                              sd_bus_message *reply, void *userdata, sd_bus_error *error)
 {
-        return append_failures(reply, ((Manager *)userdata)->failures, true);
+        return append_failures(reply, ((Manager *)userdata)->status.failures, true);
 }
 
 static int property_unsupported(sd_bus *bus, const char *path, const char *interface, const char *property,
                                 sd_bus_message *reply, void *userdata, sd_bus_error *error)
 {
-        return append_failures(reply, ((Manager *)userdata)->unsupported, false);
+        return append_failures(reply, ((Manager *)userdata)->status.unsupported, false);
 }
 
 static int property_cpus(sd_bus *bus, const char *path, const char *interface, const char *property,
                          sd_bus_message *reply, void *userdata, sd_bus_error *error)
 {
         Manager *m = userdata;
-        const CpuSet *s = streq(property, "IsolatedCPUs") ? m->isolated : m->housekeeping;
+        const CpuSet *s = streq(property, "IsolatedCPUs") ? m->status.isolated : m->status.housekeeping;
         _cleanup_free_ char *list = s ? cpuset_format_list(s) : xstrdup("");
 
         return sd_bus_message_append(reply, "s", list);
@@ -481,7 +424,7 @@ static int property_cpus(sd_bus *bus, const char *path, const char *interface, c
 static int property_last_pass(sd_bus *bus, const char *path, const char *interface, const char *property,
                               sd_bus_message *reply, void *userdata, sd_bus_error *error)
 {
-        const LastPass *p = &((Manager *)userdata)->last_pass;
+        const LastPass *p = &((Manager *)userdata)->status.last_pass;
 
         return sd_bus_message_append(reply, "(tuut)", p->timestamp_usec, p->changes, p->failures,
                                      p->duration_usec);
@@ -551,7 +494,7 @@ void bus_emit_applied(Manager *m, const char *reason)
         if (!m->bus)
                 return;
         (void)sd_bus_emit_signal(m->bus, RTCTL_BUS_PATH, RTCTL_BUS_IFACE, "Applied", "suu", reason,
-                                 m->last_pass.changes, m->last_pass.failures);
+                                 m->status.last_pass.changes, m->status.last_pass.failures);
         (void)sd_bus_emit_properties_changed(
             m->bus, RTCTL_BUS_PATH, RTCTL_BUS_IFACE, "ActiveProfile", "State", "Failures", "Unsupported",
             "IsolatedCPUs", "HousekeepingCPUs", "LastPass", "AttachedProcesses", "DMALatencyRequest", NULL);

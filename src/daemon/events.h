@@ -3,7 +3,7 @@
 
 #include <systemd/sd-event.h>
 
-#include "shared/util.h"
+#include "core/daemon-conf.h"
 
 typedef struct Uevent {
         const char *action;    /* add, change, remove, online, offline, bind, unbind, ... */
@@ -15,12 +15,6 @@ typedef struct Uevent {
 typedef void (*UeventHandler)(const Uevent *ev, void *userdata);
 
 typedef struct UeventMonitor UeventMonitor;
-
-typedef enum UeventBackend {
-        UEVENT_AUTO,
-        UEVENT_KERNEL, /* NETLINK_KOBJECT_UEVENT through libnl: where no udevd runs */
-        UEVENT_UDEV,   /* sd-device-monitor: after udev's rules ran */
-} UeventBackend;
 
 /* With UEVENT_AUTO, udev's events when udevd runs (its control socket exists), the kernel's otherwise.
  * Every message waiting on the socket is handled in one dispatch, so a burst marks its devices dirty

@@ -60,7 +60,6 @@ static int parse_argv(int argc, char *argv[], Manager *m)
 static int run(int argc, char *argv[])
 {
         _cleanup_manager_ Manager *m = NULL;
-        const char *e;
         int r;
 
         log_setup("rtctld");
@@ -71,11 +70,8 @@ static int run(int argc, char *argv[])
         if (r <= 0)
                 return r;
 
-        /* systemd's RuntimeDirectory= and StateDirectory= set these; tests point them elsewhere. */
-        e = getenv("RUNTIME_DIRECTORY");
-        m->runtime_dir = xstrdup(e && !strchr(e, ':') ? e : RTCTL_DEFAULT_RUNTIME_DIR);
-        e = getenv("STATE_DIRECTORY");
-        m->state_dir = xstrdup(e && !strchr(e, ':') ? e : "/var/lib/rtctl");
+        m->runtime_dir = rtctl_runtime_dir();
+        m->state_dir = rtctl_state_dir();
 
         r = manager_start(m);
         if (r < 0)

@@ -69,6 +69,15 @@ char *xstrdup(const char *s)
         return p;
 }
 
+char *xstrndup(const char *s, size_t n)
+{
+        char *p = strndup(s, n);
+
+        if (!p)
+                oom();
+        return p;
+}
+
 void strv_free(char **l)
 {
         if (!l)
@@ -118,7 +127,7 @@ char **strv_split(const char *s, const char *separators)
                 if (!*p)
                         break;
                 size_t n = strcspn(p, separators);
-                strv_push(&l, strndup(p, n));
+                strv_push(&l, xstrndup(p, n));
                 p += n;
         }
         return l;

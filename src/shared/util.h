@@ -78,6 +78,7 @@ char *strstrip(char *s);
 char *xasprintf(const char *fmt, ...) _printf_(1, 2);
 void *xmalloc0(size_t n);
 char *xstrdup(const char *s);
+char *xstrndup(const char *s, size_t n);
 
 /* A NULL-terminated vector of strings. */
 void strv_free(char **l);

@@ -61,7 +61,7 @@ static bool check_match(ConfKey *k, char **conds, char ***errors)
 {
         for (char **c = conds; *c; c++) {
                 const char *colon = strchr(*c, ':');
-                _cleanup_free_ char *key = colon ? strndup(*c, (size_t)(colon - *c)) : NULL;
+                _cleanup_free_ char *key = colon ? xstrndup(*c, (size_t)(colon - *c)) : NULL;
                 _cleanup_strv_free_ char **alts = NULL;
 
                 if (!key || !in_list(match_keys, key) || isempty(colon + 1)) {
@@ -267,7 +267,7 @@ static bool rule_matches(const BlockRule *r, const Disk *d)
 {
         for (char **c = r->match; *c; c++) {
                 const char *colon = strchr(*c, ':');
-                _cleanup_free_ char *key = strndup(*c, (size_t)(colon - *c));
+                _cleanup_free_ char *key = xstrndup(*c, (size_t)(colon - *c));
                 _cleanup_strv_free_ char **alts = strv_split(colon + 1, "|");
                 bool any = false;
 

@@ -73,7 +73,7 @@ static int conflict_plan(const PlanContext *ctx, const void *config, const char 
                                  xasprintf("systemd:%s", r->unit), xstrdup("masked"));
                         continue;
                 }
-                pid = process_find_in(ctx->pass_start_usec, r->comm);
+                pid = task_scan_find_comm(ctx->tasks, r->comm);
                 if (!pid)
                         continue;
                 plan_notes_add(

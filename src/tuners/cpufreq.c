@@ -207,7 +207,7 @@ static void plan_min_freq(const PowerConfig *c, const PlanContext *ctx, const Po
         if (streq(s->min_freq, "max"))
                 want = hi;
         else if (s->min_freq[n - 1] == '%') {
-                _cleanup_free_ char *num = strndup(s->min_freq, n - 1);
+                _cleanup_free_ char *num = xstrndup(s->min_freq, n - 1);
                 unsigned pct = 0;
                 (void)safe_atou(num, &pct);
                 want = (unsigned)((unsigned long long)hi * pct / 100);

@@ -11,16 +11,9 @@
 #include "tuners/irq.h"
 #include "tuners/power.h"
 
-static void *cpuidle_parse(Conf *conf, char ***errors)
+static bool cpuidle_uses(const void *config)
 {
-        _cleanup_strv_free_ char **ignored = NULL; /* the cpufreq tuner reports them */
-        PowerConfig *c = power_config_parse(conf, &ignored);
-
-        if (!power_config_has_idle(c)) {
-                power_config_free(c);
-                return NULL;
-        }
-        return c;
+        return power_config_has_idle(config);
 }
 
 /* pm_qos_resume_latency_us: "0" means no constraint, "n/a" means 0 µs (poll only). */
@@ -99,7 +92,7 @@ const Tuner tuner_cpuidle = {
     .name = "cpuidle",
     .sections = (const char *const[]){"Power", NULL},
     .cpu_dependent = true,
-    .parse = cpuidle_parse,
-    .free_config = power_config_free,
+    .config_from = &tuner_cpufreq,
+    .uses = cpuidle_uses,
     .plan = cpuidle_plan,
 };

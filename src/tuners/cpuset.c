@@ -49,7 +49,7 @@ static void add(Plan *plan, const SettingKind *kind, unsigned phase, char *objec
         plan_add(plan, kind, "cpuset", phase, object, desired);
 }
 
-static void note_unmovable(const char *root, PlanNotes *notes)
+static void note_unmovable(const PlanContext *ctx, const char *root, PlanNotes *notes)
 {
         _cleanup_free_ unsigned *pids = NULL;
         _cleanup_free_ char *names = NULL;
@@ -58,12 +58,13 @@ static void note_unmovable(const char *root, PlanNotes *notes)
         if (cgroup_procs(root, &pids, &n) < 0)
                 return;
         for (size_t i = 0; i < n; i++) {
-                TaskInfo t;
-                if (task_info(pids[i], &t) < 0 || !(t.flags & PF_NO_SETAFFINITY))
+                TaskInfo buf;
+                const TaskInfo *t = task_scan_find(ctx->tasks, pids[i], &buf);
+                if (!t || !(t->flags & PF_NO_SETAFFINITY))
                         continue;
                 stuck++;
                 if (stuck <= 8) {
-                        char *s = xasprintf("%s%s%s", strempty(names), names ? ", " : "", t.comm);
+                        char *s = xasprintf("%s%s%s", strempty(names), names ? ", " : "", t->comm);
                         free(names);
                         names = s;
                 }
@@ -113,7 +114,7 @@ static int plan_v1(const PlanContext *ctx, const CgroupInfo *cg, Plan *plan, Pla
 
         add(plan, &setting_kind_procs, PHASE_MOVE, xasprintf("%s/cgroup.procs", hk_dir),
             xasprintf("all from %s", root));
-        note_unmovable(root, notes);
+        note_unmovable(ctx, root, notes);
 
         if (!cpuset_empty(iso))
                 for (size_t i = 0; i < ctx->n_attached; i++)

@@ -189,37 +189,46 @@ CpuSet *cpu_spec_resolve(const CpuSpec *spec, const PlanContext *ctx)
         }
 }
 
-const IrqTable *irq_table_for_pass(const PlanContext *ctx, IrqTable **ret_owned)
+int irq_table_for_pass(const PlanContext *ctx, const char *tuner, PlanNotes *notes, const IrqTable **ret,
+                       IrqTable **ret_owned)
 {
         IrqTable *t = NULL;
+        int r;
 
         *ret_owned = NULL;
-        if (ctx->irq && ctx->irq->seen && ctx->irq->seen->timestamp_usec >= ctx->pass_start_usec)
-                return ctx->irq->seen;
-        if (irq_table_load(0, ctx->topology->n_cpus, &t) < 0)
-                return NULL;
-        if (!ctx->irq) {
-                *ret_owned = t;
-                return t;
+        if (ctx->irq && ctx->irq->seen && ctx->irq->seen->timestamp_usec >= ctx->pass_start_usec) {
+                *ret = ctx->irq->seen;
+                return 0;
         }
-        irq_table_free(ctx->irq->seen);
-        ctx->irq->seen = t;
-        return t;
+        r = irq_table_load(0, ctx->topology->n_cpus, &t);
+        if (r < 0) {
+                plan_notes_fail(notes, tuner, xstrdup("/proc/interrupts"), -r,
+                                xasprintf("cannot be read (%s): the IRQs stay as they are", strerror(-r)));
+                return r;
+        }
+        if (!ctx->irq)
+                *ret_owned = t;
+        else {
+                irq_table_free(ctx->irq->seen);
+                ctx->irq->seen = t;
+        }
+        *ret = t;
+        return 0;
 }
 
+/* The config is parsed here for both IRQ tuners; the IRQ thread tuner reads it too. */
 static void *irq_parse(Conf *conf, char ***errors)
 {
-        IrqConfig *c = irq_config_parse(conf, errors);
-        bool places = c && c->balance != IRQ_BALANCE_OFF;
+        return irq_config_parse(conf, errors);
+}
+
+bool irq_config_places(const IrqConfig *c)
+{
+        bool places = c && (c->balance != IRQ_BALANCE_OFF || c->has_irq_section);
 
         for (size_t i = 0; c && i < c->n_rules; i++)
                 places = places || c->rules[i].cpus.kind != CPU_SPEC_UNSET;
-        if (c && !places && !c->has_irq_section) {
-                /* Thread priorities only: the irqthread tuner's. */
-                irq_config_free(c);
-                return NULL;
-        }
-        return c;
+        return places;
 }
 
 static unsigned irq_interval(const void *config)
@@ -394,7 +403,7 @@ static const IrqRule *placing_rule(const IrqConfig *c, const Irq *irq)
 /* The table was read in this pass: the applier need not read every affinity again. */
 static void plan_affinity(Plan *plan, const Irq *irq, char *desired)
 {
-        Setting *s = plan_add(plan, &setting_kind_cpulist, "irq", 0,
+        Setting *s = plan_add(plan, &setting_kind_irq_affinity, "irq", 0,
                               xasprintf("/proc/irq/%u/smp_affinity_list", irq->num), desired);
         if (irq->affinity)
                 s->current = cpuset_format_list(irq->affinity);
@@ -406,17 +415,19 @@ static int irq_plan(const PlanContext *ctx, const void *config, const char *devi
         const IrqConfig *c = config;
         const Topology *topo = ctx->topology;
         _cleanup_irq_table_ IrqTable *owned = NULL;
-        const IrqTable *t = irq_table_for_pass(ctx, &owned);
+        const IrqTable *t = NULL;
         _cleanup_cpuset_ CpuSet *targets = NULL;
         _cleanup_free_ Balanced *balanced = NULL;
         NumList managed = {}, managed_iso = {}, refused = {};
         size_t n_balanced = 0;
         Placer p = {.ctx = ctx, .n_cpus = topo->n_cpus};
+        int r;
 
-        if (!t) {
-                plan_notes_add(notes, "irq", xstrdup("/proc/interrupts"), xstrdup("cannot be read"));
-                return 0;
-        }
+        if (!irq_config_places(c))
+                return 0; /* thread priorities only: the IRQ thread tuner's */
+        r = irq_table_for_pass(ctx, "irq", notes, &t, &owned);
+        if (r < 0)
+                return r;
         if (c->balance != IRQ_BALANCE_OFF) {
                 targets = c->cpus.kind != CPU_SPEC_UNSET
                               ? cpu_spec_resolve(&c->cpus, ctx)

@@ -33,9 +33,13 @@ typedef struct IrqConfig {
 /* NULL when the profile has no [IRQ] section and no [IRQ NAME] rule. */
 IrqConfig *irq_config_parse(Conf *conf, char ***errors);
 void irq_config_free(void *config);
+/* Whether a profile places IRQs at all ([IRQ], or a rule with CPUs=), not only sets thread priorities. */
+bool irq_config_places(const IrqConfig *c);
 
-/* The table of this pass: read once and shared by both tuners through the pass's IrqState. */
-const IrqTable *irq_table_for_pass(const PlanContext *ctx, IrqTable **ret_owned);
+/* The table of this pass: read once and shared by both tuners through the pass's IrqState. Negative
+ * errno, with a failure in notes naming what could not be read, when /proc/interrupts cannot be read. */
+int irq_table_for_pass(const PlanContext *ctx, const char *tuner, PlanNotes *notes, const IrqTable **ret,
+                       IrqTable **ret_owned);
 
 /* A CPU set word on this machine: housekeeping, isolated, all (online) or a list. */
 CpuSet *cpu_spec_resolve(const CpuSpec *spec, const PlanContext *ctx);

@@ -9,19 +9,14 @@
 #include "shared/sysfs.h"
 #include "tuners/irq.h"
 
-static void *irqthread_parse(Conf *conf, char ***errors)
+static bool irqthread_uses(const void *config)
 {
-        _cleanup_strv_free_ char **ignored = NULL; /* the irq tuner reports them */
-        IrqConfig *c = irq_config_parse(conf, &ignored);
-        bool any = false;
+        const IrqConfig *c = config;
 
-        for (size_t i = 0; c && i < c->n_rules; i++)
-                any = any || c->rules[i].policy >= 0;
-        if (!any) {
-                irq_config_free(c);
-                return NULL;
-        }
-        return c;
+        for (size_t i = 0; i < c->n_rules; i++)
+                if (c->rules[i].policy >= 0)
+                        return true;
+        return false;
 }
 
 static const char *policy_name(int policy)
@@ -37,34 +32,15 @@ static const IrqRule *thread_rule(const IrqConfig *c, const Irq *irq)
         return NULL;
 }
 
-/* "irq/38-virtio2-i" (comm is cut at 15 characters), "irq/24-s-name" for a secondary handler. */
-static bool thread_irq(const char *comm, unsigned *ret)
-{
-        const char *p = startswith(comm, "irq/");
-        char *end;
-        unsigned long n;
-
-        if (!p || *p < '0' || *p > '9')
-                return false;
-        n = strtoul(p, &end, 10);
-        if (*end != '-' && *end != 0)
-                return false;
-        *ret = (unsigned)n;
-        return true;
-}
-
 /* The full name of the handler a thread runs: comm is "irq/N-NAME" or "irq/N-s-NAME" (a secondary
  * handler) cut at 15 characters, so the handler is the one of the line whose name starts with what is
  * left. The whole list when none does. */
-static char *thread_action(const char *comm, const char *actions)
+static char *thread_action(const char *prefix, const char *actions)
 {
-        const char *dash = strchr(comm, '-');
         _cleanup_strv_free_ char **names = strv_split(actions, ",");
-        const char *prefix;
 
-        if (!dash)
+        if (isempty(prefix))
                 return xstrdup(actions);
-        prefix = dash + 1;
         for (char **n = names; *n; n++)
                 if (startswith(strstrip(*n), prefix))
                         return xstrdup(strstrip(*n));
@@ -89,23 +65,25 @@ static int irqthread_plan(const PlanContext *ctx, const void *config, const char
 {
         const IrqConfig *c = config;
         _cleanup_irq_table_ IrqTable *owned = NULL;
-        const IrqTable *t = irq_table_for_pass(ctx, &owned);
-        _cleanup_closedir_ DIR *d = sys_opendir("/proc");
+        const IrqTable *t = NULL;
         _cleanup_free_ bool *has_thread = NULL;
-        struct dirent *de;
         unsigned unthreaded = 0, first = 0;
+        size_t n_tasks;
+        const TaskInfo *tasks = task_scan_all(ctx->tasks, &n_tasks);
+        int r;
 
-        if (!t)
-                return 0;
+        r = irq_table_for_pass(ctx, "irqthread", notes, &t, &owned);
+        if (r < 0)
+                return r;
         has_thread = xmalloc0(sizeof(bool) * (t->n + 1));
-        while (d && (de = readdir(d))) {
+        for (size_t k = 0; k < n_tasks; k++) {
+                const TaskInfo *task = &tasks[k];
                 const IrqRule *rule;
                 const Irq *irq;
-                TaskInfo task;
-                unsigned pid, num;
+                const char *handler;
+                unsigned num;
 
-                if (safe_atou(de->d_name, &pid) < 0 || task_info(pid, &task) < 0 ||
-                    !(task.flags & PF_KTHREAD) || !thread_irq(task.comm, &num))
+                if (!(task->flags & PF_KTHREAD) || !irq_thread_parse(task->comm, &num, &handler))
                         continue;
                 irq = irq_table_find(t, num);
                 if (!irq)
@@ -113,14 +91,14 @@ static int irqthread_plan(const PlanContext *ctx, const void *config, const char
                 has_thread[irq - t->irqs] = true;
                 /* Matched as the handler the thread runs: on a shared line each handler has its own
                  * thread, and name:GLOB picks among them as rtirq does. */
-                _cleanup_free_ char *action = thread_action(task.comm, irq->actions);
+                _cleanup_free_ char *action = thread_action(handler, irq->actions);
                 Irq view = *irq;
                 view.actions = action;
                 rule = thread_rule(c, &view);
                 if (!rule)
                         continue;
                 plan_add(
-                    plan, &setting_kind_sched, "irqthread", 0, xasprintf("/proc/%u/sched", pid),
+                    plan, &setting_kind_sched, "irqthread", 0, xasprintf("/proc/%u/sched", task->pid),
                     xasprintf("%s:%d", policy_name(rule->policy), rule->priority > 0 ? rule->priority : 0));
         }
         /* Rules that found an IRQ but no thread for it: the kernel runs those handlers in hard IRQ context.
@@ -149,7 +127,7 @@ const Tuner tuner_irqthread = {
     .subsystems = (const char *const[]){"pci", "usb", "sound", "net", "virtio", NULL},
     .cpu_dependent = true,
     .replan_whole = true,
-    .parse = irqthread_parse,
-    .free_config = irq_config_free,
+    .config_from = &tuner_irq,
+    .uses = irqthread_uses,
     .plan = irqthread_plan,
 };

@@ -34,15 +34,19 @@ static void kthread_free_config(void *p)
         free(p);
 }
 
-static CpuSet *affinity_of(unsigned pid)
+/* A task's affinity as the kind reads it, and as a set. */
+static CpuSet *affinity_of(unsigned pid, char **ret_list)
 {
-        _cleanup_free_ char *object = xasprintf("/proc/%u/affinity", pid), *list = NULL;
+        _cleanup_free_ char *object = xasprintf("/proc/%u/affinity", pid);
         CpuSet *s = NULL;
 
-        if (setting_kind_affinity.read(object, NULL, &list) < 0)
+        if (setting_kind_affinity.read(NULL, object, NULL, ret_list) < 0)
                 return NULL;
-        if (cpuset_parse_list(list, CPUSET_MAX_CPUS, &s, NULL) < 0)
+        if (cpuset_parse_list(*ret_list, CPUSET_MAX_CPUS, &s, NULL) < 0) {
+                free(*ret_list);
+                *ret_list = NULL;
                 return NULL;
+        }
         return s;
 }
 
@@ -52,27 +56,26 @@ static CpuSet *affinity_of(unsigned pid)
  * first and the affinities, journalled earlier, come back last. */
 static void plan_threads(const PlanContext *ctx, Plan *plan, PlanNotes *notes)
 {
-        _cleanup_closedir_ DIR *d = sys_opendir("/proc");
-        struct dirent *de;
+        size_t n;
+        const TaskInfo *tasks = task_scan_all(ctx->tasks, &n);
         unsigned pinned = 0;
 
-        if (!d)
-                return;
-        while ((de = readdir(d))) {
+        for (size_t i = 0; i < n; i++) {
+                const TaskInfo *t = &tasks[i];
                 _cleanup_cpuset_ CpuSet *cur = NULL;
-                TaskInfo t;
-                unsigned pid;
+                _cleanup_free_ char *list = NULL;
+                Setting *s;
 
-                if (safe_atou(de->d_name, &pid) < 0 || task_info(pid, &t) < 0 || !(t.flags & PF_KTHREAD))
+                if (!(t->flags & PF_KTHREAD))
                         continue;
-                if (t.flags & PF_NO_SETAFFINITY) {
+                if (t->flags & PF_NO_SETAFFINITY) {
                         pinned++;
                         continue;
                 }
                 /* IRQ threads follow their interrupt's affinity: the IRQ tuner's business. */
-                if (startswith(t.comm, "irq/"))
+                if (irq_thread_parse(t->comm, &(unsigned){0}, NULL))
                         continue;
-                cur = affinity_of(pid);
+                cur = affinity_of(t->pid, &list);
                 if (!cur)
                         continue;
                 /* Keep a thread's own narrowing (kswapd to its node) where it leaves housekeeping CPUs,
@@ -85,8 +88,9 @@ static void plan_threads(const PlanContext *ctx, Plan *plan, PlanNotes *notes)
                 cpuset_and(cur, ctx->topology->online);
                 if (cpuset_empty(cur))
                         continue;
-                plan_add(plan, &setting_kind_affinity, "kthread", 0, xasprintf("/proc/%u/affinity", pid),
-                         cpuset_format_list(cur));
+                s = plan_add(plan, &setting_kind_affinity, "kthread", 0,
+                             xasprintf("/proc/%u/affinity", t->pid), cpuset_format_list(cur));
+                s->current = TAKE_PTR(list); /* read in this pass: the applier need not read it again */
         }
         if (pinned)
                 plan_notes_add(

@@ -56,7 +56,7 @@ static bool valid_min_freq(const char *s)
         if (streq(s, "max"))
                 return true;
         if (n > 1 && s[n - 1] == '%') {
-                _cleanup_free_ char *num = strndup(s, n - 1);
+                _cleanup_free_ char *num = xstrndup(s, n - 1);
                 return safe_atou(num, &v) >= 0 && v <= 100;
         }
         return safe_atou(s, &v) >= 0 && v > 0;

@@ -285,6 +285,68 @@ TEST(placement_deterministic_and_stable)
         irq_state_clear(&state);
 }
 
+/* A pass whose IRQ plan fails (/proc/interrupts cannot be read) must not be taken for a profile that
+ * wants nothing: nothing the tuner set is restored, the failure is reported, and the next pass with the
+ * file back is clean. */
+TEST(unreadable_interrupts_keep_the_placement)
+{
+        _cleanup_free_ char *root = fixture_copy("amd-workstation");
+        _cleanup_free_ char *jpath = xasprintf("%s/journal.json", test_tmpdir());
+        _cleanup_free_ char *interrupts = xasprintf("%s/proc/interrupts", root);
+        _cleanup_free_ char *aside = xasprintf("%s.aside", interrupts);
+        const char *profile = "[Profile]\nDescription=t\n[CPU]\nIsolate=7,15\n[IRQ]\nBalance=housekeeping\n";
+        _cleanup_strv_free_ char **applied = NULL, **values = NULL;
+        IrqState state = {};
+        const Unsupported *failure = NULL;
+        size_t restores = 0;
+        int irq = tuner_index("irq");
+
+        (void)unlink(jpath);
+        pass(root, profile, false, &state);
+        irq_state_commit(&state);
+        CHECK(res.stats.changed > 10);
+        for (size_t i = 0; i < res.plan.n; i++)
+                if (res.plan.settings[i].result == SETTING_CHANGED &&
+                    endswith(res.plan.settings[i].object, "/smp_affinity_list")) {
+                        strv_push(&applied, xasprintf("%s%s", root, res.plan.settings[i].object));
+                        strv_push(&values, xstrdup(res.plan.settings[i].desired));
+                }
+
+        CHECK_INTEQ(rename(interrupts, aside), 0);
+        pass(root, profile, false, &state);
+        CHECK(res.plan_failed[irq]);
+        for (size_t i = 0; i < res.plan.n; i++)
+                restores += res.plan.settings[i].restore && streq(res.plan.settings[i].tuner, "irq");
+        CHECK_INTEQ(restores, 0);
+        for (size_t i = 0; i < res.notes.n; i++)
+                if (res.notes.items[i].error && streq(res.notes.items[i].object, "/proc/interrupts"))
+                        failure = &res.notes.items[i];
+        CHECK(failure != NULL);
+        CHECK_INTEQ(failure ? failure->error : 0, ENOENT);
+        /* What the first pass wrote is still there, and the journal still has its originals. */
+        for (size_t i = 0; applied && applied[i]; i++) {
+                _cleanup_free_ char *v = NULL;
+                CHECK_INTEQ(read_full_file(applied[i], &v, NULL), 0);
+                CHECK_STREQ(v ? strstrip(v) : NULL, values[i]);
+        }
+        Journal *j = NULL;
+        _cleanup_free_ char *err = NULL;
+        CHECK_INTEQ(journal_open(jpath, &j, &err), 0);
+        for (char **f = applied; j && f && *f; f++)
+                CHECK(journal_find(j, *f + strlen(root)) != NULL);
+        journal_free(j);
+
+        CHECK_INTEQ(rename(aside, interrupts), 0);
+        pass(root, profile, false, &state);
+        irq_state_commit(&state);
+        CHECK(!res.plan_failed[irq]);
+        CHECK_INTEQ(res.stats.changed, 0);
+        CHECK_INTEQ(res.stats.failed, 0);
+        for (size_t i = 0; i < res.notes.n; i++)
+                CHECK_INTEQ(res.notes.items[i].error, 0);
+        irq_state_clear(&state);
+}
+
 /* Adds n interrupts on CPU 0 to one line of the tree's /proc/interrupts. */
 static void bump(const char *root, unsigned irq, unsigned long long n)
 {
@@ -454,6 +516,6 @@ TEST(not_threaded_reported)
 
 TEST_MAIN(T(workstation_classification), T(arm64_layout_parsed), T(server_classification_and_managed),
           T(vm2_every_irq_covered), T(spread_is_numa_local_and_per_queue),
-          T(placement_deterministic_and_stable), T(swinging_rates_move_only_what_matters), T(rules_and_pins),
-          T(bad_rules_name_file_line_key), T(thread_priorities_planned),
-          T(shared_line_threads_matched_by_handler), T(not_threaded_reported))
+          T(placement_deterministic_and_stable), T(unreadable_interrupts_keep_the_placement),
+          T(swinging_rates_move_only_what_matters), T(rules_and_pins), T(bad_rules_name_file_line_key),
+          T(thread_priorities_planned), T(shared_line_threads_matched_by_handler), T(not_threaded_reported))

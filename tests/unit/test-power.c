@@ -17,6 +17,9 @@ static char *fixture(const char *shape)
         return xasprintf("%s/%s", dir ? dir : "tests/unit/fixtures", shape);
 }
 
+/* What the setting kinds keep between passes, as the daemon's Manager holds it (the PM QoS descriptor). */
+static SettingContext kinds;
+
 static void pass_with(const char *root, const char *profile_text, Journal *j, bool restore)
 {
         char *search[] = {(char *)test_tmpdir(), NULL};
@@ -40,7 +43,9 @@ static void pass_with(const char *root, const char *profile_text, Journal *j, bo
         if (!t)
                 return;
         dirty_mark_all(&all);
-        reconcile_pass(p, t, j, &all, j == NULL, &res);
+        if (!kinds.refused)
+                setting_context_init(&kinds, NULL);
+        reconcile_pass_with(p, t, j, &all, j == NULL, &(PassInput){.kinds = &kinds}, &res);
         dirty_clear(&all);
 }
 
@@ -207,14 +212,14 @@ TEST(global_request_held_and_released)
         pass_with(root, "[Profile]\nDescription=t\n[Power]\nGlobalMaxExitLatencyUs=0\n", j, false);
         CHECK_STREQ(desired("/dev/cpu_dma_latency"), "0");
         CHECK_INTEQ(res.stats.failed, 0);
-        CHECK(pmqos_held_fd() >= 0);
+        CHECK(kinds.pmqos_fd >= 0);
         CHECK_STREQ(journal_find(j, "/dev/cpu_dma_latency")
                         ? journal_find(j, "/dev/cpu_dma_latency")->original
                         : NULL,
                     "none");
         /* Restore: the descriptor closes, which is what ends the request. */
         pass_with(root, NULL, j, true);
-        CHECK(pmqos_held_fd() < 0);
+        CHECK(kinds.pmqos_fd < 0);
         CHECK(journal_find(j, "/dev/cpu_dma_latency") == NULL);
         journal_free(j);
 }

@@ -1,7 +1,7 @@
 /* SPDX-License-Identifier: GPL-2.0-or-later */
 #include "core/config.h"
 #include "core/policy.h"
-#include "daemon/daemon-conf.h"
+#include "core/daemon-conf.h"
 
 void daemon_conf_clear(DaemonConf *c)
 {
@@ -84,4 +84,31 @@ int daemon_conf_load(char *const *search_path, DaemonConf *ret, char **ret_error
         }
         *ret = d;
         return 0;
+}
+
+static char *dir_from_env(const char *variable, const char *fallback)
+{
+        const char *e = getenv(variable);
+
+        /* systemd sets a colon-separated list when a unit names several directories: not ours. */
+        return xstrdup(!isempty(e) && !strchr(e, ':') ? e : fallback);
+}
+
+char *rtctl_runtime_dir(void)
+{
+        return dir_from_env("RUNTIME_DIRECTORY", RTCTL_DEFAULT_RUNTIME_DIR);
+}
+
+char *rtctl_state_dir(void)
+{
+        return dir_from_env("STATE_DIRECTORY", "/var/lib/rtctl");
+}
+
+char *rtctl_initial_profile(const char *state_dir, const char *default_profile)
+{
+        _cleanup_free_ char *path = xasprintf("%s/active-profile", state_dir), *s = NULL;
+
+        if (read_full_file(path, &s, NULL) >= 0 && profile_name_valid(strstrip(s)))
+                return xstrdup(strstrip(s));
+        return xstrdup(default_profile);
 }

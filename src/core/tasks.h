@@ -1,0 +1,39 @@
+/* SPDX-License-Identifier: GPL-2.0-or-later */
+#pragma once
+
+#include "shared/util.h"
+
+#define PF_KTHREAD        0x00200000u
+#define PF_NO_SETAFFINITY 0x04000000u
+
+typedef struct TaskInfo {
+        unsigned pid;
+        unsigned ppid;
+        unsigned flags;
+        unsigned long long starttime;
+        char comm[32];
+} TaskInfo;
+
+/* Parses /proc/PID/stat. */
+int task_info(unsigned pid, TaskInfo *ret);
+
+/* One reading of every process in /proc, taken at most once per pass however many tuners and setting
+ * kinds ask: kernel threads for the kthread and IRQ thread tuners, rival services by name, the flags of
+ * processes in a cgroup. Loaded on first use; a pass that needs no process list reads none. */
+typedef struct TaskScan {
+        TaskInfo *tasks; /* sorted by PID */
+        size_t n;
+        bool loaded;
+} TaskScan;
+
+const TaskInfo *task_scan_all(TaskScan *s, size_t *ret_n);
+/* The process as the scan saw it; one it did not see (newer) is read now. NULL: no such process. */
+const TaskInfo *task_scan_find(TaskScan *s, unsigned pid, TaskInfo *buf);
+/* The PID of a process whose comm is exactly comm (cut at 15 characters, as the kernel does), 0 when
+ * none runs. */
+unsigned task_scan_find_comm(TaskScan *s, const char *comm);
+void task_scan_clear(TaskScan *s);
+
+/* "irq/38-virtio2-i": the IRQ number, and where the handler's (cut) name starts; "irq/24-s-name" is the
+ * thread of a secondary handler. False for anything else. */
+bool irq_thread_parse(const char *comm, unsigned *ret_irq, const char **ret_name);

@@ -1,0 +1,110 @@
+/* SPDX-License-Identifier: GPL-2.0-or-later */
+/* Processes attached to the isolated CPUs (AttachProcess, `rtctl attach`), kept in the runtime directory
+ * so that a restarted daemon keeps them there. */
+#include "core/tasks.h"
+#include "daemon/manager.h"
+#include "shared/log.h"
+
+static void save_attached(Manager *m)
+{
+        _cleanup_free_ char *path = xasprintf("%s/attached", m->runtime_dir);
+        g_autoptr(GString) content = g_string_new(NULL);
+        int r;
+
+        for (size_t i = 0; i < m->n_attached; i++)
+                g_string_append_printf(content, "%u %llu\n", m->attached[i].pid, m->attached[i].starttime);
+        r = m->n_attached ? write_file_atomic(path, content->str, false)
+                          : (unlink(path) < 0 && errno != ENOENT ? -errno : 0);
+        if (r < 0)
+                log_warning_errno(r, "Failed to save the attached processes to %s: %m, ignoring", path);
+}
+
+static void add_attached(Manager *m, Attached a)
+{
+        m->attached = realloc(m->attached, sizeof(Attached) * (m->n_attached + 1));
+        if (!m->attached)
+                abort();
+        m->attached[m->n_attached++] = a;
+}
+
+void manager_prune_attached(Manager *m)
+{
+        size_t w = 0;
+
+        for (size_t i = 0; i < m->n_attached; i++) {
+                TaskInfo t;
+                if (task_info(m->attached[i].pid, &t) >= 0 && t.starttime == m->attached[i].starttime)
+                        m->attached[w++] = m->attached[i];
+                else
+                        log_info("Attached process %u is gone.", m->attached[i].pid);
+        }
+        if (w != m->n_attached) {
+                m->n_attached = w;
+                save_attached(m);
+        }
+}
+
+void manager_load_attached(Manager *m)
+{
+        _cleanup_free_ char *path = xasprintf("%s/attached", m->runtime_dir), *s = NULL;
+        _cleanup_strv_free_ char **lines = NULL;
+
+        if (read_full_file(path, &s, NULL) < 0)
+                return;
+        lines = strv_split(s, "\n");
+        for (char **l = lines; *l; l++) {
+                Attached a;
+                if (sscanf(*l, "%u %llu", &a.pid, &a.starttime) == 2)
+                        add_attached(m, a);
+        }
+        manager_prune_attached(m);
+        if (m->n_attached)
+                log_info("%zu processes stay attached to the isolated CPUs from an earlier run.",
+                         m->n_attached);
+}
+
+unsigned *manager_attached_pids(const Manager *m)
+{
+        unsigned *pids = xmalloc0(sizeof(unsigned) * (m->n_attached + 1));
+
+        for (size_t i = 0; i < m->n_attached; i++)
+                pids[i] = m->attached[i].pid;
+        return pids;
+}
+
+int manager_attach(Manager *m, unsigned pid)
+{
+        TaskInfo t;
+
+        if (pid == 0 || task_info(pid, &t) < 0)
+                return -ESRCH;
+        if (pid == 1 || (t.flags & PF_KTHREAD))
+                return -EPERM;
+        for (size_t i = 0; i < m->n_attached; i++)
+                if (m->attached[i].pid == pid)
+                        return -EEXIST;
+        if (!m->status.isolated || cpuset_empty(m->status.isolated))
+                return -ENXIO;
+        add_attached(m, (Attached){.pid = pid, .starttime = t.starttime});
+        save_attached(m);
+        log_info("Attaching process %u (%s) to the isolated CPUs.", pid, t.comm);
+        manager_mark_cpu_tuners(m);
+        manager_schedule_pass(m, "attach");
+        return 0;
+}
+
+int manager_detach(Manager *m, unsigned pid)
+{
+        for (size_t i = 0; i < m->n_attached; i++)
+                if (m->attached[i].pid == pid) {
+                        memmove(&m->attached[i], &m->attached[i + 1],
+                                sizeof(Attached) * (m->n_attached - i - 1));
+                        m->n_attached--;
+                        save_attached(m);
+                        log_info("Detaching process %u.", pid);
+                        manager_mark_cpu_tuners(m);
+                        manager_schedule_pass(m, "detach");
+                        return 0;
+                }
+        return -ENOENT;
+}

@@ -1,0 +1,89 @@
+/* SPDX-License-Identifier: GPL-2.0-or-later */
+/* What the machine's events mark dirty: uevents (CPU hotplug, disks, devices bringing IRQs) and resume
+ * from suspend. The pass itself runs once the event queue drained. */
+#include "daemon/manager.h"
+#include "shared/log.h"
+
+static bool is_cpu_event(const Uevent *ev)
+{
+        return streq(ev->subsystem, "cpu") && (streq(ev->action, "online") || streq(ev->action, "offline") ||
+                                               streq(ev->action, "add") || streq(ev->action, "remove"));
+}
+
+static void on_cpu_event(Manager *m, const char *reason)
+{
+        Topology *t = NULL;
+        int r = topology_load(m->topology, &t);
+
+        if (r < 0) {
+                log_warning_errno(r, "Failed to reread the CPU topology after %s: %m, ignoring", reason);
+                return;
+        }
+        topology_free(m->topology);
+        m->topology = t;
+        manager_mark_cpu_tuners(m);
+        manager_schedule_pass(m, reason);
+        manager_schedule_settle(m);
+}
+
+static bool tuner_cares(const Tuner *t, const char *subsystem)
+{
+        for (const char *const *sub = t->subsystems; sub && *sub; sub++)
+                if (streq(*sub, subsystem))
+                        return true;
+        return false;
+}
+
+void manager_on_uevent(const Uevent *ev, void *userdata)
+{
+        Manager *m = userdata;
+        _cleanup_free_ char *reason = xasprintf("%s %s %s", ev->subsystem, ev->action, ev->sysname);
+
+        if (is_cpu_event(ev)) {
+                on_cpu_event(m, reason);
+                return;
+        }
+        for (int i = 0; i < N_TUNERS; i++) {
+                if (!tuner_cares(tuners[i], ev->subsystem))
+                        continue;
+                if (tuners[i]->replan_whole) {
+                        /* New or departed devices bring or take IRQs: a driver's bind (or unbind)
+                         * requests or frees them. */
+                        if (streq(ev->action, "add") || streq(ev->action, "remove") ||
+                            streq(ev->action, "bind") || streq(ev->action, "unbind")) {
+                                dirty_mark_full(&m->dirty, i);
+                                manager_schedule_pass(m, reason);
+                        }
+                        continue;
+                }
+                if (streq(ev->subsystem, "block") && !streq(strempty(ev->devtype), "disk"))
+                        continue;
+                if (streq(ev->action, "remove")) {
+                        /* The kernel forgot the device's values with it. */
+                        _cleanup_free_ char *prefix = xasprintf("/sys/block/%s/", ev->sysname);
+                        journal_forget_prefix(m->journal, prefix);
+                        (void)journal_save(m->journal);
+                        status_forget_under(&m->status, prefix);
+                        continue;
+                }
+                if (!streq(ev->action, "add") && !streq(ev->action, "change") && !streq(ev->action, "bind"))
+                        continue;
+                dirty_mark_device(&m->dirty, i, ev->sysname);
+                manager_schedule_pass(m, reason);
+        }
+}
+
+/* Firmware and drivers may reset IRQ affinities, cpufreq and idle states across suspend: re-apply every
+ * CPU-dependent setting when logind says the machine woke up. */
+int manager_on_sleep(sd_bus_message *msg, void *userdata, sd_bus_error *error)
+{
+        Manager *m = userdata;
+        int going;
+
+        if (sd_bus_message_read(msg, "b", &going) < 0 || going)
+                return 0;
+        log_info("Resumed from suspend; re-applying.");
+        manager_mark_cpu_tuners(m);
+        manager_schedule_pass(m, "resume");
+        return 0;
+}

@@ -1,0 +1,120 @@
+/* SPDX-License-Identifier: GPL-2.0-or-later */
+/* Which profile is active: switching, reloading, restoring, and the one remembered across restarts. */
+#include "daemon/bus.h"
+#include "daemon/manager.h"
+#include "shared/log.h"
+
+const char *manager_active_profile(const Manager *m)
+{
+        return m->policy ? m->policy->name : "";
+}
+
+const char *manager_state(const Manager *m)
+{
+        if (!m->policy)
+                return "off";
+        if (status_n_failures(&m->status) > 0)
+                return "degraded";
+        return "applied";
+}
+
+static void persist_profile(Manager *m, const char *name)
+{
+        _cleanup_free_ char *path = xasprintf("%s/active-profile", m->state_dir);
+        _cleanup_free_ char *content = xasprintf("%s\n", name);
+        int r;
+
+        r = mkdir_p(m->state_dir, 0755);
+        if (r >= 0)
+                r = write_file_atomic(path, content, true);
+        if (r < 0)
+                log_warning_errno(r, "Failed to remember the active profile in %s: %m, ignoring", path);
+}
+
+/* A profile that loads but cannot be placed on this machine (auto:N with too few cores) is refused as
+ * well: the last good policy stays. */
+static int load_checked(Manager *m, const char *name, Policy **ret, char **ret_error)
+{
+        _cleanup_policy_ Policy *p = NULL;
+        _cleanup_cpuset_ CpuSet *iso = NULL, *hk = NULL;
+        int r;
+
+        r = policy_load(m->search_path, name, &p, ret_error);
+        if (r < 0)
+                return r;
+        r = policy_cpus(p, m->topology, &iso, &hk, ret_error);
+        if (r < 0)
+                return r;
+        *ret = TAKE_PTR(p);
+        return 0;
+}
+
+static void activate(Manager *m, Policy *p, const char *reason)
+{
+        /* Pins and refusals belong to the profile they were made under; a reload keeps them. */
+        if (!p || !m->policy || !streq(p->name, m->policy->name))
+                irq_state_forget(&m->irq);
+        policy_free(m->policy);
+        m->policy = p;
+        dirty_mark_all(&m->dirty);
+        manager_schedule_pass(m, reason);
+}
+
+static int switch_profile(Manager *m, const char *name, bool persist, char **ret_error)
+{
+        Policy *p = NULL;
+        int r;
+
+        r = load_checked(m, name, &p, ret_error);
+        if (r < 0)
+                return r;
+        log_info("Switching to profile %s.", name);
+        activate(m, p, "profile");
+        if (persist)
+                persist_profile(m, name);
+        return 0;
+}
+
+int manager_set_profile(Manager *m, const char *name, char **ret_error)
+{
+        return switch_profile(m, name, true, ret_error);
+}
+
+int manager_use_profile(Manager *m, const char *name, char **ret_error)
+{
+        return switch_profile(m, name, false, ret_error);
+}
+
+int manager_reload(Manager *m, char **ret_error)
+{
+        _cleanup_strv_free_ char **path = conf_search_path();
+        DaemonConf conf;
+        Policy *p = NULL;
+        int r;
+
+        r = daemon_conf_load(path, &conf, ret_error);
+        if (r < 0)
+                return r;
+        strv_free(m->search_path);
+        m->search_path = TAKE_PTR(path);
+        if (m->policy) {
+                r = load_checked(m, m->policy->name, &p, ret_error);
+                if (r < 0) {
+                        daemon_conf_clear(&conf);
+                        return r;
+                }
+        }
+        daemon_conf_clear(&m->conf);
+        m->conf = conf;
+        if (p)
+                activate(m, p, "reload");
+        bus_emit_profiles_changed(m);
+        log_info("Configuration reloaded.");
+        return 0;
+}
+
+void manager_restore(Manager *m)
+{
+        log_info("Restoring every value rtctl changed.");
+        activate(m, NULL, "restore");
+}

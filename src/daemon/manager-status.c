@@ -1,0 +1,221 @@
+/* SPDX-License-Identifier: GPL-2.0-or-later */
+#include <systemd/sd-daemon.h>
+
+#include "daemon/manager-status.h"
+#include "shared/log.h"
+#include "shared/sysfs.h"
+
+static void failure_free(gpointer p)
+{
+        Failure *f = p;
+
+        free(f->tuner);
+        free(f->object);
+        free(f->message);
+        free(f);
+}
+
+static void power_clear(Status *s)
+{
+        for (size_t i = 0; i < s->n_power; i++) {
+                free(s->power[i].driver);
+                free(s->power[i].governor);
+                free(s->power[i].epp);
+                free(s->power[i].disabled_states);
+                free(s->power[i].pm_qos);
+        }
+        free(s->power);
+        s->power = NULL;
+        s->n_power = 0;
+}
+
+void status_init(Status *s)
+{
+        *s = (Status){.failures = g_hash_table_new_full(g_str_hash, g_str_equal, NULL, failure_free),
+                      .unsupported = g_hash_table_new_full(g_str_hash, g_str_equal, NULL, failure_free)};
+}
+
+void status_clear(Status *s)
+{
+        if (s->failures)
+                g_hash_table_destroy(s->failures);
+        if (s->unsupported)
+                g_hash_table_destroy(s->unsupported);
+        cpuset_free(s->isolated);
+        cpuset_free(s->housekeeping);
+        power_clear(s);
+        free(s->last_line);
+        *s = (Status){};
+}
+
+static void set_entry(GHashTable *table, const char *tuner, const char *object, int error,
+                      const char *message)
+{
+        Failure *f = xmalloc0(sizeof(Failure));
+
+        *f = (Failure){.tuner = xstrdup(tuner),
+                       .object = xstrdup(object),
+                       .error = error < 0 ? -error : error,
+                       .message = xstrdup(message)};
+        g_hash_table_replace(table, f->object, f);
+}
+
+void status_set_failure(Status *s, const char *tuner, const char *object, int error, const char *message)
+{
+        set_entry(s->failures, tuner, object, error, message);
+}
+
+static gboolean of_tuner(gpointer key, gpointer value, gpointer tuner)
+{
+        return streq(((Failure *)value)->tuner, tuner);
+}
+
+static gboolean under(gpointer key, gpointer value, gpointer prefix)
+{
+        return startswith(key, prefix) != NULL;
+}
+
+void status_forget_under(Status *s, const char *prefix)
+{
+        g_hash_table_foreach_remove(s->failures, under, (gpointer)prefix);
+        g_hash_table_foreach_remove(s->unsupported, under, (gpointer)prefix);
+}
+
+void status_forget_tuner(Status *s, const char *tuner)
+{
+        g_hash_table_foreach_remove(s->failures, of_tuner, (gpointer)tuner);
+        g_hash_table_foreach_remove(s->unsupported, of_tuner, (gpointer)tuner);
+}
+
+unsigned status_n_failures(const Status *s)
+{
+        return g_hash_table_size(s->failures);
+}
+
+static void take_setting(Status *s, const Setting *set)
+{
+        switch (set->result) {
+        case SETTING_FAILED:
+        case SETTING_BUSY:
+                set_entry(s->failures, set->tuner, set->object, set->error, set->message);
+                log_warning("%s: %s", set->object, set->message);
+                break;
+        case SETTING_REFUSED:
+                g_hash_table_remove(s->failures, set->object);
+                set_entry(s->unsupported, set->tuner, set->object, 0, set->message);
+                break;
+        case SETTING_DEFERRED:
+                break; /* the pass after systemd's jobs decides */
+        case SETTING_PENDING:
+        case SETTING_UNCHANGED:
+        case SETTING_CHANGED:
+        case SETTING_GONE:
+                g_hash_table_remove(s->failures, set->object);
+                break;
+        }
+}
+
+void status_update(Status *s, const Dirty *dirty, PassResult *res)
+{
+        for (int i = 0; i < N_TUNERS; i++)
+                if (dirty->full[i])
+                        status_forget_tuner(s, tuners[i]->name);
+        g_hash_table_foreach_remove(s->failures, of_tuner, (gpointer) "policy");
+
+        for (size_t i = 0; i < res->plan.n; i++)
+                take_setting(s, &res->plan.settings[i]);
+        for (size_t i = 0; i < res->notes.n; i++) {
+                const Unsupported *u = &res->notes.items[i];
+                if (u->error) {
+                        set_entry(s->failures, u->tuner, u->object, u->error, u->reason);
+                        log_warning("%s: %s", u->object, u->reason);
+                } else
+                        set_entry(s->unsupported, u->tuner, u->object, 0, u->reason);
+        }
+        if (res->error) {
+                set_entry(s->failures, "policy", "Isolate", EINVAL, res->error);
+                log_warning("The profile cannot be placed on this machine: %s", res->error);
+        }
+        if (res->isolated) {
+                cpuset_free(s->isolated);
+                cpuset_free(s->housekeeping);
+                s->isolated = TAKE_PTR(res->isolated);
+                s->housekeeping = TAKE_PTR(res->housekeeping);
+        }
+}
+
+/* A sysfs value without the blanks around it; "" where the machine has no such thing. */
+static char *cpu_attr(unsigned cpu, const char *rel)
+{
+        _cleanup_free_ char *p = xasprintf("/sys/devices/system/cpu/cpu%u/%s", cpu, rel), *v = NULL;
+
+        if (sys_read(p, &v) < 0)
+                return xstrdup("");
+        return xstrdup(strstrip(v));
+}
+
+static char *disabled_states(unsigned cpu)
+{
+        _cleanup_free_ char *dir = xasprintf("/sys/devices/system/cpu/cpu%u/cpuidle", cpu);
+        _cleanup_closedir_ DIR *d = sys_opendir(dir);
+        g_autoptr(GString) names = g_string_new(NULL);
+        struct dirent *de;
+
+        while (d && (de = readdir(d))) {
+                _cleanup_free_ char *rel = NULL, *dis = NULL, *name = NULL;
+                if (!startswith(de->d_name, "state"))
+                        continue;
+                rel = xasprintf("cpuidle/%s/disable", de->d_name);
+                dis = cpu_attr(cpu, rel);
+                if (!streq(dis, "1"))
+                        continue;
+                free(rel);
+                rel = xasprintf("cpuidle/%s/name", de->d_name);
+                name = cpu_attr(cpu, rel);
+                g_string_append_printf(names, "%s%s", names->len ? "," : "", name);
+        }
+        return xstrdup(names->str);
+}
+
+void status_refresh_power(Status *s, const CpuSet *online)
+{
+        size_t n = 0;
+
+        power_clear(s);
+        FOREACH_CPU (cpu, online)
+                n++;
+        s->power = xmalloc0(sizeof(CpuPower) * (n + 1));
+        FOREACH_CPU (cpu, online) {
+                CpuPower *p = &s->power[s->n_power++];
+                _cleanup_free_ char *fmin = cpu_attr((unsigned)cpu, "cpufreq/scaling_min_freq");
+                _cleanup_free_ char *fmax = cpu_attr((unsigned)cpu, "cpufreq/scaling_max_freq");
+
+                *p = (CpuPower){.cpu = (unsigned)cpu,
+                                .driver = cpu_attr((unsigned)cpu, "cpufreq/scaling_driver"),
+                                .governor = cpu_attr((unsigned)cpu, "cpufreq/scaling_governor"),
+                                .epp = cpu_attr((unsigned)cpu, "cpufreq/energy_performance_preference"),
+                                .disabled_states = disabled_states((unsigned)cpu),
+                                .pm_qos = cpu_attr((unsigned)cpu, "power/pm_qos_resume_latency_us")};
+                (void)safe_atou(fmin, &p->min_khz);
+                (void)safe_atou(fmax, &p->max_khz);
+        }
+}
+
+void status_notify(Status *s, const char *profile)
+{
+        _cleanup_free_ char *line = NULL;
+        unsigned n = status_n_failures(s);
+
+        if (isempty(profile))
+                line = xstrdup("No profile: nothing tuned");
+        else if (n > 0)
+                line = xasprintf("Profile %s: %u settings failed (rtctl status)", profile, n);
+        else
+                line = xasprintf("Profile %s applied", profile);
+        if (s->ready_sent && streq_ptr(line, s->last_line))
+                return;
+        (void)sd_notifyf(false, "%sSTATUS=%s", s->ready_sent ? "" : "READY=1\n", line);
+        s->ready_sent = true;
+        free(s->last_line);
+        s->last_line = TAKE_PTR(line);
+}

@@ -1,0 +1,65 @@
+/* SPDX-License-Identifier: GPL-2.0-or-later */
+#pragma once
+
+#include <glib.h>
+
+#include "core/reconcile.h"
+
+typedef struct Failure {
+        char *tuner;
+        char *object;
+        int error; /* positive errno, as on the bus */
+        char *message;
+} Failure;
+
+typedef struct LastPass {
+        uint64_t timestamp_usec; /* CLOCK_REALTIME */
+        unsigned changes;
+        unsigned failures;
+        uint64_t duration_usec;
+} LastPass;
+
+/* One online CPU's power state, as the last pass that touched CPUs left it. */
+typedef struct CpuPower {
+        unsigned cpu;
+        char *driver;
+        char *governor;
+        char *epp;
+        unsigned min_khz;
+        unsigned max_khz;
+        char *disabled_states; /* names, comma-separated */
+        char *pm_qos;          /* pm_qos_resume_latency_us as the kernel shows it */
+} CpuPower;
+
+/* What status says. Kept across passes: a pass over one disk does not forget another tuner's failure.
+ * Passes update it; the bus only marshals it. */
+typedef struct Status {
+        GHashTable *failures;    /* object -> Failure */
+        GHashTable *unsupported; /* object -> Failure (error 0) */
+        CpuSet *isolated;
+        CpuSet *housekeeping;
+        LastPass last_pass;
+        CpuPower *power;
+        size_t n_power;
+        bool ready_sent;
+        char *last_line; /* the STATUS= line systemd has */
+} Status;
+
+void status_init(Status *s);
+void status_clear(Status *s);
+
+/* Takes a pass's results: failures and notes of wholly replanned tuners start over, those of single
+ * devices are replaced object by object; every setting's result (sorted by the applier: gone, busy,
+ * refused, failed) lands in one place here. Takes the CPU split from res. */
+void status_update(Status *s, const Dirty *dirty, PassResult *res);
+void status_set_failure(Status *s, const char *tuner, const char *object, int error, const char *message);
+/* A removed device's failures and notes go with it ("/sys/block/loop9/"). */
+void status_forget_under(Status *s, const char *prefix);
+void status_forget_tuner(Status *s, const char *tuner);
+/* Rereads the CPU power model (governor, EPP, frequencies, idle states, PM QoS per online CPU): after a
+ * pass that touched CPUs, never on a property read. */
+void status_refresh_power(Status *s, const CpuSet *online);
+unsigned status_n_failures(const Status *s);
+/* Tells systemd (READY=1 the first time, STATUS=) only when the line changed: a pass for each uevent
+ * must not wake PID 1 too. */
+void status_notify(Status *s, const char *profile);

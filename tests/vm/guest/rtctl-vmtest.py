@@ -933,14 +933,74 @@ def t_irq_irqbalance():
             os.unlink(dropin)
         call("Reload")
         call("SetProfile", TEST_PROFILE)
-        # What irqbalance moved while it ran goes back by hand: it restores nothing itself.
-        for n, v in before_aff.items():
-            try:
-                if read("/proc/irq/%d/smp_affinity_list" % n) != v:
-                    write("/proc/irq/%d/smp_affinity_list" % n, v)
-            except OSError:
-                pass
-        write("/proc/irq/default_smp_affinity", before_default)
+        put_irqs_back(before_aff, before_default)
+
+
+def put_irqs_back(before_aff, before_default):
+    """What irqbalance moved while it ran goes back by hand: it restores nothing itself."""
+    for n, v in before_aff.items():
+        try:
+            if read("/proc/irq/%d/smp_affinity_list" % n) != v:
+                write("/proc/irq/%d/smp_affinity_list" % n, v)
+        except OSError:
+            pass
+    write("/proc/irq/default_smp_affinity", before_default)
+
+
+@test("systemd-job-does-not-block")
+def t_systemd_job_does_not_block():
+    """A systemd job rtctld waits for (stopping a rival whose stop takes seconds) is followed on the loop:
+    the bus answers meanwhile, and SetProfile answers only once the job is done and the unit masked."""
+    require_rtctld()
+    before_aff = irq_affinities()
+    before_default = read("/proc/irq/default_smp_affinity")
+    dropin = "/etc/rtctl/rtctl.conf.d/vmtest-conflict.conf"
+    slow = "/run/systemd/system/irqbalance.service.d/vmtest-slow-stop.conf"
+    busctl = ["busctl", "--system", "--timeout=60"]
+    try:
+        os.makedirs(os.path.dirname(slow), exist_ok=True)
+        with open(slow, "w") as f:
+            f.write("[Service]\nExecStopPost=/bin/sleep 4\n")
+        run(["systemctl", "daemon-reload"], check_rc=True)
+        run(["systemctl", "start", "irqbalance.service"], check_rc=True)
+        os.makedirs(os.path.dirname(dropin), exist_ok=True)
+        with open(dropin, "w") as f:
+            f.write("[Daemon]\nOnConflict=stop\n")
+        r, err, msg = call("Reload")
+        check(err is None, "Reload: %s %s" % (err, msg))
+        set_profile = subprocess.Popen(busctl + ["call", BUS_NAME, OBJ_PATH, IFACE, "SetProfile", "s", "audio"],
+                                       stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+        check(wait_for(lambda: unit_prop("irqbalance.service", "ActiveState")["ActiveState"] == "deactivating",
+                       20), "irqbalance never went into its slow stop: %s" % unit_prop("irqbalance.service",
+                                                                                      "ActiveState"))
+        get = run(busctl + ["get-property", BUS_NAME, OBJ_PATH, IFACE, "ActiveProfile"], timeout=30)
+        during = unit_prop("irqbalance.service", "ActiveState")["ActiveState"]
+        pending = set_profile.poll() is None
+        check(get.returncode == 0, "a property Get failed while the job ran: %s" % get.stderr.strip())
+        check(pending and during == "deactivating",
+              "the Get was not answered while the stop job ran (SetProfile pending: %s, irqbalance %s)"
+              % (pending, during))
+        out, errout = set_profile.communicate(timeout=60)
+        check(set_profile.returncode == 0, "SetProfile(audio): %s" % errout.strip())
+        after = unit_prop("irqbalance.service", "ActiveState")["ActiveState"]
+        state = run(["systemctl", "is-enabled", "irqbalance.service"]).stdout.strip()
+        check(after == "inactive" and state == "masked-runtime",
+              "SetProfile answered before the job was done: irqbalance %s, %s" % (after, state))
+        failures = plain(manager()[1].Get(IFACE, "Failures"))
+        check(not failures, "failures after the job: %s" % failures)
+        return "ActiveProfile read while irqbalance's 4 s stop ran; SetProfile answered after it (%s), unit %s" \
+            % (out.strip(), state)
+    finally:
+        if os.path.exists(slow):
+            os.unlink(slow)
+        if os.path.exists(dropin):
+            os.unlink(dropin)
+        call("Restore")
+        run(["systemctl", "stop", "irqbalance.service"])
+        run(["systemctl", "daemon-reload"])
+        call("Reload")
+        call("SetProfile", TEST_PROFILE)
+        put_irqs_back(before_aff, before_default)
 
 
 @test("stop-restores")

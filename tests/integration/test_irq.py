@@ -247,7 +247,11 @@ def test_pin_irq_errors_and_override(env):
     assert pin_error(mgr, dbus.UInt32(blk), "0") == "org.rtctl.Error.Unmovable"
     assert pin_error(mgr, dbus.UInt32(9999), "0") == "org.rtctl.Error.NoSuchIrq"
     assert pin_error(mgr, dbus.UInt32(rx), "7") == "org.rtctl.Error.InvalidArgument"
+    # Unpinning what is not pinned is answered at once, with a named error (it used to get no reply).
+    assert pin_error(mgr, dbus.UInt32(rx), "") == "org.rtctl.Error.NotPinned"
     conn.close()
+    p = env.rtctl("irq", "unpin", str(rx))
+    assert p.returncode == 1 and "is not pinned" in p.stderr, (p.returncode, p.stderr)
     env.rtctl("irq", "pin", str(rx), "1", "--isolated", check=True)
     assert affinity(rx) == "1"
     # The daemon's dry run knows the pin: nothing to change.

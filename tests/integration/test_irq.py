@@ -339,3 +339,39 @@ def test_pin_refused_when_the_profile_places_no_irqs(env):
     assert p.returncode == 1 and "places no IRQs" in p.stderr, p.stderr
     assert affinity(rx) == before
     d.stop()
+
+
+def test_unreadable_interrupts_keep_the_placement_and_show_in_status(env, tmp_path):
+    """On a fixture workstation (RTCTL_SYSROOT): a pass that cannot read /proc/interrupts must not undo the
+    IRQ placement (a failed plan is not a profile that wants nothing). The failure shows in status, and
+    the retry after the file is back is clean."""
+    import shutil
+    src = os.path.join(harness.BUILD, "tests", "unit", "fixtures", "amd-workstation")
+    assert os.path.isdir(src), "fixtures are built with the tree (ninja -C %s)" % harness.BUILD
+    root = str(tmp_path / "ws")
+    shutil.copytree(src, root, symlinks=True)
+    files = sorted(glob.glob(root + "/proc/irq/*/smp_affinity_list"))
+    original = {f: machine.read(f) for f in files}
+    env.extra["RTCTL_SYSROOT"] = root
+    env.profile("ws", "[Profile]\nDescription=test: placement\n[CPU]\nIsolate=7,15\n[IRQ]\nBalance=housekeeping\n")
+    d = env.start("--profile", "ws")
+    status = lambda: json.loads(env.rtctl("--json", "status").stdout)  # exits 1 while degraded
+    placed = {f: machine.read(f) for f in files}
+    assert sum(placed[f] != original[f] for f in files) > 10, "the profile placed nothing"
+    assert status()["state"] == "applied"
+
+    os.rename(root + "/proc/interrupts", root + "/proc/interrupts.aside")
+    d.proc.send_signal(signal.SIGHUP)  # a reload replans everything
+    failed = lambda: [f for f in status()["failures"] if f["object"] == "/proc/interrupts"]
+    assert wait_until(lambda: failed(), 10), status()
+    assert status()["state"] == "degraded"
+    assert "cannot be read" in failed()[0]["message"], failed()
+    assert {f: machine.read(f) for f in files} == placed, "a failed plan undid the placement"
+
+    os.rename(root + "/proc/interrupts.aside", root + "/proc/interrupts")
+    assert wait_until(lambda: status()["state"] == "applied", 15), status()
+    assert status()["failures"] == []
+    assert {f: machine.read(f) for f in files} == placed
+    assert d.running()
+    d.stop()
+    assert {f: machine.read(f) for f in files} == original, "restore did not put the fixture's files back"

@@ -688,7 +688,7 @@ static int service_write(SettingContext *ctx, const char *object, const char *va
 /* A unit that is not installed is as good as masked: there is nothing to start. */
 static bool service_equal(const char *current, const char *desired)
 {
-        return streq(current, desired) || (streq(current, "absent") && streq(desired, "masked"));
+        return streq_ptr(current, desired) || (streq_ptr(current, "absent") && streq_ptr(desired, "masked"));
 }
 
 const SettingKind setting_kind_service = {

@@ -24,6 +24,8 @@ void setting_context_clear(SettingContext *c)
 
 bool setting_equal_folded(const char *a, const char *b)
 {
+        if (!a || !b)
+                return a == b;
         /* "4096\t16384  4194304" equals "4096 16384 4194304" */
         for (;;) {
                 while (isspace((unsigned char)*a) && isspace((unsigned char)a[1]))

@@ -210,34 +210,52 @@ int read_full_file(const char *path, char **ret, size_t *ret_size)
         return 0;
 }
 
+static int write_all(int fd, const void *data, size_t size)
+{
+        const char *p = data;
+
+        while (size > 0) {
+                ssize_t k = write(fd, p, size);
+                if (k < 0) {
+                        if (errno == EINTR)
+                                continue;
+                        return -errno;
+                }
+                p += k;
+                size -= (size_t)k;
+        }
+        return 0;
+}
+
 int write_file_atomic(const char *path, const char *content, bool durable)
 {
         _cleanup_free_ char *tmp = xasprintf("%s.tmp.%d", path, (int)getpid());
         _cleanup_close_ int fd = -EBADF;
-        size_t left = strlen(content);
-        const char *p = content;
+        int r;
 
         fd = open(tmp, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
         if (fd < 0)
                 return -errno;
-        while (left > 0) {
-                ssize_t k = write(fd, p, left);
-                if (k < 0) {
-                        if (errno == EINTR)
-                                continue;
-                        int r = -errno;
-                        unlink(tmp);
-                        return r;
-                }
-                p += k;
-                left -= (size_t)k;
-        }
-        if ((durable && fsync(fd) < 0) || rename(tmp, path) < 0) {
-                int r = -errno;
+        r = write_all(fd, content, strlen(content));
+        if (r >= 0 && ((durable && fsync(fd) < 0) || rename(tmp, path) < 0))
+                r = -errno;
+        if (r < 0)
                 unlink(tmp);
-                return r;
-        }
-        return 0;
+        return r;
+}
+
+int write_file_new(const char *path, const void *data, size_t size)
+{
+        _cleanup_close_ int fd = -EBADF;
+        int r;
+
+        fd = open(path, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC | O_NOFOLLOW, 0600);
+        if (fd < 0)
+                return -errno;
+        r = write_all(fd, data, size);
+        if (r < 0)
+                unlink(path);
+        return r;
 }
 
 int mkdir_p(const char *path, mode_t mode)

@@ -100,6 +100,8 @@ int read_full_file(const char *path, char **ret, size_t *ret_size);
 /* Writes via a temporary file and rename(2), so readers see the old or the new content, never half.
  * durable: fsync before the rename, for files that must survive a power loss. */
 int write_file_atomic(const char *path, const char *content, bool durable);
+/* Creates path holding size bytes of data; -EEXIST when the name is taken: never replaces a file. */
+int write_file_new(const char *path, const void *data, size_t size);
 int mkdir_p(const char *path, mode_t mode);
 
 uint64_t now_usec(int clock);

@@ -29,6 +29,9 @@ int cli_bus(Cli *c, bool quiet);
 int cli_call(Cli *c, const char *method, sd_bus_message **reply, bool quiet_absent, const char *types, ...);
 int cli_get_property(Cli *c, const char *name, const char *type, sd_bus_message **reply, bool quiet_absent);
 int cli_exit_for_error(const sd_bus_error *e);
+/* Every failure in the daemon's status, "object: message" on stderr: what a call that reported
+ * failures left undone. */
+void cli_print_failures(Cli *c);
 
 void cli_print_json(json_object *o);
 /* Prints rows of n columns, aligned; cells is rows*n strings. */

@@ -13,11 +13,10 @@ static int print_result(Cli *c, const char *what, sd_bus_message *reply)
                 json_object_object_add(o, "changes", json_object_new_int((int)changes));
                 json_object_object_add(o, "failures", json_object_new_int((int)failures));
                 cli_print_json(o);
-        } else {
+        } else
                 printf("%s: %u changes, %u failures.\n", what, changes, failures);
-                if (failures)
-                        printf("See `rtctl status` for what failed.\n");
-        }
+        if (failures)
+                cli_print_failures(c);
         return failures ? EXIT_FAILED : EXIT_OK;
 }
 

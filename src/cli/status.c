@@ -55,6 +55,17 @@ static int read_problems(Cli *c, const char *name, bool with_errno, char ***ret_
         return EXIT_OK;
 }
 
+void cli_print_failures(Cli *c)
+{
+        _cleanup_strv_free_ char **cells = NULL;
+        size_t rows = 0;
+
+        if (read_problems(c, "Failures", true, &cells, &rows) != EXIT_OK)
+                return;
+        for (size_t i = 0; i < rows; i++)
+                fprintf(stderr, "%s: %s\n", cells[i * 4 + 1], cells[i * 4 + 3]);
+}
+
 static json_object *problems_json(char **cells, size_t rows, bool with_errno)
 {
         json_object *a = json_object_new_array();

@@ -54,6 +54,10 @@ static void activate(Manager *m, Policy *p, const char *reason)
         /* Pins and refusals belong to the profile they were made under; a reload keeps them. */
         if (!p || !m->policy || !streq(p->name, m->policy->name))
                 irq_state_forget(&m->irq);
+        /* Originals a damaged journal lost stay in status until a restore reported them and a profile
+         * is applied again. */
+        if (p && journal_n_lost(m->journal) == 0)
+                status_forget_tuner(&m->status, "journal");
         policy_free(m->policy);
         m->policy = p;
         dirty_mark_all(&m->dirty);

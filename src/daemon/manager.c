@@ -310,6 +310,20 @@ static unsigned planning_failures(const PassResult *res)
         return n;
 }
 
+/* A pass with no policy is a restore: it is what reports the originals a damaged journal lost (they
+ * count as its failures, and status keeps listing them until a profile is applied); the journal then
+ * forgets them, so the next restore is clean. */
+static unsigned report_lost(Manager *m)
+{
+        unsigned n = (unsigned)journal_n_lost(m->journal);
+
+        if (m->policy || n == 0)
+                return 0;
+        journal_forget_lost(m->journal);
+        (void)journal_save(m->journal);
+        return n;
+}
+
 static int on_pass(sd_event_source *s, void *userdata)
 {
         Manager *m = userdata;
@@ -335,11 +349,12 @@ static int on_pass(sd_event_source *s, void *userdata)
                 status_refresh_power(&m->status, m->topology->online);
         follow_up(m, &res);
 
-        m->status.last_pass = (LastPass){.timestamp_usec = now_usec(CLOCK_REALTIME),
-                                         .changes = res.stats.changed,
-                                         .failures = res.stats.failed + res.stats.busy +
-                                                     (res.error ? 1 : 0) + planning_failures(&res),
-                                         .duration_usec = res.duration_usec};
+        m->status.last_pass =
+            (LastPass){.timestamp_usec = now_usec(CLOCK_REALTIME),
+                       .changes = res.stats.changed,
+                       .failures = res.stats.failed + res.stats.busy + (res.error ? 1 : 0) +
+                                   planning_failures(&res) + report_lost(m),
+                       .duration_usec = res.duration_usec};
         if (res.stats.changed || res.stats.failed || res.stats.busy || res.error)
                 log_info("Pass (%s): %u changed, %u failed, %u busy, %u already in place, %" PRIu64 " µs",
                          strempty(reason), res.stats.changed, res.stats.failed, res.stats.busy,
@@ -464,8 +479,12 @@ static int open_journal(Manager *m)
         if (r < 0)
                 return log_error_errno(r, "%s", err ?: "Failed to open the journal");
         for (size_t i = 0; i < journal_n_lost(m->journal); i++) {
-                _cleanup_free_ char *loss = journal_loss_message(journal_lost(m->journal, i));
+                const JournalLoss *l = journal_lost(m->journal, i);
+                _cleanup_free_ char *loss = journal_loss_message(l);
+                _cleanup_free_ char *object =
+                    l->object ? xstrdup(l->object) : xasprintf("journal: %s", l->reason);
                 log_error("%s", loss);
+                status_set_failure(&m->status, "journal", object, EBADMSG, l->reason);
         }
         if (journal_damaged_copy(m->journal))
                 log_error("The damaged journal is kept as %s; %s.", journal_damaged_copy(m->journal),

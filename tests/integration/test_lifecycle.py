@@ -157,3 +157,64 @@ def test_build_tree_finds_its_own_configuration(env):
     p = subprocess.run([RTCTL, "--json", "profiles"], env=e, capture_output=True, text=True, timeout=30)
     names = [x["name"] for x in json.loads(p.stdout)]
     assert "desktop" in names and "off" in names
+
+
+def test_damaged_journal_costs_only_the_damaged_entries(env, tmp_path):
+    """A journal left by a killed daemon, damaged: one entry with a null kind, the file cut off halfway
+    through its last entry. rtctld starts (no crash), keeps and restores every original it can read,
+    lists what it cannot by object in status and in `rtctl restore` (which exits 1), and keeps the damaged
+    file beside the new one. On a fixture machine (RTCTL_SYSROOT)."""
+    import glob
+    import os
+    import shutil
+    import harness
+    src = os.path.join(harness.BUILD, "tests", "unit", "fixtures", "vm2")
+    root = str(tmp_path / "vm2")
+    shutil.copytree(src, root, symlinks=True)
+    tm = root + "/proc/sys/kernel/timer_migration"
+    ra = root + "/sys/block/vda/queue/read_ahead_kb"
+    nr = root + "/sys/block/vda/queue/nr_requests"
+    # What the killed daemon had set; the journal holds the originals.
+    for path, value in ((tm, "0"), (ra, "4096"), (nr, "64")):
+        with open(path, "w") as f:
+            f.write(value + "\n")
+    entries = [
+        {"kind": "file", "tuner": "sysctl", "object": "/proc/sys/kernel/timer_migration", "original": "1"},
+        {"kind": None, "tuner": "block", "object": "/sys/block/vda/queue/nr_requests", "original": "256"},
+        {"kind": "file", "tuner": "block", "object": "/sys/block/vda/queue/read_ahead_kb", "original": "8192"},
+        {"kind": "file", "tuner": "block", "object": "/sys/block/loop0/queue/read_ahead_kb", "original": "128"},
+    ]
+    text = json.dumps({"version": 1, "entries": entries}, indent=2)
+    text = text[:text.rindex('"object": "/sys/block/loop0') + 12]  # killed halfway through the last entry
+    os.makedirs(env.run)
+    with open(os.path.join(env.run, "journal.json"), "w") as f:
+        f.write(text)
+    env.extra["RTCTL_SYSROOT"] = root
+    env.profile("tm", "[Profile]\nDescription=test: sysctl only\n[Sysctl]\nkernel.timer_migration=0\n")
+    d = env.start("--profile", "tm")
+
+    copies = glob.glob(os.path.join(env.run, "journal.json.damaged*"))
+    assert len(copies) == 1 and open(copies[0]).read() == text, copies
+    status = json.loads(env.rtctl("--json", "status").stdout)
+    assert status["state"] == "degraded"
+    lost = {f["object"]: f["message"] for f in status["failures"] if f["tuner"] == "journal"}
+    assert "/sys/block/vda/queue/nr_requests" in lost, status["failures"]
+    assert any("trunc" in m for m in lost.values()), lost
+    # The profile's own value is in place, and what it does not touch went back at once.
+    assert machine.read(tm) == "0" and machine.read(ra) == "8192"
+    assert machine.read(nr) == "64", "an original that could not be read was made up"
+
+    p = env.rtctl("restore")
+    assert p.returncode == 1, (p.returncode, p.stdout, p.stderr)
+    assert "/sys/block/vda/queue/nr_requests" in p.stderr, p.stderr
+    assert machine.read(tm) == "1", "the original the journal kept was not restored"
+    # Reported once: the next restore is clean, and so is a daemon started again.
+    p = env.rtctl("restore")
+    assert p.returncode == 0, (p.returncode, p.stdout, p.stderr)
+    assert d.running()
+    d.stop()
+    d = env.start("--profile", "tm")
+    status = json.loads(env.rtctl("--json", "status").stdout)
+    assert [f for f in status["failures"] if f["tuner"] == "journal"] == [], status["failures"]
+    d.stop()
+    assert machine.read(tm) == "1"

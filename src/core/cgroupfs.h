@@ -27,6 +27,7 @@ int cgroup_procs(const char *dir, unsigned **ret, size_t *ret_n);
 /* Moves one process into the cgroup directory. */
 int cgroup_move(const char *dir, unsigned pid);
 
+#define PF_EXITING        0x00000004u
 #define PF_KTHREAD        0x00200000u
 #define PF_NO_SETAFFINITY 0x04000000u
 

@@ -152,7 +152,10 @@ static char *dir_of(const char *procs_file)
 static unsigned refused[256];
 static size_t n_refused;
 
-/* v2 keeps every kernel thread in the root cgroup; v1 lets those without PF_NO_SETAFFINITY move. */
+/* v2 keeps every kernel thread in the root cgroup; v1 lets those without PF_NO_SETAFFINITY move. An
+ * exiting process is on its way out: the kernel skips it when moving (a write of its PID succeeds and
+ * leaves it where it is), and a leader that exited before its other threads stays listed in the old
+ * cgroup while those threads move. */
 static bool movable(unsigned pid, bool v2)
 {
         TaskInfo t;
@@ -160,7 +163,8 @@ static bool movable(unsigned pid, bool v2)
         for (size_t i = 0; i < n_refused; i++)
                 if (refused[i] == pid)
                         return false;
-        return task_info(pid, &t) >= 0 && !(t.flags & PF_NO_SETAFFINITY) && !(v2 && (t.flags & PF_KTHREAD));
+        return task_info(pid, &t) >= 0 && !(t.flags & (PF_NO_SETAFFINITY | PF_EXITING)) &&
+               !(v2 && (t.flags & PF_KTHREAD));
 }
 
 static bool is_v2(const char *dir)
@@ -194,28 +198,53 @@ static int procs_read(const char *object, const char *hint, char **ret)
         return 0;
 }
 
-static int procs_write(const char *object, const char *value)
+/* Moves every movable process listed in src once; ret_found says how many there were. */
+static int procs_move_listed(const char *src, const char *dir, bool v2, size_t *ret_found)
 {
-        _cleanup_free_ char *dir = dir_of(object);
         _cleanup_free_ unsigned *pids = NULL;
-        const char *src = procs_source(value);
-        size_t n = 0;
+        size_t n = 0, found = 0;
         int r;
 
-        if (!src)
-                return 0; /* nothing to put back: the processes go with their cgroup's removal */
         r = cgroup_procs(src, &pids, &n);
         if (r < 0)
                 return r;
-        bool v2 = is_v2(src);
         for (size_t i = 0; i < n; i++) {
                 if (!movable(pids[i], v2))
                         continue;
+                found++;
                 r = cgroup_move(dir, pids[i]);
                 if (r == -EINVAL && n_refused < ELEMENTSOF(refused))
                         refused[n_refused++] = pids[i];
                 else if (r < 0 && r != -ESRCH)
                         return r;
+        }
+        *ret_found = found;
+        return 0;
+}
+
+/* A process forks all the time on a desktop, and a child born before its parent moved stays in src. So
+ * src is read again and what is new moved, until a read finds nothing movable: each round leaves behind
+ * only children of processes that were still in src, one generation deeper. Bounded all the same; what
+ * is left then is counted by the read back. */
+#define PROCS_MOVE_ROUNDS 64
+
+static int procs_write(const char *object, const char *value)
+{
+        _cleanup_free_ char *dir = dir_of(object);
+        const char *src = procs_source(value);
+        int r;
+
+        if (!src)
+                return 0; /* nothing to put back: the processes go with their cgroup's removal */
+        bool v2 = is_v2(src);
+        for (unsigned round = 0; round < PROCS_MOVE_ROUNDS; round++) {
+                size_t found;
+
+                r = procs_move_listed(src, dir, v2, &found);
+                if (r < 0)
+                        return r;
+                if (found == 0)
+                        break;
         }
         return 0;
 }

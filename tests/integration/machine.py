@@ -108,6 +108,7 @@ def task_cpus(pid):
     return None
 
 
+PF_EXITING = 0x00000004
 PF_KTHREAD = 0x00200000
 PF_NO_SETAFFINITY = 0x04000000
 

@@ -115,6 +115,22 @@ int task_info(unsigned pid, TaskInfo *ret)
         return 0;
 }
 
+bool task_irq_thread(const TaskInfo *t, unsigned *ret_irq)
+{
+        const char *p = startswith(t->comm, "irq/");
+        char *end;
+        unsigned long n;
+
+        if (!(t->flags & PF_KTHREAD) || !p || *p < '0' || *p > '9')
+                return false;
+        n = strtoul(p, &end, 10);
+        if (*end != '-' && *end != 0)
+                return false;
+        if (ret_irq)
+                *ret_irq = (unsigned)n;
+        return true;
+}
+
 /* The comm of every process, read at most once per pass: several tuners look for their rivals on
  * every pass, and CPU hotplug passes must stay short. */
 static struct {

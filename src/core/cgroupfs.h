@@ -41,6 +41,9 @@ typedef struct TaskInfo {
 
 /* Parses /proc/PID/stat. */
 int task_info(unsigned pid, TaskInfo *ret);
+/* Whether the task is an IRQ thread, "irq/24-ACPI:Ged" ("irq/24-s-NAME" for a secondary handler), and
+ * of which IRQ (ret_irq may be NULL). */
+bool task_irq_thread(const TaskInfo *t, unsigned *ret_irq);
 /* The PID of a process whose comm is exactly comm (cut at 15 characters, as the kernel does), 0 when
  * none runs. */
 unsigned process_find(const char *comm);

@@ -90,6 +90,30 @@ static char *parent_of(const char *dir)
         return strndup(dir, slash && slash != dir ? (size_t)(slash - dir) : 1);
 }
 
+/* Moving into or out of a v1 cpuset gives a task the cpuset's CPUs. An IRQ thread's CPUs are the
+ * kernel's: it puts the thread on its IRQ's effective CPUs when the thread next runs after the IRQ moved,
+ * and not otherwise (an ACPI:Ged thread may never run again). So an IRQ thread that leaves a cpuset gets
+ * those CPUs back at once: the ones it had when its IRQ stayed put, the ones the kernel would give it at
+ * its next run when the IRQ moved. */
+static void irq_thread_rejoin(unsigned pid)
+{
+        _cleanup_free_ char *eff = NULL, *list = NULL, *object = NULL;
+        TaskInfo t;
+        unsigned irq;
+
+        if (task_info(pid, &t) < 0 || !task_irq_thread(&t, &irq))
+                return;
+        eff = xasprintf("/proc/irq/%u/effective_affinity_list", irq);
+        if (sys_read(eff, &list) < 0) {
+                free(eff);
+                eff = xasprintf("/proc/irq/%u/smp_affinity_list", irq);
+                if (sys_read(eff, &list) < 0)
+                        return;
+        }
+        object = xasprintf("/proc/%u/affinity", pid);
+        (void)setting_kind_affinity.write(object, strstrip(list));
+}
+
 /* Empties a cgroup into its parent and removes it. Processes exiting meanwhile (or zombies still
  * listed) can make rmdir fail with EBUSY for a moment: try again briefly. */
 static int cgroup_remove(const char *dir)
@@ -107,7 +131,8 @@ static int cgroup_remove(const char *dir)
                 if (r < 0)
                         return r;
                 for (size_t i = 0; i < n; i++)
-                        (void)cgroup_move(parent, pids[i]); /* ESRCH: it exited */
+                        if (cgroup_move(parent, pids[i]) >= 0) /* ESRCH: it exited */
+                                irq_thread_rejoin(pids[i]);
                 if (rmdir(path) >= 0)
                         return 0;
                 r = -errno;

@@ -37,22 +37,6 @@ static const IrqRule *thread_rule(const IrqConfig *c, const Irq *irq)
         return NULL;
 }
 
-/* "irq/38-virtio2-i" (comm is cut at 15 characters), "irq/24-s-name" for a secondary handler. */
-static bool thread_irq(const char *comm, unsigned *ret)
-{
-        const char *p = startswith(comm, "irq/");
-        char *end;
-        unsigned long n;
-
-        if (!p || *p < '0' || *p > '9')
-                return false;
-        n = strtoul(p, &end, 10);
-        if (*end != '-' && *end != 0)
-                return false;
-        *ret = (unsigned)n;
-        return true;
-}
-
 /* The full name of the handler a thread runs: comm is "irq/N-NAME" or "irq/N-s-NAME" (a secondary
  * handler) cut at 15 characters, so the handler is the one of the line whose name starts with what is
  * left. The whole list when none does. */
@@ -105,7 +89,7 @@ static int irqthread_plan(const PlanContext *ctx, const void *config, const char
                 unsigned pid, num;
 
                 if (safe_atou(de->d_name, &pid) < 0 || task_info(pid, &task) < 0 ||
-                    !(task.flags & PF_KTHREAD) || !thread_irq(task.comm, &num))
+                    !task_irq_thread(&task, &num))
                         continue;
                 irq = irq_table_find(t, num);
                 if (!irq)

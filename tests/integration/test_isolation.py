@@ -215,6 +215,12 @@ def test_stop_restores_every_task_and_removes_the_cpusets(env):
     assert not os.path.exists(CPUSET + "/rtctl-housekeeping")
     assert machine.diff(before, machine.snapshot()) == []
     assert env.journal is None
+    # The cpusets gave the IRQ threads their CPUs; back in the root cpuset each is with its IRQ again,
+    # where the kernel keeps it, not on every CPU.
+    threads = machine.irq_threads()
+    assert threads, "this host has irq/N-ACPI:Ged threads"
+    for pid, irq in threads.items():
+        assert machine.task_cpus(pid) == machine.read("/proc/irq/%d/effective_affinity_list" % irq), pid
 
 
 def test_killed_daemon_isolation_is_restored(env):

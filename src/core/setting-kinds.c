@@ -98,10 +98,34 @@ static char *parent_of(const char *dir)
         return xstrndup(dir, slash && slash != dir ? (size_t)(slash - dir) : 1);
 }
 
+/* Moving into or out of a v1 cpuset gives a task the cpuset's CPUs. An IRQ thread's CPUs are the
+ * kernel's: it puts the thread on its IRQ's effective CPUs when the thread next runs after the IRQ moved,
+ * and not otherwise (an ACPI:Ged thread may never run again). So an IRQ thread that leaves a cpuset gets
+ * those CPUs back at once: the ones it had when its IRQ stayed put, the ones the kernel would give it at
+ * its next run when the IRQ moved. */
+static void irq_thread_rejoin(SettingContext *ctx, unsigned pid)
+{
+        _cleanup_free_ char *eff = NULL, *list = NULL, *object = NULL;
+        TaskInfo t;
+        unsigned irq;
+
+        if (task_info(pid, &t) < 0 || !(t.flags & PF_KTHREAD) || !irq_thread_parse(t.comm, &irq, NULL))
+                return;
+        eff = xasprintf("/proc/irq/%u/effective_affinity_list", irq);
+        if (sys_read(eff, &list) < 0) {
+                free(eff);
+                eff = xasprintf("/proc/irq/%u/smp_affinity_list", irq);
+                if (sys_read(eff, &list) < 0)
+                        return;
+        }
+        object = xasprintf("/proc/%u/affinity", pid);
+        (void)setting_kind_affinity.write(ctx, object, strstrip(list));
+}
+
 /* Empties a cgroup into its parent and removes it. A process exiting meanwhile (a zombie still listed)
  * makes rmdir fail with EBUSY for a moment: a few immediate tries, then EBUSY, which the pass reports as
  * busy and retries later from the event loop. A pass never sleeps. */
-static int cgroup_remove(const char *dir)
+static int cgroup_remove(SettingContext *ctx, const char *dir)
 {
         _cleanup_free_ char *parent = parent_of(dir), *path = sys_path(dir);
         int r = 0;
@@ -116,7 +140,8 @@ static int cgroup_remove(const char *dir)
                 if (r < 0)
                         return r;
                 for (size_t i = 0; i < n; i++)
-                        (void)cgroup_move(parent, pids[i]); /* ESRCH: it exited */
+                        if (cgroup_move(parent, pids[i]) >= 0) /* ESRCH: it exited */
+                                irq_thread_rejoin(ctx, pids[i]);
                 if (rmdir(path) >= 0)
                         return 0;
                 r = -errno;
@@ -133,7 +158,7 @@ static int cgroup_write(SettingContext *ctx, const char *object, const char *val
                 return mkdir(path, 0755) < 0 && errno != EEXIST ? -errno : 0;
         }
         if (streq(value, "absent"))
-                return cgroup_remove(object);
+                return cgroup_remove(ctx, object);
         return -EINVAL;
 }
 
@@ -162,17 +187,19 @@ static char *refusal_key(const TaskInfo *t)
 }
 
 /* v2 keeps every kernel thread in the root cgroup; v1 lets those without PF_NO_SETAFFINITY move. A
- * process the kernel refused once (EINVAL) is not counted again. */
+ * process the kernel refused once (EINVAL) is not counted again. An exiting process is on its way out:
+ * the kernel skips it when moving (a write of its PID succeeds and leaves it where it is), and a leader
+ * that exited before its other threads stays listed in the old cgroup while those threads move. Read
+ * now, not from the pass's scan: what matters is whether it is exiting at this moment. */
 static bool movable(SettingContext *ctx, unsigned pid, bool v2)
 {
-        TaskInfo buf;
-        const TaskInfo *t =
-            ctx->tasks ? task_scan_find(ctx->tasks, pid, &buf) : (task_info(pid, &buf) >= 0 ? &buf : NULL);
         _cleanup_free_ char *key = NULL;
+        TaskInfo t;
 
-        if (!t || (t->flags & PF_NO_SETAFFINITY) || (v2 && (t->flags & PF_KTHREAD)))
+        if (task_info(pid, &t) < 0 || (t.flags & (PF_NO_SETAFFINITY | PF_EXITING)) ||
+            (v2 && (t.flags & PF_KTHREAD)))
                 return false;
-        key = refusal_key(t);
+        key = refusal_key(&t);
         return !g_hash_table_contains(ctx->refused, key);
 }
 
@@ -215,28 +242,54 @@ static int procs_read(SettingContext *ctx, const char *object, const char *hint,
         return 0;
 }
 
-static int procs_write(SettingContext *ctx, const char *object, const char *value)
+/* Moves every movable process listed in src once; ret_found says how many there were. */
+static int procs_move_listed(SettingContext *ctx, const char *src, const char *dir, bool v2,
+                             size_t *ret_found)
 {
-        _cleanup_free_ char *dir = dir_of(object);
         _cleanup_free_ unsigned *pids = NULL;
-        const char *src = procs_source(value);
-        size_t n = 0;
+        size_t n = 0, found = 0;
         int r;
 
-        if (!src)
-                return 0; /* nothing to put back: the processes go with their cgroup's removal */
         r = cgroup_procs(src, &pids, &n);
         if (r < 0)
                 return r;
-        bool v2 = is_v2(src);
         for (size_t i = 0; i < n; i++) {
                 if (!movable(ctx, pids[i], v2))
                         continue;
+                found++;
                 r = cgroup_move(dir, pids[i]);
                 if (r == -EINVAL)
                         note_refused(ctx, pids[i]);
                 else if (r < 0 && r != -ESRCH)
                         return r;
+        }
+        *ret_found = found;
+        return 0;
+}
+
+/* A process forks all the time on a desktop, and a child born before its parent moved stays in src. So
+ * src is read again and what is new moved, until a read finds nothing movable: each round leaves behind
+ * only children of processes that were still in src, one generation deeper. Bounded all the same; what
+ * is left then is counted by the read back. */
+#define PROCS_MOVE_ROUNDS 64
+
+static int procs_write(SettingContext *ctx, const char *object, const char *value)
+{
+        _cleanup_free_ char *dir = dir_of(object);
+        const char *src = procs_source(value);
+        int r;
+
+        if (!src)
+                return 0; /* nothing to put back: the processes go with their cgroup's removal */
+        bool v2 = is_v2(src);
+        for (unsigned round = 0; round < PROCS_MOVE_ROUNDS; round++) {
+                size_t found;
+
+                r = procs_move_listed(ctx, src, dir, v2, &found);
+                if (r < 0)
+                        return r;
+                if (found == 0)
+                        break;
         }
         return 0;
 }

@@ -3,6 +3,7 @@
 
 #include "shared/util.h"
 
+#define PF_EXITING        0x00000004u
 #define PF_KTHREAD        0x00200000u
 #define PF_NO_SETAFFINITY 0x04000000u
 

@@ -1,5 +1,6 @@
 """Helpers that touch the real kernel: snapshots of everything rtctl can change, and devices the tests
 make and remove themselves. Never touches devices the test did not make, never offlines cpu0."""
+import collections
 import contextlib
 import errno
 import fcntl
@@ -36,6 +37,33 @@ def read(path, default=None):
 def active_choice(line):
     m = re.search(r"\[([^\]]+)\]", line or "")
     return m.group(1) if m else line
+
+
+class IrqThreadCpus(collections.namedtuple("IrqThreadCpus", "cpus irq_effective")):
+    """An IRQ thread's CPUs, which are the kernel's to set: when the thread runs after its IRQ moved, the
+    kernel puts it on the IRQ's effective CPUs (and only then: an ACPI:Ged thread may never run again).
+    So the thread is as the module found it when its CPUs are unchanged, or when the kernel has put it
+    with its IRQ since; any other CPUs are a change someone else made."""
+
+    def same_as(self, before):
+        return self.cpus == before.cpus or self.cpus == self.irq_effective
+
+
+def irq_thread_irq(comm):
+    m = re.match(r"irq/(\d+)-", comm)
+    return int(m.group(1)) if m else None
+
+
+def irq_threads():
+    """pid -> IRQ number of every IRQ thread."""
+    out = {}
+    for stat in glob.glob("/proc/[0-9]*/stat"):
+        st = read(stat)
+        if st and "(irq/" in st and int(st.rsplit(")", 1)[1].split()[6]) & PF_KTHREAD:
+            irq = irq_thread_irq(st[st.index("(") + 1:st.rindex(")")])
+            if irq is not None:
+                out[int(stat.split("/")[2])] = irq
+    return out
 
 
 def snapshot():
@@ -81,9 +109,13 @@ def snapshot():
         # Every task's CPUs and cpuset, keyed by PID and start time (PIDs are reused).
         task = "task %s@%s (%s)" % (pid, fields[19], comm)
         status = read("/proc/%s/status" % pid) or ""
+        irq = irq_thread_irq(comm) if int(fields[6]) & PF_KTHREAD else None
         for line in status.splitlines():
             if line.startswith("Cpus_allowed_list:"):
-                s[task + " cpus"] = line.split(":", 1)[1].strip()
+                cpus = line.split(":", 1)[1].strip()
+                if irq is not None:
+                    cpus = IrqThreadCpus(cpus, read("/proc/irq/%d/effective_affinity_list" % irq))
+                s[task + " cpus"] = cpus
         cs = read("/proc/%s/cpuset" % pid)
         if cs is not None:
             s[task + " cpuset"] = cs
@@ -95,6 +127,8 @@ def diff(before, after):
     lines = []
     for k in sorted(set(before) | set(after)):
         if k.startswith("task ") and (k not in before or k not in after):
+            continue
+        if isinstance(after.get(k), IrqThreadCpus) and after[k].same_as(before[k]):
             continue
         if before.get(k) != after.get(k):
             lines.append("%s: %r -> %r" % (k, before.get(k), after.get(k)))
@@ -108,6 +142,7 @@ def task_cpus(pid):
     return None
 
 
+PF_EXITING = 0x00000004
 PF_KTHREAD = 0x00200000
 PF_NO_SETAFFINITY = 0x04000000
 

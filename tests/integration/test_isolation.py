@@ -1,4 +1,5 @@
 """CPU isolation on the real kernel: cgroup v1 cpusets on this host, cpu1 isolated, cpu0 housekeeping."""
+import json
 import os
 import signal
 import subprocess
@@ -15,6 +16,22 @@ Description=test: cpu1 isolated
 Isolate=auto:1
 """
 CPUSET = "/sys/fs/cgroup/cpuset"
+# The shipped audio profile's isolation, IRQ placement and C-state pinning, under the same name (a test's
+# own profiles come first). Without the desktop profile's block rules it includes, which would re-tune
+# this host's own disk.
+AUDIO = """[Profile]
+Description=test: the shipped audio profile without its block rules
+[CPU]
+Isolate=auto:1
+KernelThreads=housekeeping
+[IRQ]
+Balance=housekeeping
+RebalanceSec=0
+[Power]
+CPUs=isolated
+Governor=performance
+MaxExitLatencyUs=0
+"""
 
 
 @pytest.fixture(autouse=True)
@@ -27,11 +44,19 @@ def two_cpus_and_v1():
 
 
 def movable_tasks():
+    """Every task that can change CPUs: not bound by the kernel (PF_NO_SETAFFINITY) and not exiting (the
+    kernel moves no exiting task, and it never runs user code again)."""
     for d in os.listdir("/proc"):
         if d.isdigit():
             flags = machine.task_flags(int(d))
-            if flags is not None and not flags & machine.PF_NO_SETAFFINITY:
+            if flags is not None and not flags & (machine.PF_NO_SETAFFINITY | machine.PF_EXITING):
                 yield int(d)
+
+
+def on_cpu1():
+    """Movable tasks allowed on cpu1, with their names (those that ended meanwhile are left out)."""
+    found = [(p, machine.read("/proc/%d/comm" % p), machine.task_cpus(p)) for p in movable_tasks()]
+    return [t for t in found if t[2] not in ("0", None)]
 
 
 def busy():
@@ -44,8 +69,7 @@ def test_every_movable_task_leaves_the_isolated_cpu(env):
     status = env.rtctl_json("status")
     assert status["isolated_cpus"] == "1" and status["housekeeping_cpus"] == "0"
     assert status["failures"] == []
-    on_cpu1 = [(p, machine.read("/proc/%d/comm" % p)) for p in movable_tasks() if machine.task_cpus(p) != "0"]
-    assert [t for t in on_cpu1 if machine.task_cpus(t[0]) is not None] == []
+    assert on_cpu1() == []
     # Per-CPU kernel threads cannot move: counted and named in status, not failures.
     reasons = " ".join(u["message"] for u in status["unsupported"])
     assert "per-CPU kernel threads cannot leave the root cpuset" in reasons
@@ -75,6 +99,31 @@ def test_a_stressor_started_afterwards_never_runs_on_the_isolated_cpu(env):
     # but for the per-CPU kernel work that cannot move.
     assert cpu0 > 100, (cpu0, cpu1)
     assert cpu1 < cpu0 * 0.05, (cpu0, cpu1)
+
+
+# Shells forking back to back: some children exit at once, some live a little (a desktop's helpers).
+FORK_LOOPS = ["while :; do /bin/true; done"] * 3 + ["while :; do /bin/sleep 0.01; done"] * 3
+
+
+def test_isolation_converges_while_processes_fork(env):
+    """A desktop forks all the time: processes born while rtctld moves the root cpuset's processes are
+    moved too, and the profile ends applied."""
+    env.profile("audio", AUDIO)
+    env.start("--profile", "off")
+    # Shells that fork and exec short-lived processes back to back, throughout the switch.
+    forkers = [subprocess.Popen(["/bin/sh", "-c", loop]) for loop in FORK_LOOPS]
+    try:
+        r = env.rtctl("--json", "profile", "audio")
+        status = json.loads(env.rtctl("--json", "status").stdout)
+        assert [f["message"] for f in status["failures"]] == [], r.stdout + r.stderr
+        assert status["state"] == "applied"
+        assert r.returncode == 0, r.stdout + r.stderr
+        assert on_cpu1() == []
+        assert all(machine.read("/proc/%d/cpuset" % p.pid) == "/rtctl-housekeeping" for p in forkers)
+    finally:
+        for p in forkers:
+            p.kill()
+            p.wait()
 
 
 def test_attached_process_runs_only_on_the_isolated_cpu(env):
@@ -166,6 +215,12 @@ def test_stop_restores_every_task_and_removes_the_cpusets(env):
     assert not os.path.exists(CPUSET + "/rtctl-housekeeping")
     assert machine.diff(before, machine.snapshot()) == []
     assert env.journal is None
+    # The cpusets gave the IRQ threads their CPUs; back in the root cpuset each is with its IRQ again,
+    # where the kernel keeps it, not on every CPU.
+    threads = machine.irq_threads()
+    assert threads, "this host has irq/N-ACPI:Ged threads"
+    for pid, irq in threads.items():
+        assert machine.task_cpus(pid) == machine.read("/proc/irq/%d/effective_affinity_list" % irq), pid
 
 
 def test_killed_daemon_isolation_is_restored(env):

@@ -2,7 +2,7 @@
 #include <glib.h>
 #include <json-c/json.h>
 
-#include "core/journal.h"
+#include "core/journal-read.h"
 
 struct Journal {
         char *path;
@@ -10,6 +10,9 @@ struct Journal {
         size_t n;
         size_t alloc;
         GHashTable *index; /* object -> position + 1 */
+        JournalLoss *lost;
+        size_t n_lost;
+        char *damaged; /* the copy of a damaged file, beside path */
         bool dirty;
 };
 
@@ -27,8 +30,8 @@ static void reindex(Journal *j)
                 g_hash_table_insert(j->index, j->entries[i].object, GSIZE_TO_POINTER(i + 1));
 }
 
-static void append(Journal *j, const SettingKind *kind, const char *tuner, const char *object,
-                   const char *original)
+void journal_append(Journal *j, const SettingKind *kind, const char *tuner, const char *object,
+                    const char *original)
 {
         if (j->n == j->alloc) {
                 j->alloc = j->alloc ? j->alloc * 2 : 32;
@@ -43,57 +46,34 @@ static void append(Journal *j, const SettingKind *kind, const char *tuner, const
         j->n++;
 }
 
-static int load(Journal *j, char **ret_error)
+void journal_add_loss(Journal *j, const char *object, char *reason)
 {
-        json_object *root, *entries;
-        int r = 0;
+        j->lost = realloc(j->lost, sizeof(JournalLoss) * (j->n_lost + 1));
+        if (!j->lost)
+                abort();
+        j->lost[j->n_lost++] = (JournalLoss){.object = object ? xstrdup(object) : NULL, .reason = reason};
+}
 
-        root = json_object_from_file(j->path);
-        if (!root) {
-                if (access(j->path, F_OK) < 0 && errno == ENOENT)
-                        return 0;
-                *ret_error = xasprintf("%s: unreadable journal: %s", j->path, json_util_get_last_err());
-                return -EBADMSG;
-        }
-        if (!json_object_object_get_ex(root, "entries", &entries) ||
-            !json_object_is_type(entries, json_type_array)) {
-                *ret_error = xasprintf("%s: journal has no \"entries\" array", j->path);
-                r = -EBADMSG;
-                goto out;
-        }
-        for (size_t i = 0; i < json_object_array_length(entries); i++) {
-                json_object *e = json_object_array_get_idx(entries, i), *kind, *object, *original, *tuner;
-                const SettingKind *k;
-
-                if (!json_object_object_get_ex(e, "kind", &kind) ||
-                    !json_object_object_get_ex(e, "object", &object) ||
-                    !json_object_object_get_ex(e, "original", &original) ||
-                    !json_object_object_get_ex(e, "tuner", &tuner) ||
-                    !(k = setting_kind_from_name(json_object_get_string(kind)))) {
-                        *ret_error = xasprintf("%s: journal entry %zu is malformed", j->path, i);
-                        r = -EBADMSG;
-                        goto out;
-                }
-                append(j, k, json_object_get_string(tuner), json_object_get_string(object),
-                       json_object_get_string(original));
-        }
-out:
-        json_object_put(root);
-        return r;
+void journal_set_damaged_copy(Journal *j, char *path)
+{
+        free(j->damaged);
+        j->damaged = path;
 }
 
 int journal_open(const char *path, Journal **ret, char **ret_error)
 {
         Journal *j = xmalloc0(sizeof(Journal));
+        bool damaged;
         int r;
 
         j->path = xstrdup(path);
         j->index = g_hash_table_new(g_str_hash, g_str_equal);
-        r = load(j, ret_error);
+        r = journal_read(j, &damaged, ret_error);
         if (r < 0) {
                 journal_free(j);
                 return r;
         }
+        j->dirty = damaged;
         *ret = j;
         return 0;
 }
@@ -106,6 +86,7 @@ void journal_free(Journal *j)
                 entry_clear(&j->entries[i]);
         free(j->entries);
         g_hash_table_destroy(j->index);
+        journal_forget_lost(j);
         free(j->path);
         free(j);
 }
@@ -136,7 +117,7 @@ void journal_remember(Journal *j, const SettingKind *kind, const char *tuner, co
 {
         if (journal_find(j, object))
                 return;
-        append(j, kind, tuner, object, original);
+        journal_append(j, kind, tuner, object, original);
         j->dirty = true;
 }
 
@@ -163,7 +144,7 @@ int journal_save(Journal *j)
 
         if (!j->dirty)
                 return 0;
-        if (j->n == 0) {
+        if (j->n == 0 && j->n_lost == 0) {
                 if (unlink(j->path) < 0 && errno != ENOENT)
                         return -errno;
                 j->dirty = false;
@@ -172,6 +153,21 @@ int journal_save(Journal *j)
         root = json_object_new_object();
         entries = json_object_new_array_ext((int)j->n);
         json_object_object_add(root, "version", json_object_new_int(1));
+        if (j->damaged)
+                json_object_object_add(root, "damaged", json_object_new_string(j->damaged));
+        /* Before the entries: a journal cut off later still tells what was lost before. */
+        if (j->n_lost > 0) {
+                json_object *lost = json_object_new_array_ext((int)j->n_lost);
+                for (size_t i = 0; i < j->n_lost; i++) {
+                        json_object *l = json_object_new_object();
+                        if (j->lost[i].object)
+                                json_object_object_add(l, "object",
+                                                       json_object_new_string(j->lost[i].object));
+                        json_object_object_add(l, "reason", json_object_new_string(j->lost[i].reason));
+                        json_object_array_add(lost, l);
+                }
+                json_object_object_add(root, "lost", lost);
+        }
         for (size_t i = 0; i < j->n; i++) {
                 json_object *e = json_object_new_object();
                 json_object_object_add(e, "kind", json_object_new_string(j->entries[i].kind->name));
@@ -230,4 +226,40 @@ void journal_forget_set(Journal *j, GHashTable *objects)
 void journal_forget_prefix(Journal *j, const char *prefix)
 {
         forget_if(j, under, prefix);
+}
+
+size_t journal_n_lost(const Journal *j)
+{
+        return j->n_lost;
+}
+
+const JournalLoss *journal_lost(const Journal *j, size_t i)
+{
+        return i < j->n_lost ? &j->lost[i] : NULL;
+}
+
+char *journal_loss_message(const JournalLoss *l)
+{
+        return l->object ? xasprintf("%s: %s", l->object, l->reason) : xstrdup(l->reason);
+}
+
+void journal_forget_lost(Journal *j)
+{
+        if (j->n_lost == 0 && !j->damaged)
+                return;
+        for (size_t i = 0; i < j->n_lost; i++) {
+                free(j->lost[i].object);
+                free(j->lost[i].reason);
+        }
+        free(j->lost);
+        j->lost = NULL;
+        j->n_lost = 0;
+        free(j->damaged);
+        j->damaged = NULL;
+        j->dirty = true;
+}
+
+const char *journal_damaged_copy(const Journal *j)
+{
+        return j->damaged;
 }

@@ -14,9 +14,18 @@ typedef struct JournalEntry {
         char *tuner;
 } JournalEntry;
 
+/* An original that was in the journal but cannot be restored: its entry was damaged. */
+typedef struct JournalLoss {
+        char *object; /* NULL when unknown */
+        char *reason; /* "original lost: unknown kind 'foo'"; names the entry when object is NULL */
+} JournalLoss;
+
 typedef struct Journal Journal;
 
-/* Loads path if it exists (a daemon restarted after SIGKILL finds its originals there). */
+/* Loads path if it exists (a daemon restarted after SIGKILL finds its originals there). Any content is
+ * read: every entry that can be read is kept, every one that cannot becomes a JournalLoss, and a damaged
+ * file is first copied to a new name beside path (see journal_damaged_copy()) and rewritten on the next
+ * journal_save(). Fails only when the file cannot be read, or the damaged copy cannot be written. */
 int journal_open(const char *path, Journal **ret, char **ret_error);
 void journal_free(Journal *j);
 static inline void journal_freep(Journal **j)
@@ -38,8 +47,19 @@ void journal_forget_set(Journal *j, GHashTable *objects);
 /* True when an ancestor of object was created by rtctl (journalled "absent" by a kind that owns its
  * children): removing it restores object as well, so object needs no entry. */
 bool journal_covered(const Journal *j, const char *object);
-/* Writes the journal atomically (or removes the file when empty). A no-op when nothing changed. */
+/* Writes the journal atomically (or removes the file when it holds neither entries nor losses). A no-op
+ * when nothing changed. */
 int journal_save(Journal *j);
 
 /* Forgets every entry whose object starts with prefix, e.g. a removed disk's "/sys/block/loop9/". */
 void journal_forget_prefix(Journal *j, const char *prefix);
+
+/* Originals lost from a damaged journal, kept (and saved) until a restore reported them. */
+size_t journal_n_lost(const Journal *j);
+const JournalLoss *journal_lost(const Journal *j, size_t i);
+/* "OBJECT: REASON", or REASON alone when the object is unknown: one line for a person. */
+char *journal_loss_message(const JournalLoss *l);
+/* The user was told (a restore reported them): they leave the journal. */
+void journal_forget_lost(Journal *j);
+/* Path of the damaged file kept beside the journal, NULL when none was found. */
+const char *journal_damaged_copy(const Journal *j);

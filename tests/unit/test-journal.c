@@ -2,8 +2,388 @@
 /* A journal damaged in the ways a killed daemon or a bad disk leaves one: every original that can be read
  * is restored for real on a plain-file tree, every one that cannot is reported (by object where the
  * damage leaves it), and the damaged file is kept beside the journal, never overwritten. */
-#include "core/setting.h"
+#include <sys/stat.h>
+
+#include "core/reconcile.h"
+#include "shared/sysfs.h"
 #include "test.h"
+
+#define N_FILES 40
+#define F(i)    (UINT64_C(1) << (i))
+
+static char *root, *jpath;
+
+/* Files /proc/sys/kernel/rt1..N_FILES all hold "tuned"; their originals are "orig-N". */
+static void make_tree(void)
+{
+        free(root);
+        free(jpath);
+        root = xasprintf("%s/root", test_tmpdir());
+        jpath = xasprintf("%s/run/journal.json", test_tmpdir());
+        _cleanup_free_ char *cmd =
+            xasprintf("rm -rf '%s' '%s/run'; mkdir -p '%s/run'", root, test_tmpdir(), test_tmpdir());
+        CHECK_INTEQ(system(cmd), 0);
+        test_write(root, "sys/devices/system/cpu/possible", "0-1\n");
+        test_write(root, "sys/devices/system/cpu/present", "0-1\n");
+        test_write(root, "sys/devices/system/cpu/online", "0-1\n");
+        for (unsigned i = 1; i <= N_FILES; i++) {
+                _cleanup_free_ char *rel = xasprintf("proc/sys/kernel/rt%u", i);
+                test_write(root, rel, "tuned\n");
+        }
+        sysroot_set(root);
+}
+
+static char *object_of(unsigned i)
+{
+        return xasprintf("/proc/sys/kernel/rt%u", i);
+}
+
+/* Entry i as the daemon writes it, for journals written by hand. */
+static char *entry(unsigned i)
+{
+        return xasprintf("{\"kind\":\"file\",\"tuner\":\"sysctl\",\"object\":\"/proc/sys/kernel/rt%u\","
+                         "\"original\":\"orig-%u\"}",
+                         i, i);
+}
+
+/* The bytes the daemon itself writes for files 1..n. */
+static char *daemon_journal(unsigned n)
+{
+        _cleanup_free_ char *path = xasprintf("%s/written.json", test_tmpdir()), *err = NULL;
+        char *text = NULL;
+        Journal *j = NULL;
+
+        unlink(path);
+        CHECK_INTEQ(journal_open(path, &j, &err), 0);
+        for (unsigned i = 1; i <= n; i++) {
+                _cleanup_free_ char *object = object_of(i), *original = xasprintf("orig-%u", i);
+                journal_remember(j, &setting_kind_file, "sysctl", object, original);
+        }
+        CHECK_INTEQ(journal_save(j), 0);
+        journal_free(j);
+        CHECK_INTEQ(read_full_file(path, &text, NULL), 0);
+        return text;
+}
+
+static void write_bytes(const char *path, const char *data, size_t size)
+{
+        FILE *f = fopen(path, "we");
+
+        CHECK(f != NULL);
+        if (!f)
+                return;
+        CHECK_INTEQ(fwrite(data, 1, size, f), size);
+        fclose(f);
+}
+
+static bool file_holds(const char *path, const char *data, size_t size)
+{
+        _cleanup_free_ char *s = NULL;
+        size_t n = 0;
+
+        return path && read_full_file(path, &s, &n) >= 0 && n == size && memcmp(s, data, size) == 0;
+}
+
+static char *value(unsigned i)
+{
+        _cleanup_free_ char *object = object_of(i);
+        char *s = NULL;
+
+        if (sys_read(object, &s) < 0)
+                return xstrdup("(absent)");
+        return s;
+}
+
+static void check_losses(const Journal *j, const char *const *lost)
+{
+        size_t n = 0;
+
+        CHECK(j != NULL);
+        if (!j)
+                return;
+        for (; lost[n]; n++) {
+                const JournalLoss *l = journal_lost(j, n);
+                _cleanup_free_ char *m = l ? journal_loss_message(l) : NULL;
+                CHECK_STREQ(m, lost[n]);
+        }
+        CHECK_INTEQ(journal_n_lost(j), n);
+        for (size_t i = n; i < journal_n_lost(j); i++) {
+                _cleanup_free_ char *m = journal_loss_message(journal_lost(j, i));
+                printf("# unexpected loss: %s\n", m);
+        }
+}
+
+/* A pass with no policy, as stop and `rtctl restore` run: every file in restored gets its original
+ * back, every other one stays as it was. */
+static void restore_and_check(Journal *j, uint64_t restored)
+{
+        _cleanup_topology_ Topology *t = NULL;
+        Dirty all = {};
+        PassResult res;
+
+        CHECK_INTEQ(topology_load(NULL, &t), 0);
+        dirty_mark_all(&all);
+        reconcile_pass(NULL, t, j, &all, false, &res);
+        dirty_clear(&all);
+        CHECK_INTEQ(res.stats.failed, 0);
+        pass_result_clear(&res);
+        for (unsigned i = 1; i <= N_FILES; i++) {
+                _cleanup_free_ char *v = value(i), *want = xasprintf("orig-%u", i);
+                if (restored & F(i))
+                        CHECK_STREQ(v, want);
+                else
+                        CHECK_STREQ(v, "tuned");
+        }
+}
+
+/* Opens the journal holding these bytes and checks all a user would see: which originals come back,
+ * which are reported lost, the damaged copy, and that the losses outlive the process that found them
+ * until a restore reported them. */
+static void check_damaged(const char *text, size_t size, uint64_t restored, const char *const *lost)
+{
+        _cleanup_free_ char *err = NULL, *copy = NULL;
+        Journal *j = NULL;
+
+        make_tree();
+        write_bytes(jpath, text, size);
+        CHECK_INTEQ(journal_open(jpath, &j, &err), 0);
+        CHECK_STREQ(err, NULL);
+        if (!j)
+                return;
+        check_losses(j, lost);
+        copy = xstrdup(journal_damaged_copy(j));
+        _cleanup_free_ char *first = xasprintf("%s.damaged", jpath);
+        CHECK_STREQ(copy, first);
+        CHECK(file_holds(copy, text, size));
+        restore_and_check(j, restored);
+        journal_free(j); /* as if killed after the restore, before it was reported */
+        if (!lost[0]) {
+                /* Nothing lost, everything restored: nothing left to say. */
+                CHECK(access(jpath, F_OK) < 0);
+                return;
+        }
+
+        /* A daemon started later still knows, and keeps no second copy of a journal it wrote itself. */
+        j = NULL;
+        CHECK_INTEQ(journal_open(jpath, &j, &err), 0);
+        if (!j)
+                return;
+        check_losses(j, lost);
+        CHECK_INTEQ(journal_size(j), 0);
+        CHECK_STREQ(journal_damaged_copy(j), copy);
+        _cleanup_free_ char *second = xasprintf("%s.damaged.1", jpath);
+        CHECK(access(second, F_OK) < 0);
+        CHECK(file_holds(copy, text, size));
+
+        /* Reported: they leave the journal, and with nothing left the file goes. */
+        journal_forget_lost(j);
+        CHECK_INTEQ(journal_save(j), 0);
+        CHECK(access(jpath, F_OK) < 0);
+        journal_free(j);
+}
+
+static void check_damaged_text(const char *text, uint64_t restored, const char *const *lost)
+{
+        check_damaged(text, strlen(text), restored, lost);
+}
+
+#define LOST(...) ((const char *const[]){__VA_ARGS__, NULL})
+#define NONE      ((const char *const[]){NULL})
+
+/* One bad entry before a good one: it costs that entry, not the journal. */
+static void check_bad_entry(const char *bad, const char *loss)
+{
+        _cleanup_free_ char *e2 = entry(2), *text = xasprintf("{\"entries\":[%s,%s]}", bad, e2);
+
+        check_damaged_text(text, F(2), LOST(loss));
+}
+
+TEST(kind_null)
+{
+        check_bad_entry(
+            "{\"kind\":null,\"tuner\":\"block\",\"object\":\"/proc/sys/kernel/rt1\",\"original\":\"1\"}",
+            "/proc/sys/kernel/rt1: original lost: its kind is null, not a string");
+}
+
+TEST(object_null)
+{
+        check_bad_entry("{\"kind\":\"file\",\"tuner\":\"sysctl\",\"object\":null,\"original\":\"1\"}",
+                        "journal entry 1: original lost: its object is null, not a string");
+}
+
+TEST(original_null)
+{
+        check_bad_entry(
+            "{\"kind\":\"file\",\"tuner\":\"sysctl\",\"object\":\"/proc/sys/kernel/rt1\",\"original\":null}",
+            "/proc/sys/kernel/rt1: original lost: its original is null, not a string");
+}
+
+/* The tuner is not needed to put a value back. */
+TEST(tuner_null_or_missing)
+{
+        static const char text[] =
+            "{\"entries\":["
+            "{\"kind\":\"file\",\"tuner\":null,\"object\":\"/proc/sys/kernel/rt1\",\"original\":\"orig-1\"},"
+            "{\"kind\":\"file\",\"object\":\"/proc/sys/kernel/rt2\",\"original\":\"orig-2\"},"
+            "{\"kind\":\"file\",\"tuner\":[1],\"object\":\"/proc/sys/kernel/"
+            "rt3\",\"original\":\"orig-3\"}]}";
+        _cleanup_free_ char *err = NULL;
+        _cleanup_journal_ Journal *j = NULL;
+
+        make_tree();
+        write_bytes(jpath, text, strlen(text));
+        CHECK_INTEQ(journal_open(jpath, &j, &err), 0);
+        for (size_t i = 0; j && i < journal_size(j); i++)
+                CHECK_STREQ(journal_entry(j, i)->tuner, "unknown");
+        check_damaged_text(text, F(1) | F(2) | F(3), NONE);
+}
+
+TEST(unknown_kind)
+{
+        _cleanup_free_ char *e1 = entry(1), *e3 = entry(3),
+                            *text = xasprintf(
+                                "{\"version\":1,\"entries\":[%s,{\"kind\":\"foo\",\"tuner\":\"block\","
+                                "\"object\":\"/sys/block/loop200/queue/scheduler\",\"original\":"
+                                "\"mq-deadline\"},%s]}",
+                                e1, e3);
+
+        check_damaged_text(text, F(1) | F(3),
+                           LOST("/sys/block/loop200/queue/scheduler: original lost: unknown kind 'foo'"));
+}
+
+TEST(missing_keys)
+{
+        _cleanup_free_ char *e3 = entry(3),
+                            *text = xasprintf(
+                                "{\"entries\":[{\"tuner\":\"sysctl\",\"object\":\"/proc/sys/kernel/rt1\","
+                                "\"original\":\"orig-1\"},{\"kind\":\"file\",\"object\":"
+                                "\"/proc/sys/kernel/rt2\"},{\"kind\":\"file\",\"original\":\"x\"},%s]}",
+                                e3);
+
+        check_damaged_text(text, F(3),
+                           LOST("/proc/sys/kernel/rt1: original lost: it has no kind",
+                                "/proc/sys/kernel/rt2: original lost: it has no original",
+                                "journal entry 3: original lost: it has no object"));
+}
+
+/* Any JSON type where a string or an entry belongs. */
+TEST(non_string_types)
+{
+        _cleanup_free_ char
+            *e6 = entry(6),
+            *text = xasprintf(
+                "{\"entries\":["
+                "{\"kind\":5,\"object\":\"/proc/sys/kernel/rt1\",\"original\":\"orig-1\"},"
+                "{\"kind\":\"file\",\"object\":[\"/proc/sys/kernel/rt2\"],\"original\":\"x\"},"
+                "{\"kind\":\"file\",\"object\":\"/proc/sys/kernel/rt3\",\"original\":{\"a\":1}},"
+                "{\"kind\":\"file\",\"object\":\"/proc/sys/kernel/rt4\",\"original\":true},"
+                "{\"kind\":\"file\",\"object\":\"/proc/sys/kernel/rt5\",\"original\":1.5},"
+                "42,\"a string\",null,[],{},"
+                "{\"kind\":\"file\",\"object\":\"relative/path\",\"original\":\"x\"},"
+                "{\"kind\":\"file\",\"object\":\"/proc/sys/kernel/rt7\",\"original\":\"a\\u0000b\"},"
+                "{\"kind\":{},\"object\":\"/proc/sys/kernel/rt8\",\"original\":\"orig-8\"},"
+                "%s]}",
+                e6);
+
+        check_damaged_text(
+            text, F(6),
+            LOST("/proc/sys/kernel/rt1: original lost: its kind is a number, not a string",
+                 "journal entry 2: original lost: its object is an array, not a string",
+                 "/proc/sys/kernel/rt3: original lost: its original is an object, not a string",
+                 "/proc/sys/kernel/rt4: original lost: its original is a boolean, not a string",
+                 "/proc/sys/kernel/rt5: original lost: its original is a number, not a string",
+                 "journal entry 6: original lost: it is a number, not an object",
+                 "journal entry 7: original lost: it is a string, not an object",
+                 "journal entry 8: original lost: it is null, not an object",
+                 "journal entry 9: original lost: it is an array, not an object",
+                 "journal entry 10: original lost: it has no object",
+                 "journal entry 11: original lost: its object 'relative/path' is not a kernel object",
+                 "/proc/sys/kernel/rt7: original lost: its original has a NUL byte",
+                 "/proc/sys/kernel/rt8: original lost: its kind is an object, not a string"));
+}
+
+/* Whatever follows a complete journal holds no original: all of it comes back, nothing is lost, and
+ * the file is still kept, as it is not what the daemon wrote. */
+TEST(trailing_garbage)
+{
+        _cleanup_free_ char *text = daemon_journal(3), *damaged = xasprintf("%s}}\"garbage{", text);
+
+        check_damaged_text(damaged, F(1) | F(2) | F(3), NONE);
+}
+
+TEST(empty_file)
+{
+        check_damaged("", 0, 0, LOST("journal empty: any originals it held are lost"));
+}
+
+TEST(not_json)
+{
+        check_damaged_text("Segmentation fault (core dumped)\n", 0,
+                           LOST("journal unreadable: any originals it held are lost"));
+}
+
+/* Longer than any kernel value or path: damage, not something to write back. */
+TEST(huge_entry)
+{
+        _cleanup_free_ char *big = xmalloc0(70001), *path = xmalloc0(5001), *e3 = entry(3);
+
+        memset(big, 'x', 70000);
+        memset(path, 'a', 5000);
+        path[0] = '/';
+        _cleanup_free_ char *text = xasprintf(
+            "{\"entries\":[{\"kind\":\"file\",\"tuner\":\"sysctl\",\"object\":\"/proc/sys/kernel/rt1\","
+            "\"original\":\"%s\"},{\"kind\":\"file\",\"object\":\"%s\",\"original\":\"1\"},%s]}",
+            big, path, e3);
+        check_damaged_text(text, F(3),
+                           LOST("/proc/sys/kernel/rt1: original lost: its original is 70000 bytes long",
+                                "journal entry 2: original lost: its object is 5000 bytes long"));
+}
+
+/* The first entry is the true original, as the daemon keeps it; a later one that disagrees makes the
+ * value uncertain, which the user is told. */
+TEST(duplicate_entries)
+{
+        _cleanup_free_ char *e1 = entry(1), *e2 = entry(2),
+                            *text =
+                                xasprintf("{\"entries\":[%s,%s,%s,{\"kind\":\"file\",\"tuner\":\"sysctl\","
+                                          "\"object\":\"/proc/sys/kernel/rt2\",\"original\":\"other\"}]}",
+                                          e1, e1, e2);
+
+        check_damaged_text(
+            text, F(1) | F(2),
+            LOST("/proc/sys/kernel/rt2: original uncertain: a later entry says 'other', the first "
+                 "entry's 'orig-2' is restored"));
+}
+
+/* A second damaged journal never replaces the copy of the first; the same damaged file opened again
+ * (a daemon failing before its first save) is not copied twice. */
+TEST(damaged_copy_never_overwritten)
+{
+        _cleanup_free_ char *err = NULL, *first = NULL, *second = NULL;
+        Journal *j = NULL;
+
+        make_tree();
+        first = xasprintf("%s.damaged", jpath);
+        second = xasprintf("%s.damaged.1", jpath);
+        write_bytes(jpath, "first damage", 12);
+        CHECK_INTEQ(journal_open(jpath, &j, &err), 0);
+        journal_free(TAKE_PTR(j));
+        CHECK_INTEQ(journal_open(jpath, &j, &err), 0);
+        CHECK_STREQ(j ? journal_damaged_copy(j) : NULL, first);
+        journal_free(TAKE_PTR(j));
+        CHECK(access(second, F_OK) < 0);
+
+        write_bytes(jpath, "second damage", 13);
+        CHECK_INTEQ(journal_open(jpath, &j, &err), 0);
+        CHECK_STREQ(j ? journal_damaged_copy(j) : NULL, second);
+        CHECK(file_holds(first, "first damage", 12));
+        CHECK(file_holds(second, "second damage", 13));
+        /* The journal itself is rewritten only when saved: until then the damaged file stays too. */
+        CHECK(file_holds(jpath, "second damage", 13));
+        CHECK_INTEQ(j ? journal_save(j) : -EBADF, 0);
+        CHECK(file_holds(second, "second damage", 13));
+        journal_free(j);
+}
 
 /* Whatever a journal lets through, comparing it must not crash the restore. */
 TEST(restore_compares_tolerate_null)
@@ -14,4 +394,7 @@ TEST(restore_compares_tolerate_null)
         CHECK(!setting_kind_service.equal(NULL, "active"));
 }
 
-TEST_MAIN(T(restore_compares_tolerate_null))
+TEST_MAIN(T(kind_null), T(object_null), T(original_null), T(tuner_null_or_missing), T(unknown_kind),
+          T(missing_keys), T(non_string_types), T(trailing_garbage), T(empty_file), T(not_json),
+          T(huge_entry), T(duplicate_entries), T(damaged_copy_never_overwritten),
+          T(restore_compares_tolerate_null))

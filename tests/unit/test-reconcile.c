@@ -274,20 +274,6 @@ TEST(including_profile_rules_come_first)
         pass_result_clear(&res);
 }
 
-TEST(journal_survives_malformed_file_check)
-{
-        _cleanup_free_ char *err = NULL;
-        Journal *j = NULL;
-
-        make_tree();
-        test_write(test_tmpdir(), "run/journal.json", "{\"entries\": [{\"kind\": \"warp\"}]}");
-        CHECK_INTEQ(journal_open(journal_file, &j, &err), -EBADMSG);
-        CHECK_CONTAINS(err, "journal entry 0 is malformed");
-        CHECK(j == NULL);
-        unlink(journal_file);
-}
-
 TEST_MAIN(T(apply_journal_restore_after_restart), T(second_pass_writes_nothing),
           T(switch_goes_straight_and_restores_only_what_is_left), T(dry_run_writes_nothing),
-          T(failure_is_per_setting), T(no_write_without_journal), T(including_profile_rules_come_first),
-          T(journal_survives_malformed_file_check))
+          T(failure_is_per_setting), T(no_write_without_journal), T(including_profile_rules_come_first))

@@ -1,0 +1,20 @@
+/* SPDX-License-Identifier: GPL-2.0-or-later */
+#pragma once
+
+#include "core/journal.h"
+
+/* Between journal.c (the journal in memory and on disk) and journal-read.c (reading a journal file,
+ * whatever it holds); nothing else uses these. */
+
+/* Adds an entry, whether or not its object is known: the reader decides about duplicates. */
+void journal_append(Journal *j, const SettingKind *kind, const char *tuner, const char *object,
+                    const char *original);
+/* Takes reason. */
+void journal_add_loss(Journal *j, const char *object, char *reason);
+/* Takes path. */
+void journal_set_damaged_copy(Journal *j, char *path);
+
+/* Loads the file at journal_path(j), when there is one, into the empty journal j. A damaged file is
+ * copied beside it first (ret_damaged): it must be rewritten before anything else is journalled. Fails
+ * only when the file or its copy cannot be read or written. */
+int journal_read(Journal *j, bool *ret_damaged, char **ret_error);

@@ -18,13 +18,17 @@ static void json_object_putp(json_object **o)
 /* Reading a journal whatever it holds. The daemon writes it whole (JSON_C_TO_STRING_PRETTY):
  *   {"version": 1, "damaged": PATH, "lost": [{"object", "reason"}...], "entries": [{"kind", "tuner",
  *   "object", "original"}...]}
- * It is read entry by entry, and a bad entry costs that entry. */
+ * so every entry is a flat object of strings. What is valid JSON is read entry by entry, and a bad entry
+ * costs that entry. What is not (cut off, overwritten) is salvaged: every complete flat object is read
+ * where it stands, and the text between them tells what was lost. */
 typedef struct Loader {
         Journal *j;
         const char *buf;
         size_t size;
-        size_t n_entries; /* entries met so far: messages number them from 1 */
-        bool damaged;     /* not as the daemon wrote it: keep a copy, rewrite on the next save */
+        size_t n_entries;  /* entries met so far: messages number them from 1 */
+        char *last_object; /* the object of the last entry met, where it names one */
+        bool damaged;      /* not as the daemon wrote it: keep a copy, rewrite on the next save */
+        json_tokener *flat;
 } Loader;
 
 static const char *type_phrase(json_object *v)
@@ -152,6 +156,35 @@ static void load_tree(Loader *l, json_object *root, json_object *entries)
                 load_entry(l, json_object_array_get_idx(entries, i), ++l->n_entries);
 }
 
+/* The text without white space, NUL bytes shown as '?': what a structure check compares. */
+static char *squeeze(const char *p, size_t len)
+{
+        char *s = xmalloc0(len + 1), *w = s;
+
+        for (size_t i = 0; i < len; i++)
+                if (!p[i])
+                        *w++ = '?';
+                else if (!strchr(" \t\r\n", p[i]))
+                        *w++ = p[i];
+        return s;
+}
+
+/* True when p is the start of a JSON value that the end of the file cut off. */
+static bool cut_off(const char *p, size_t len)
+{
+        json_tokener *tok = json_tokener_new();
+        json_object *o;
+        bool r;
+
+        if (!tok)
+                abort();
+        o = json_tokener_parse_ex(tok, p, (int)MIN(len, (size_t)INT_MAX));
+        r = !o && json_tokener_get_error(tok) == json_tokener_continue;
+        json_object_put(o);
+        json_tokener_free(tok);
+        return r;
+}
+
 static const char *skip_blank(const char *p, const char *end)
 {
         while (p < end && *p && strchr(" \t\r\n", *p))
@@ -162,6 +195,185 @@ static const char *skip_blank(const char *p, const char *end)
 static bool blank(const char *p, size_t len)
 {
         return skip_blank(p, p + len) == p + len;
+}
+
+/* The object named at p in damaged text ("object": "/sys/..."), or NULL. */
+static json_object *named_object(const char *p, const char *end)
+{
+        json_tokener *tok;
+        json_object *v;
+        const char *s;
+
+        p = skip_blank(p, end);
+        if (p >= end || *p != ':')
+                return NULL;
+        p = skip_blank(p + 1, end);
+        if (p >= end || *p != '"')
+                return NULL;
+        tok = json_tokener_new_ex(1);
+        if (!tok)
+                abort();
+        v = json_tokener_parse_ex(tok, p, (int)MIN((size_t)(end - p), (size_t)INT_MAX));
+        json_tokener_free(tok);
+        s = json_object_get_string(v);
+        if (!json_object_is_type(v, json_type_string) ||
+            strlen(s) != (size_t)json_object_get_string_len(v) || strlen(s) > OBJECT_MAX ||
+            !object_name_valid(s)) {
+                json_object_put(v);
+                return NULL;
+        }
+        return v;
+}
+
+/* Every object named in damaged text lost its original. Returns how many there are. */
+static size_t report_named(Loader *l, const char *p, size_t len)
+{
+        static const char key[] = "\"object\"";
+        const char *end = p + len;
+        size_t found = 0;
+
+        while (p < end && (p = memmem(p, (size_t)(end - p), key, strlen(key)))) {
+                _cleanup_json_ json_object *v = NULL;
+
+                p += strlen(key);
+                v = named_object(p, end);
+                if (!v)
+                        continue;
+                journal_add_loss(l->j, json_object_get_string(v),
+                                 xstrdup("original lost: its journal entry is damaged"));
+                found++;
+        }
+        return found;
+}
+
+/* Where a stretch of text lies that is not a readable entry: what it should look like and what is said
+ * of it when it does not. */
+typedef enum Gap {
+        GAP_HEAD,    /* before the first entry: ends with "entries": [ */
+        GAP_BETWEEN, /* between two entries: a comma */
+        GAP_TAIL,    /* after the last entry: ] } */
+        GAP_ALL,     /* no entry at all: only "entries": [] can say that nothing was lost */
+} Gap;
+
+static bool gap_intact(Gap gap, const char *s)
+{
+        switch (gap) {
+        case GAP_HEAD:
+                return endswith(s, "\"entries\":[");
+        case GAP_BETWEEN:
+                return streq(s, ",");
+        case GAP_TAIL:
+                return startswith(s, "]}"); /* what follows a complete journal holds no entry */
+        case GAP_ALL:
+                return strstr(s, "\"entries\":[]");
+        }
+        return false;
+}
+
+/* Entries are counted as they could be read, so the object of the last one says where the damage is. */
+static char *gap_message(Loader *l, Gap gap, const char *p, size_t len)
+{
+        _cleanup_free_ char *last = l->last_object ? xasprintf(" (%s)", l->last_object) : xstrdup("");
+        const char *end = p + len;
+        bool cut;
+
+        switch (gap) {
+        case GAP_HEAD:
+                return xstrdup("journal damaged before entry 1: originals recorded there are lost");
+        case GAP_BETWEEN:
+                return xasprintf("journal damaged after entry %zu%s: originals recorded before the next "
+                                 "readable entry are lost",
+                                 l->n_entries, last);
+        case GAP_TAIL:
+                /* Cut between two entries, or inside one that has begun. */
+                while (p < end && *p && strchr(", \t\r\n", *p))
+                        p++;
+                cut = p == end || cut_off(p, (size_t)(end - p));
+                return xasprintf("journal %s after entry %zu%s: later originals lost",
+                                 cut ? "truncated" : "damaged", l->n_entries, last);
+        case GAP_ALL:
+                p = skip_blank(l->buf, l->buf + l->size);
+                cut = cut_off(p, (size_t)(l->buf + l->size - p));
+                return xstrdup(
+                    cut ? "journal truncated before its first entry: any originals it held are lost"
+                        : "journal unreadable: any originals it held are lost");
+        }
+        return NULL;
+}
+
+/* Damaged text reports the objects it names. Said by position as well where it may hide more entries
+ * than it names (a brace each), and always where it ends the file: what followed a cut is gone. */
+static void check_gap(Loader *l, Gap gap, size_t from, size_t to)
+{
+        const char *p = l->buf + from;
+        size_t len = to - from, named, braces = 0;
+        _cleanup_free_ char *s = squeeze(p, len);
+
+        if (gap_intact(gap, s))
+                return;
+        l->damaged = true;
+        named = report_named(l, p, len);
+        for (const char *c = s; (c = strchr(c, '{')); c++)
+                braces++;
+        if (named == 0 || braces > named || gap == GAP_TAIL || gap == GAP_ALL)
+                journal_add_loss(l->j, NULL, gap_message(l, gap, p, len));
+}
+
+/* A flat object (one level: the shape of an entry) that starts at offset start, or NULL. */
+static json_object *flat_object_at(Loader *l, size_t start, size_t *ret_end)
+{
+        json_object *o;
+
+        json_tokener_reset(l->flat);
+        o = json_tokener_parse_ex(l->flat, l->buf + start, (int)MIN(l->size - start, (size_t)INT_MAX));
+        *ret_end = start + json_tokener_get_parse_end(l->flat);
+        return o;
+}
+
+static bool has_member(json_object *o, const char *key)
+{
+        return json_object_object_get_ex(o, key, NULL);
+}
+
+/* Reads every flat object there is from the text, as entries from the first that looks like one. */
+static void salvage(Loader *l, bool check_gaps)
+{
+        size_t pos = 0, prev_end = 0;
+        const char *p;
+
+        l->flat = json_tokener_new_ex(2);
+        if (!l->flat)
+                abort();
+        while (pos < l->size && (p = memchr(l->buf + pos, '{', l->size - pos))) {
+                size_t start = (size_t)(p - l->buf), end;
+                _cleanup_json_ json_object *o = flat_object_at(l, start, &end);
+
+                if (!o) {
+                        pos = start + 1;
+                        continue;
+                }
+                pos = end;
+                if (l->n_entries == 0 && !has_member(o, "kind") && !has_member(o, "object") &&
+                    !has_member(o, "original") && !has_member(o, "tuner")) {
+                        if (has_member(o, "reason")) {
+                                load_loss(l->j, o);
+                                prev_end = end;
+                        }
+                        continue;
+                }
+                if (check_gaps)
+                        check_gap(l, l->n_entries == 0 ? GAP_HEAD : GAP_BETWEEN, prev_end, start);
+                load_entry(l, o, ++l->n_entries);
+                free(l->last_object);
+                l->last_object = xstrdup(string_member(o, "object", OBJECT_MAX, NULL));
+                prev_end = end;
+        }
+        if (check_gaps)
+                check_gap(l, l->n_entries == 0 ? GAP_ALL : GAP_TAIL, prev_end, l->size);
+        json_tokener_free(l->flat);
+        l->flat = NULL;
+        free(l->last_object);
+        l->last_object = NULL;
 }
 
 static char *format_problem(json_object *root)
@@ -201,7 +413,7 @@ static void load_text(Loader *l)
         json_tokener_free(tok);
         if (!valid) {
                 l->damaged = true;
-                journal_add_loss(l->j, NULL, xstrdup("journal unreadable: any originals it held are lost"));
+                salvage(l, true);
                 return;
         }
         /* Trailing garbage: the journal before it is whole. */
@@ -210,9 +422,10 @@ static void load_text(Loader *l)
         problem = format_problem(root);
         if (problem) {
                 l->damaged = true;
+                salvage(l, false);
                 journal_add_loss(
                     l->j, NULL,
-                    xasprintf("journal is not in rtctl's format (%s): any originals it held are lost",
+                    xasprintf("journal is not in rtctl's format (%s): originals not found in it are lost",
                               problem));
                 return;
         }

@@ -65,6 +65,15 @@ static char *daemon_journal(unsigned n)
         return text;
 }
 
+/* Where needle starts in the daemon's text: a place to cut or overwrite. */
+static size_t offset_of(const char *text, const char *needle)
+{
+        const char *p = strstr(text, needle);
+
+        CHECK(p != NULL);
+        return p ? (size_t)(p - text) : 0;
+}
+
 static void write_bytes(const char *path, const char *data, size_t size)
 {
         FILE *f = fopen(path, "we");
@@ -302,6 +311,71 @@ TEST(non_string_types)
                  "/proc/sys/kernel/rt8: original lost: its kind is an object, not a string"));
 }
 
+/* Cut inside entry 20 of 38, after the line naming its object. */
+TEST(truncated_halfway)
+{
+        _cleanup_free_ char *text = daemon_journal(38);
+        size_t cut = offset_of(text, "\"original\":\"orig-20\"");
+
+        check_damaged(
+            text, cut, F(20) - F(1),
+            LOST("/proc/sys/kernel/rt20: original lost: its journal entry is damaged",
+                 "journal truncated after entry 19 (/proc/sys/kernel/rt19): later originals lost"));
+}
+
+/* Cut between two entries: nothing says whether more followed. */
+TEST(truncated_between_entries)
+{
+        _cleanup_free_ char *text = daemon_journal(38);
+        size_t cut = offset_of(text, "\"object\":\"/proc/sys/kernel/rt31\"");
+
+        /* Back to the end of entry 30: "},\n    {\n      \"kind\"..." */
+        while (cut > 0 && text[cut - 1] != '}')
+                cut--;
+        check_damaged(
+            text, cut + 2, F(31) - F(1),
+            LOST("journal truncated after entry 30 (/proc/sys/kernel/rt30): later originals lost"));
+}
+
+TEST(truncated_in_header)
+{
+        _cleanup_free_ char *text = daemon_journal(5);
+
+        check_damaged(text, offset_of(text, "\"entries\"") + 4, 0,
+                      LOST("journal truncated before its first entry: any originals it held are lost"));
+}
+
+/* Garbage where entry 10's original was: that entry is lost by name, all before and after come back. */
+TEST(garbage_in_the_middle)
+{
+        _cleanup_free_ char *text = daemon_journal(38);
+        size_t size = strlen(text), at = offset_of(text, "\"original\":\"orig-10\"");
+
+        memcpy(text + at, "\x01\xff#]\"\0:x", 8);
+        check_damaged(text, size, (F(39) - F(1)) & ~F(10),
+                      LOST("/proc/sys/kernel/rt10: original lost: its journal entry is damaged"));
+}
+
+/* A block of zeros over entries 10 to 12 (a page the disk lost): nothing names them, so the place is
+ * reported, and everything after it still comes back. */
+TEST(zeroed_entries_in_the_middle)
+{
+        _cleanup_free_ char *text = daemon_journal(38);
+        size_t size = strlen(text), from = offset_of(text, "\"object\":\"/proc/sys/kernel/rt10\""),
+               to = offset_of(text, "\"object\":\"/proc/sys/kernel/rt13\"");
+
+        while (text[from] != '{')
+                from--;
+        while (text[to] != '}')
+                to--;
+        to++;
+        memset(text + from, 0, to - from);
+        check_damaged(
+            text, size, (F(39) - F(1)) & ~(F(10) | F(11) | F(12)),
+            LOST("journal damaged after entry 9 (/proc/sys/kernel/rt9): originals recorded before the "
+                 "next readable entry are lost"));
+}
+
 /* Whatever follows a complete journal holds no original: all of it comes back, nothing is lost, and
  * the file is still kept, as it is not what the daemon wrote. */
 TEST(trailing_garbage)
@@ -320,6 +394,41 @@ TEST(not_json)
 {
         check_damaged_text("Segmentation fault (core dumped)\n", 0,
                            LOST("journal unreadable: any originals it held are lost"));
+}
+
+TEST(root_not_an_object)
+{
+        _cleanup_free_ char *e1 = entry(1), *e2 = entry(2), *text = xasprintf("[%s,%s]", e1, e2);
+
+        check_damaged_text(
+            text, F(1) | F(2),
+            LOST("journal is not in rtctl's format (its root is an array): originals not found in it "
+                 "are lost"));
+        check_damaged_text(
+            "null", 0,
+            LOST("journal is not in rtctl's format (its root is null): originals not found in it are "
+                 "lost"));
+        check_damaged_text(
+            "\"entries\"", 0,
+            LOST("journal is not in rtctl's format (its root is a string): originals not found in it "
+                 "are lost"));
+}
+
+TEST(entries_not_an_array)
+{
+        _cleanup_free_ char *e1 = entry(1), *text = xasprintf("{\"version\":1,\"entries\":{\"a\":%s}}", e1);
+
+        check_damaged_text(
+            text, F(1),
+            LOST("journal is not in rtctl's format (its entries are an object, not an array): "
+                 "originals not found in it are lost"));
+        check_damaged_text("{\"version\":1,\"entries\":5}", 0,
+                           LOST("journal is not in rtctl's format (its entries are a number, not an array): "
+                                "originals not found in it are lost"));
+        check_damaged_text(
+            "{\"version\":1}", 0,
+            LOST("journal is not in rtctl's format (it has no entries): originals not found in it "
+                 "are lost"));
 }
 
 /* Longer than any kernel value or path: damage, not something to write back. */
@@ -353,6 +462,20 @@ TEST(duplicate_entries)
             text, F(1) | F(2),
             LOST("/proc/sys/kernel/rt2: original uncertain: a later entry says 'other', the first "
                  "entry's 'orig-2' is restored"));
+}
+
+/* Thousands of entries cut off: read in one sweep, every one before the cut kept. */
+TEST(many_entries_truncated)
+{
+        _cleanup_free_ char *text = daemon_journal(3000), *err = NULL;
+        _cleanup_journal_ Journal *j = NULL;
+
+        make_tree();
+        write_bytes(jpath, text, offset_of(text, "\"object\":\"/proc/sys/kernel/rt2500\""));
+        CHECK_INTEQ(journal_open(jpath, &j, &err), 0);
+        CHECK_INTEQ(j ? journal_size(j) : 0, 2499);
+        check_losses(
+            j, LOST("journal truncated after entry 2499 (/proc/sys/kernel/rt2499): later originals lost"));
 }
 
 /* A second damaged journal never replaces the copy of the first; the same damaged file opened again
@@ -395,6 +518,8 @@ TEST(restore_compares_tolerate_null)
 }
 
 TEST_MAIN(T(kind_null), T(object_null), T(original_null), T(tuner_null_or_missing), T(unknown_kind),
-          T(missing_keys), T(non_string_types), T(trailing_garbage), T(empty_file), T(not_json),
-          T(huge_entry), T(duplicate_entries), T(damaged_copy_never_overwritten),
+          T(missing_keys), T(non_string_types), T(truncated_halfway), T(truncated_between_entries),
+          T(truncated_in_header), T(garbage_in_the_middle), T(zeroed_entries_in_the_middle),
+          T(trailing_garbage), T(empty_file), T(not_json), T(root_not_an_object), T(entries_not_an_array),
+          T(huge_entry), T(duplicate_entries), T(many_entries_truncated), T(damaged_copy_never_overwritten),
           T(restore_compares_tolerate_null))

@@ -807,19 +807,19 @@ static int open_journal(Manager *m)
         r = mkdir_p(m->runtime_dir, 0755);
         if (r < 0)
                 return log_error_errno(r, "Failed to create %s: %m", m->runtime_dir);
+        /* A damaged journal is read as far as it can be and kept beside as it was: never overwritten. */
         r = journal_open(path, &m->journal, &err);
-        if (r == -EBADMSG) {
-                _cleanup_free_ char *aside = xasprintf("%s.broken", path);
-                log_error("%s; moved to %s, the originals it held cannot be restored automatically.", err,
-                          aside);
-                if (rename(path, aside) < 0)
-                        return log_error_errno(errno, "Failed to move %s aside: %m", path);
-                free(err);
-                err = NULL;
-                r = journal_open(path, &m->journal, &err);
-        }
         if (r < 0)
                 return log_error_errno(r, "%s", err ?: "Failed to open the journal");
+        for (size_t i = 0; i < journal_n_lost(m->journal); i++) {
+                _cleanup_free_ char *loss = journal_loss_message(journal_lost(m->journal, i));
+                log_error("%s", loss);
+        }
+        if (journal_damaged_copy(m->journal))
+                log_error("The damaged journal is kept as %s; %s.", journal_damaged_copy(m->journal),
+                          journal_n_lost(m->journal) > 0
+                              ? "what the lines above name stays changed until set by hand"
+                              : "every original in it could be read");
         if (journal_size(m->journal) > 0)
                 log_info("Found %zu original values in %s from an earlier run; keeping them for restore.",
                          journal_size(m->journal), path);

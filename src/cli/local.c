@@ -32,7 +32,8 @@ char *local_default_profile(void)
         return xstrdup("desktop");
 }
 
-int local_pass(const char *policy_name, bool dry_run, PassResult *ret, char **ret_error)
+int local_pass(const char *policy_name, bool dry_run, PassResult *ret, Journal **ret_journal,
+               char **ret_error)
 {
         _cleanup_strv_free_ char **search = conf_search_path();
         _cleanup_free_ char *journal_path = xasprintf("%s/journal.json", runtime_dir());
@@ -62,5 +63,7 @@ int local_pass(const char *policy_name, bool dry_run, PassResult *ret, char **re
                 *ret_error = xstrdup(ret->error);
                 return -EINVAL;
         }
+        if (ret_journal)
+                *ret_journal = TAKE_PTR(journal);
         return 0;
 }

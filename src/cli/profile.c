@@ -55,12 +55,41 @@ int verb_profile(Cli *c, int argc, char *argv[])
         return code;
 }
 
+/* Originals a damaged journal lost: by object where the damage left the object's name. */
+static void print_lost(const Journal *j)
+{
+        for (size_t i = 0; i < journal_n_lost(j); i++) {
+                _cleanup_free_ char *m = journal_loss_message(journal_lost(j, i));
+                fprintf(stderr, "%s\n", m);
+        }
+        if (journal_damaged_copy(j))
+                fprintf(stderr, "The damaged journal is kept as %s.\n", journal_damaged_copy(j));
+        if (journal_n_lost(j) > 0)
+                fprintf(stderr, "These values were not restored: set them by hand, or reboot.\n");
+}
+
+static json_object *lost_json(const Journal *j)
+{
+        json_object *a = json_object_new_array();
+
+        for (size_t i = 0; i < journal_n_lost(j); i++) {
+                const JournalLoss *l = journal_lost(j, i);
+                json_object *o = json_object_new_object();
+                json_object_object_add(o, "object", l->object ? json_object_new_string(l->object) : NULL);
+                json_object_object_add(o, "reason", json_object_new_string(l->reason));
+                json_object_array_add(a, o);
+        }
+        return a;
+}
+
 int verb_restore(Cli *c, int argc, char *argv[])
 {
-        _cleanup_free_ char *err = NULL;
+        _cleanup_free_ char *err = NULL, *lost_note = NULL;
+        _cleanup_journal_ Journal *journal = NULL;
         sd_bus_message *reply = NULL;
         PassResult res;
-        int code;
+        size_t lost;
+        int code, r;
 
         if (argc > 1) {
                 fprintf(stderr, "restore takes no arguments.\n");
@@ -76,7 +105,7 @@ int verb_restore(Cli *c, int argc, char *argv[])
                 return code;
 
         /* rtctld is not running (killed, or never started): restore from its journal ourselves. */
-        if (local_pass(NULL, false, &res, &err) < 0) {
+        if (local_pass(NULL, false, &res, &journal, &err) < 0) {
                 fprintf(stderr, "Cannot restore: %s\n", err);
                 return EXIT_FAILED;
         }
@@ -84,15 +113,28 @@ int verb_restore(Cli *c, int argc, char *argv[])
                 if (res.plan.settings[i].result == SETTING_FAILED)
                         fprintf(stderr, "%s: %s\n", res.plan.settings[i].object,
                                 res.plan.settings[i].message);
+        lost = journal_n_lost(journal);
+        lost_note = lost > 0 ? xasprintf(", %zu lost", lost) : xstrdup("");
+        print_lost(journal);
         if (c->json) {
                 json_object *o = json_object_new_object();
                 json_object_object_add(o, "changes", json_object_new_int((int)res.stats.changed));
                 json_object_object_add(o, "failures", json_object_new_int((int)res.stats.failed));
+                json_object_object_add(o, "lost", lost_json(journal));
+                json_object_object_add(o, "damaged_copy",
+                                       journal_damaged_copy(journal)
+                                           ? json_object_new_string(journal_damaged_copy(journal))
+                                           : NULL);
                 cli_print_json(o);
         } else
-                printf("rtctld is not running; restored from its journal: %u changes, %u failures.\n",
-                       res.stats.changed, res.stats.failed);
-        code = res.stats.failed ? EXIT_FAILED : EXIT_OK;
+                printf("rtctld is not running; restored from its journal: %u changes, %u failures%s.\n",
+                       res.stats.changed, res.stats.failed, lost_note);
+        /* Reported: the next restore need not say it again. */
+        journal_forget_lost(journal);
+        r = journal_save(journal);
+        if (r < 0)
+                fprintf(stderr, "Cannot update %s: %s\n", journal_path(journal), strerror(-r));
+        code = res.stats.failed || lost > 0 ? EXIT_FAILED : EXIT_OK;
         pass_result_clear(&res);
         return code;
 }
@@ -156,7 +198,7 @@ int verb_plan(Cli *c, int argc, char *argv[])
         /* No daemon: read the configuration and the machine ourselves. */
         if (isempty(profile))
                 profile = local_name = local_default_profile();
-        code = local_pass(profile, true, &res, &err);
+        code = local_pass(profile, true, &res, NULL, &err);
         if (code < 0) {
                 fprintf(stderr, "%s\n", err);
                 return code == -ENOENT ? EXIT_NO_PROFILE : code == -EINVAL ? EXIT_INVALID : EXIT_FAILED;

@@ -2,7 +2,9 @@
 /* A journal damaged in the ways a killed daemon or a bad disk leaves one: every original that can be read
  * is restored for real on a plain-file tree, every one that cannot is reported (by object where the
  * damage leaves it), and the damaged file is kept beside the journal, never overwritten. */
+#include <json-c/json.h>
 #include <sys/stat.h>
+#include <sys/wait.h>
 
 #include "core/reconcile.h"
 #include "shared/sysfs.h"
@@ -517,9 +519,106 @@ TEST(restore_compares_tolerate_null)
         CHECK(!setting_kind_service.equal(NULL, "active"));
 }
 
+/* The built rtctl, run as a user would after rtctld was killed. Its bus address leads nowhere, so no
+ * rtctld on this machine can answer and restore the live kernel instead of the tree. */
+static int run_rtctl(const char *args, char **ret_out, char **ret_err)
+{
+        const char *bin = getenv("RTCTL_BIN");
+        _cleanup_free_ char *out = xasprintf("%s/stdout", test_tmpdir()),
+                            *err = xasprintf("%s/stderr", test_tmpdir());
+        _cleanup_free_ char *cmd = NULL;
+        int status;
+
+        CHECK(bin != NULL);
+        cmd = xasprintf(
+            "RTCTL_SYSROOT='%s' RUNTIME_DIRECTORY='%s/run' DBUS_SYSTEM_BUS_ADDRESS='unix:path=%s/no-bus' "
+            "'%s' %s >'%s' 2>'%s'",
+            root, test_tmpdir(), test_tmpdir(), strempty(bin), args, out, err);
+        status = system(cmd);
+        CHECK_INTEQ(read_full_file(out, ret_out, NULL), 0);
+        CHECK_INTEQ(read_full_file(err, ret_err, NULL), 0);
+        return WIFEXITED(status) ? WEXITSTATUS(status) : -1;
+}
+
+/* Entries 1 and 3 whole, one of a kind this rtctl does not know, and the file cut inside entry 3's. */
+static char *cut_journal(void)
+{
+        _cleanup_free_ char *e1 = entry(1), *e2 = entry(2);
+
+        return xasprintf("{\"version\":1,\"entries\":[%s,{\"kind\":\"foo\",\"tuner\":\"block\",\"object\":"
+                         "\"/sys/block/loop200/queue/scheduler\",\"original\":\"mq-deadline\"},%s,{\"kind\":"
+                         "\"file\",\"tuner\":\"sysctl\",\"object\":\"/proc/sys/kernel/rt3\",\"orig",
+                         e1, e2);
+}
+
+TEST(rtctl_restore_lists_lost_originals)
+{
+        _cleanup_free_ char *text = cut_journal(), *out = NULL, *err = NULL, *copy = NULL;
+        _cleanup_free_ char *v1 = NULL, *v2 = NULL, *v3 = NULL;
+
+        make_tree();
+        write_bytes(jpath, text, strlen(text));
+        CHECK_INTEQ(run_rtctl("restore", &out, &err), 1);
+        CHECK_STREQ(out,
+                    "rtctld is not running; restored from its journal: 2 changes, 0 failures, 3 lost.\n");
+        copy = xasprintf("The damaged journal is kept as %s.damaged.", jpath);
+        CHECK_CONTAINS(err, "/sys/block/loop200/queue/scheduler: original lost: unknown kind 'foo'\n");
+        CHECK_CONTAINS(err, "/proc/sys/kernel/rt3: original lost: its journal entry is damaged\n");
+        CHECK_CONTAINS(err,
+                       "journal truncated after entry 3 (/proc/sys/kernel/rt2): later originals lost\n");
+        CHECK_CONTAINS(err, copy);
+        v1 = value(1);
+        v2 = value(2);
+        v3 = value(3);
+        CHECK_STREQ(v1, "orig-1");
+        CHECK_STREQ(v2, "orig-2");
+        CHECK_STREQ(v3, "tuned");
+
+        /* Told once: nothing is left to restore or to say. */
+        free(out);
+        free(err);
+        CHECK_INTEQ(run_rtctl("restore", &out, &err), 0);
+        CHECK_STREQ(out, "rtctld is not running; restored from its journal: 0 changes, 0 failures.\n");
+        CHECK_STREQ(err, "");
+        CHECK(access(jpath, F_OK) < 0);
+}
+
+/* The JSON member key of o as a string, NULL when o or the member is missing. */
+static const char *member(json_object *o, const char *key)
+{
+        json_object *v = NULL;
+
+        return json_object_object_get_ex(o, key, &v) ? json_object_get_string(v) : NULL;
+}
+
+TEST(rtctl_restore_json_lost)
+{
+        _cleanup_free_ char *text = cut_journal(), *out = NULL, *err = NULL, *copy = NULL;
+        json_object *o, *lost = NULL, *first, *last;
+
+        make_tree();
+        write_bytes(jpath, text, strlen(text));
+        CHECK_INTEQ(run_rtctl("--json restore", &out, &err), 1);
+        o = json_tokener_parse(strempty(out));
+        CHECK_STREQ(member(o, "changes"), "2");
+        CHECK(json_object_object_get_ex(o, "lost", &lost) && json_object_is_type(lost, json_type_array));
+        CHECK_INTEQ(lost ? json_object_array_length(lost) : 0, 3);
+        first = lost && json_object_array_length(lost) == 3 ? json_object_array_get_idx(lost, 0) : NULL;
+        last = lost && json_object_array_length(lost) == 3 ? json_object_array_get_idx(lost, 2) : NULL;
+        CHECK_STREQ(member(first, "object"), "/sys/block/loop200/queue/scheduler");
+        CHECK_STREQ(member(first, "reason"), "original lost: unknown kind 'foo'");
+        CHECK(last && json_object_object_get_ex(last, "object", NULL) && !member(last, "object"));
+        CHECK_STREQ(member(last, "reason"),
+                    "journal truncated after entry 3 (/proc/sys/kernel/rt2): later originals lost");
+        copy = xasprintf("%s.damaged", jpath);
+        CHECK_STREQ(member(o, "damaged_copy"), copy);
+        json_object_put(o);
+}
+
 TEST_MAIN(T(kind_null), T(object_null), T(original_null), T(tuner_null_or_missing), T(unknown_kind),
           T(missing_keys), T(non_string_types), T(truncated_halfway), T(truncated_between_entries),
           T(truncated_in_header), T(garbage_in_the_middle), T(zeroed_entries_in_the_middle),
           T(trailing_garbage), T(empty_file), T(not_json), T(root_not_an_object), T(entries_not_an_array),
           T(huge_entry), T(duplicate_entries), T(many_entries_truncated), T(damaged_copy_never_overwritten),
-          T(restore_compares_tolerate_null))
+          T(restore_compares_tolerate_null), T(rtctl_restore_lists_lost_originals),
+          T(rtctl_restore_json_lost))

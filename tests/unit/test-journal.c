@@ -492,10 +492,10 @@ TEST(damaged_copy_never_overwritten)
         second = xasprintf("%s.damaged.1", jpath);
         write_bytes(jpath, "first damage", 12);
         CHECK_INTEQ(journal_open(jpath, &j, &err), 0);
-        journal_free(j);
+        journal_free(TAKE_PTR(j));
         CHECK_INTEQ(journal_open(jpath, &j, &err), 0);
         CHECK_STREQ(j ? journal_damaged_copy(j) : NULL, first);
-        journal_free(j);
+        journal_free(TAKE_PTR(j));
         CHECK(access(second, F_OK) < 0);
 
         write_bytes(jpath, "second damage", 13);
@@ -505,7 +505,7 @@ TEST(damaged_copy_never_overwritten)
         CHECK(file_holds(second, "second damage", 13));
         /* The journal itself is rewritten only when saved: until then the damaged file stays too. */
         CHECK(file_holds(jpath, "second damage", 13));
-        CHECK_INTEQ(journal_save(j), 0);
+        CHECK_INTEQ(j ? journal_save(j) : -EBADF, 0);
         CHECK(file_holds(second, "second damage", 13));
         journal_free(j);
 }

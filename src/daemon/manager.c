@@ -180,12 +180,15 @@ static void arm_retry(Manager *m)
                 log_warning_errno(r, "Failed to arm the retry timer: %m, ignoring");
 }
 
+/* A restore of a journal entry whose tuner is unknown (a damaged journal's) belongs to no tuner: any full
+ * pass plans it, so every tuner is marked. */
 static void mark_tuner(bool *marks, const char *name)
 {
         int t = tuner_index(name);
 
-        if (t >= 0)
-                marks[t] = true;
+        for (int i = 0; i < N_TUNERS; i++)
+                if (t < 0 || i == t)
+                        marks[i] = true;
 }
 
 /* Busy settings and failed plans are tried again shortly (a bounded number of times); settings deferred

@@ -287,7 +287,7 @@ class UeventListener:
         self.sock.bind((0, 1))
         self.sock.settimeout(0.05)
 
-    def wait_for(self, action, devpath_suffix, timeout=5.0):
+    def wait_for(self, action, devpath_suffix, timeout=60.0):
         deadline = time.monotonic() + timeout
         while time.monotonic() < deadline:
             try:

@@ -177,13 +177,13 @@ def test_cpu1_offline_online_reestablishes_placement(env):
     assert all(len(v) == 1 for v in placed.values()), placed
     machine.set_cpu1(False)
     # While cpu1 is away the pinned IRQ is balanced on what is left.
-    wait_until(lambda: affinity(pinned) == "0", timeout=5)
+    assert wait_until(lambda: affinity(pinned) == "0")
     machine.set_cpu1(True)
     # The kernel reset the pinned IRQ to every CPU at offline, and virtio-net resets its own IRQs when a
     # CPU comes back: the online pass puts everything back.
-    assert wait_until(lambda: affinity(pinned) == "1", timeout=5)
-    assert wait_until(lambda: all(len(affinity(n)) == 1 for n in net), timeout=5), {n: affinity(n) for n in net}
-    assert wait_until(lambda: all(len(affinity(n)) == 1 for n in movable_irqs()), timeout=5)
+    assert wait_until(lambda: affinity(pinned) == "1")
+    assert wait_until(lambda: all(len(affinity(n)) == 1 for n in net)), {n: affinity(n) for n in net}
+    assert wait_until(lambda: all(len(affinity(n)) == 1 for n in movable_irqs()))
     assert env.rtctl_json("status")["failures"] == []
     d.stop()
 
@@ -252,7 +252,7 @@ def pin_error(mgr, *args):
 def test_pin_irq_errors_and_override(env):
     env.profile("hk", HOUSEKEEPING)
     env.profile("hk2", HOUSEKEEPING)
-    d = env.start("--profile", "hk")
+    d = env.start("--profile", "hk", "--verbose")
     rx = by_name("virtio2-input.0")
     blk = by_name("virtio1-req.0")
     p = env.rtctl("irq", "pin", str(rx), "1")
@@ -286,7 +286,7 @@ def test_pin_irq_errors_and_override(env):
     assert "/proc/irq/%d/smp_affinity_list" % rx in planned, planned
     # Kept when the same profile is applied again (SIGHUP reload), dropped by unpin.
     d.proc.send_signal(signal.SIGHUP)
-    time.sleep(0.5)
+    assert wait_until(lambda: "Pass (reload" in d.output()), d.output()
     assert affinity(rx) == "1"
     env.rtctl("irq", "unpin", str(rx), check=True)
     assert affinity(rx) == "0"
@@ -326,7 +326,7 @@ def test_resume_from_suspend_reapplies(tmp_root):
         with open("/proc/irq/%d/smp_affinity_list" % rx, "w") as f:
             f.write("0-1")  # what a reset across suspend looks like
         bus.resume()
-        assert wait_until(lambda: affinity(rx) == "0", timeout=5)
+        assert wait_until(lambda: affinity(rx) == "0")
         # Logged before the pass; the pass's own line may come after the write is visible.
         assert "Resumed from suspend" in d.output()
         d.stop()

@@ -115,7 +115,7 @@ def test_isolation_converges_while_processes_fork(env):
     try:
         r = env.rtctl("--json", "profile", "audio")
         status = json.loads(env.rtctl("--json", "status").stdout)
-        assert [f["message"] for f in status["failures"]] == [], r.stdout + r.stderr
+        assert ["%s: %s" % (f["object"], f["message"]) for f in status["failures"]] == []
         assert status["state"] == "applied"
         assert r.returncode == 0, r.stdout + r.stderr
         assert on_cpu1() == []
@@ -136,8 +136,7 @@ def test_attached_process_runs_only_on_the_isolated_cpu(env):
         assert r.returncode == 0, r.stderr
         assert machine.task_cpus(p.pid) == "1"
         assert machine.read("/proc/%d/cpuset" % p.pid) == "/rtctl-isolated"
-        time.sleep(0.3)
-        assert machine.last_cpu(p.pid) == 1
+        assert wait_until(lambda: machine.last_cpu(p.pid) == 1)
         assert env.rtctl_json("status")["state"] == "applied"
 
         again = env.rtctl("attach", str(p.pid))
@@ -194,10 +193,11 @@ def test_hotplug_of_the_isolated_cpu_converges(env):
         # The kernel emptied the isolated cpuset and moved its process up; rtctl keeps it on housekeeping.
         assert wait_until(lambda: machine.task_cpus(p.pid) == "0")
         machine.set_cpu1(True)
-        assert wait_until(lambda: machine.read(CPUSET + "/rtctl-isolated/cpuset.cpus") == "1", 5)
-        assert wait_until(lambda: machine.task_cpus(p.pid) == "1", 5)
+        assert wait_until(lambda: machine.read(CPUSET + "/rtctl-isolated/cpuset.cpus") == "1")
+        assert wait_until(lambda: machine.task_cpus(p.pid) == "1")
         assert machine.read("/proc/%d/cpuset" % p.pid) == "/rtctl-isolated"
-        assert wait_until(lambda: env.rtctl_json("status")["state"] == "applied")
+        # Degraded (rtctl status exits 1) is a state to wait through, not an error of the wait.
+        assert wait_until(lambda: json.loads(env.rtctl("--json", "status").stdout)["state"] == "applied")
         assert [t for t in movable_tasks() if t != p.pid and machine.task_cpus(t) not in ("0", None)] == []
         assert env.rtctl_json("status")["failures"] == []
     finally:

@@ -368,7 +368,7 @@ def test_pin_refused_when_the_profile_places_no_irqs(env):
 def test_unreadable_interrupts_keep_the_placement_and_show_in_status(env, tmp_path):
     """On a fixture workstation (RTCTL_SYSROOT): a pass that cannot read /proc/interrupts must not undo the
     IRQ placement (a failed plan is not a profile that wants nothing). The failure shows in status, and
-    the retry after the file is back is clean."""
+    the next pass after the file is back is clean."""
     import shutil
     src = os.path.join(harness.BUILD, "tests", "unit", "fixtures", "amd-workstation")
     assert os.path.isdir(src), "fixtures are built with the tree (ninja -C %s)" % harness.BUILD
@@ -387,13 +387,16 @@ def test_unreadable_interrupts_keep_the_placement_and_show_in_status(env, tmp_pa
     os.rename(root + "/proc/interrupts", root + "/proc/interrupts.aside")
     d.proc.send_signal(signal.SIGHUP)  # a reload replans everything
     failed = lambda: [f for f in status()["failures"] if f["object"] == "/proc/interrupts"]
-    assert wait_until(lambda: failed(), 10), status()
+    assert wait_until(lambda: failed()), status()
     assert status()["state"] == "degraded"
     assert "cannot be read" in failed()[0]["message"], failed()
     assert {f: machine.read(f) for f in files} == placed, "a failed plan undid the placement"
 
     os.rename(root + "/proc/interrupts.aside", root + "/proc/interrupts")
-    assert wait_until(lambda: status()["state"] == "applied", 15), status()
+    # The retry timer replans it too, but gives up after five tries (about 3 s): a loaded machine may take
+    # longer to get here, so the next pass is asked for.
+    d.proc.send_signal(signal.SIGHUP)
+    assert wait_until(lambda: status()["state"] == "applied"), status()
     assert status()["failures"] == []
     assert {f: machine.read(f) for f in files} == placed
     assert d.running()

@@ -553,6 +553,15 @@ def main():
     except KeyboardInterrupt as e:
         how = "interrupted"
         problems.append("interrupted (%s)" % (e or "SIGINT"))
+    except OSError as e:
+        # QEMU dying under a QMP or vmhost request shows here first, as a reset or broken socket: that is
+        # QEMU exiting (the retry below decides), not a harness fault. Anything else is one.
+        if vm.proc and vm.proc.poll() is not None:
+            how = "exited"
+            log("qemu went away (exit %s) under the harness (%s: %s): %s" % (
+                vm.proc.returncode, type(e).__name__, e, vm.stderr_tail()))
+        else:
+            problems.append("harness error: %s: %s" % (type(e).__name__, e))
     except Exception as e:
         problems.append("harness error: %s: %s" % (type(e).__name__, e))
     finally:

@@ -1,6 +1,7 @@
 /* SPDX-License-Identifier: GPL-2.0-or-later */
 #pragma once
 
+#include "core/attach.h"
 #include "core/topology.h"
 #include "core/tuner.h"
 
@@ -29,6 +30,7 @@ typedef struct Policy {
         char *name;
         char *description;
         CpuSpec isolate;
+        AttachRules *attach; /* [Attach NAME] rules; NULL when none */
         void *config[N_TUNERS];
 } Policy;
 

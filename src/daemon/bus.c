@@ -1,5 +1,4 @@
 /* SPDX-License-Identifier: GPL-2.0-or-later */
-#include "daemon/bus-attach.h"
 #include "daemon/bus.h"
 #include "daemon/manager.h"
 #include "shared/log.h"

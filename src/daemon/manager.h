@@ -11,6 +11,7 @@
 #include "core/policy.h"
 #include "core/reconcile.h"
 #include "core/topology.h"
+#include "daemon/bus-attach.h" /* for bus.c's vtable, which the lead keeps */
 #include "daemon/events.h"
 #include "daemon/manager-status.h"
 #include "daemon/proc-events.h"

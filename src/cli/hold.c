@@ -116,7 +116,8 @@ static int attach_child(Cli *c, pid_t pid, const char *profile)
         close(fd);
         if (r < 0) {
                 if (sd_bus_error_has_name(&e, "org.rtctl.Error.NotIsolated"))
-                        fprintf(stderr, "Profile %s isolates no CPU: the command runs where it would anyway.\n",
+                        fprintf(stderr,
+                                "Profile %s isolates no CPU: the command runs where it would anyway.\n",
                                 profile);
                 else {
                         fprintf(stderr, "Cannot put the command on the isolated CPUs: %s\n",
@@ -150,8 +151,9 @@ int verb_hold(Cli *c, int argc, char *argv[])
                         break;
         }
         if (i >= argc || !streq(argv[i], "--") || i + 1 >= argc || !profile) {
-                fprintf(stderr, run ? "Usage: rtctl run [--profile NAME] [--reason TEXT] -- COMMAND [ARG...]\n"
-                                    : "Usage: rtctl hold PROFILE [--reason TEXT] -- COMMAND [ARG...]\n");
+                fprintf(stderr,
+                        run ? "Usage: rtctl run [--profile NAME] [--reason TEXT] -- COMMAND [ARG...]\n"
+                            : "Usage: rtctl hold PROFILE [--reason TEXT] -- COMMAND [ARG...]\n");
                 return EXIT_USAGE;
         }
         argv += i + 1;
@@ -163,7 +165,6 @@ int verb_hold(Cli *c, int argc, char *argv[])
         if (code != EXIT_OK)
                 return code;
 
-        forward_signals();
         pid = spawn_gated(argv, &gate);
         if (pid < 0) {
                 fprintf(stderr, "Cannot start %s: %s\n", argv[0], strerror((int)-pid));
@@ -175,6 +176,9 @@ int verb_hold(Cli *c, int argc, char *argv[])
                 (void)wait_exit_status(pid);
                 return code;
         }
+        /* From here on the command runs and gets the signals; before, a signal ends rtctl, and the
+         * command, seeing its gate close, never runs. */
+        forward_signals();
         if (write(gate, "g", 1) != 1) {
                 close(gate);
                 (void)wait_exit_status(pid);
@@ -214,7 +218,8 @@ int cli_read_holds(Cli *c, char ***ret_cells, size_t *ret_n, bool quiet_absent)
                 return code;
         r = sd_bus_message_enter_container(reply, 'a', "a{sv}");
         while (r > 0 && (r = sd_bus_message_enter_container(reply, 'a', "{sv}")) > 0) {
-                char *cookie = NULL, *profile = NULL, *app = NULL, *reason = NULL, *name = NULL, *since = NULL;
+                char *cookie = NULL, *profile = NULL, *app = NULL, *reason = NULL, *name = NULL,
+                     *since = NULL;
                 while ((r = sd_bus_message_enter_container(reply, 'e', "sv")) > 0) {
                         const char *key, *s;
                         uint32_t u;
@@ -225,9 +230,9 @@ int cli_read_holds(Cli *c, char ***ret_cells, size_t *ret_n, bool quiet_absent)
                                 cookie = xasprintf("%u", u);
                         else if (streq(key, "Since") && sd_bus_message_read(reply, "v", "t", &t) >= 0)
                                 since = format_since(t);
-                        else if (strv_contains((char *const[]){"Profile", "ApplicationId", "Reason", "BusName",
-                                                               NULL},
-                                               key) &&
+                        else if (strv_contains(
+                                     (char *const[]){"Profile", "ApplicationId", "Reason", "BusName", NULL},
+                                     key) &&
                                  sd_bus_message_read(reply, "v", "s", &s) >= 0) {
                                 char **slot = streq(key, "Profile")         ? &profile
                                               : streq(key, "ApplicationId") ? &app
@@ -261,7 +266,8 @@ int cli_read_holds(Cli *c, char ***ret_cells, size_t *ret_n, bool quiet_absent)
         return EXIT_OK;
 }
 
-static const char *const hold_keys[] = {"cookie", "profile", "application_id", "reason", "bus_name", "since"};
+static const char *const hold_keys[] = {"cookie", "profile",  "application_id",
+                                        "reason", "bus_name", "since"};
 
 int verb_holds(Cli *c, int argc, char *argv[])
 {
@@ -293,7 +299,8 @@ int verb_holds(Cli *c, int argc, char *argv[])
                 printf("No holds.\n");
                 return EXIT_OK;
         }
-        cli_print_table((const char *const[]){"COOKIE", "PROFILE", "APPLICATION", "REASON", "HOLDER", "SINCE"},
-                        6, cells, n);
+        cli_print_table(
+            (const char *const[]){"COOKIE", "PROFILE", "APPLICATION", "REASON", "HOLDER", "SINCE"}, 6, cells,
+            n);
         return EXIT_OK;
 }

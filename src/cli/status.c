@@ -183,7 +183,8 @@ int verb_status(Cli *c, int argc, char *argv[])
                         json_object *h = json_object_new_object();
                         json_object_object_add(h, "cookie", json_object_new_int64(atoll(holds[i * 6])));
                         json_object_object_add(h, "profile", json_object_new_string(holds[i * 6 + 1]));
-                        json_object_object_add(h, "application_id", json_object_new_string(holds[i * 6 + 2]));
+                        json_object_object_add(h, "application_id",
+                                               json_object_new_string(holds[i * 6 + 2]));
                         json_object_object_add(h, "reason", json_object_new_string(holds[i * 6 + 3]));
                         json_object_array_add(ha, h);
                 }
@@ -214,8 +215,9 @@ int verb_status(Cli *c, int argc, char *argv[])
                 else
                         printf("\n");
                 for (size_t i = 0; i < n_holds; i++)
-                        printf("  hold %s:%*s%s by %s: %s\n", holds[i * 6], (int)MAX(0, 10 - (int)strlen(holds[i * 6])),
-                               "", holds[i * 6 + 1], holds[i * 6 + 2], holds[i * 6 + 3]);
+                        printf("  hold %s:%*s%s by %s: %s\n", holds[i * 6],
+                               (int)MAX(0, 10 - (int)strlen(holds[i * 6])), "", holds[i * 6 + 1],
+                               holds[i * 6 + 2], holds[i * 6 + 3]);
                 printf("State:            %s\n", state);
                 printf("Isolated CPUs:    %s\n", *iso ? iso : "(none)");
                 printf("Housekeeping CPUs: %s\n", hk);

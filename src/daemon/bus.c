@@ -141,14 +141,16 @@ static int method_attach_pidfd(sd_bus_message *msg, void *userdata, sd_bus_error
                 return sd_bus_error_setf(error, RTCTL_ERROR_INVALID_ARGUMENT,
                                          "The file descriptor is not a pidfd (pidfd_open(2))");
         if (r <= 0)
-                return sd_bus_error_setf(error, RTCTL_ERROR_NO_SUCH_PROCESS, "The pidfd's process has exited");
+                return sd_bus_error_setf(error, RTCTL_ERROR_NO_SUCH_PROCESS,
+                                         "The pidfd's process has exited");
         pid = (unsigned)r;
         r = authorize_for_process(msg, m, pid, error);
         if (r != 0)
                 return r;
         r = manager_attach_pidfd(m, fd, &pid);
         if (r == -ESRCH || r == -EBADF)
-                return sd_bus_error_setf(error, RTCTL_ERROR_NO_SUCH_PROCESS, "The pidfd's process has exited");
+                return sd_bus_error_setf(error, RTCTL_ERROR_NO_SUCH_PROCESS,
+                                         "The pidfd's process has exited");
         if (r < 0)
                 return attach_error(error, r, pid);
         manager_wait_for_pass(m, msg);
@@ -542,6 +544,8 @@ static const sd_bus_vtable manager_vtable[] = {
     SD_BUS_VTABLE_START(0),
     SD_BUS_PROPERTY("Version", "s", property_version, 0, SD_BUS_VTABLE_PROPERTY_CONST),
     SD_BUS_PROPERTY("ActiveProfile", "s", property_active_profile, 0, SD_BUS_VTABLE_PROPERTY_EMITS_CHANGE),
+    SD_BUS_PROPERTY("BaseProfile", "s", property_base_profile, 0, SD_BUS_VTABLE_PROPERTY_EMITS_CHANGE),
+    SD_BUS_PROPERTY("ActiveProfileHolds", "aa{sv}", property_holds, 0, SD_BUS_VTABLE_PROPERTY_EMITS_CHANGE),
     SD_BUS_PROPERTY("Profiles", "a(ss)", property_profiles, 0, SD_BUS_VTABLE_PROPERTY_EMITS_INVALIDATION),
     SD_BUS_PROPERTY("State", "s", property_state, 0, SD_BUS_VTABLE_PROPERTY_EMITS_CHANGE),
     SD_BUS_PROPERTY("Failures", "a(ssis)", property_failures, 0, SD_BUS_VTABLE_PROPERTY_EMITS_CHANGE),
@@ -549,8 +553,6 @@ static const sd_bus_vtable manager_vtable[] = {
     SD_BUS_PROPERTY("IsolatedCPUs", "s", property_cpus, 0, SD_BUS_VTABLE_PROPERTY_EMITS_CHANGE),
     SD_BUS_PROPERTY("HousekeepingCPUs", "s", property_cpus, 0, SD_BUS_VTABLE_PROPERTY_EMITS_CHANGE),
     SD_BUS_PROPERTY("LastPass", "(tuut)", property_last_pass, 0, SD_BUS_VTABLE_PROPERTY_EMITS_CHANGE),
-    SD_BUS_PROPERTY("BaseProfile", "s", property_base_profile, 0, SD_BUS_VTABLE_PROPERTY_EMITS_CHANGE),
-    SD_BUS_PROPERTY("ActiveProfileHolds", "aa{sv}", property_holds, 0, SD_BUS_VTABLE_PROPERTY_EMITS_CHANGE),
     SD_BUS_PROPERTY("AttachedProcesses", "au", property_attached, 0, SD_BUS_VTABLE_PROPERTY_EMITS_CHANGE),
     SD_BUS_PROPERTY("CPUPower", "a(usssuuss)", property_cpus_power, 0,
                     SD_BUS_VTABLE_PROPERTY_EMITS_INVALIDATION),

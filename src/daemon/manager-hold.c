@@ -194,9 +194,9 @@ static int on_name_owner_changed(sd_bus_message *msg, void *userdata, sd_bus_err
 
 int manager_watch_holders(Manager *m)
 {
-        return sd_bus_match_signal_async(m->bus, &m->name_slot, "org.freedesktop.DBus", "/org/freedesktop/DBus",
-                                         "org.freedesktop.DBus", "NameOwnerChanged", on_name_owner_changed,
-                                         NULL, m);
+        return sd_bus_match_signal_async(m->bus, &m->name_slot, "org.freedesktop.DBus",
+                                         "/org/freedesktop/DBus", "org.freedesktop.DBus", "NameOwnerChanged",
+                                         on_name_owner_changed, NULL, m);
 }
 
 void manager_holds_free(Manager *m)

@@ -34,7 +34,7 @@ typedef struct Hold {
         int rank; /* the profile's Rank= when the hold was taken */
         char *reason;
         char *application_id;
-        char *bus_name; /* the holder's unique name: the hold ends when it leaves the bus */
+        char *bus_name;      /* the holder's unique name: the hold ends when it leaves the bus */
         uint64_t since_usec; /* CLOCK_REALTIME */
         uint64_t seq;        /* newer holds win ties */
 } Hold;

@@ -92,9 +92,12 @@ static int on_polkit_reply(sd_bus_message *reply, void *userdata, sd_bus_error *
                 if (sd_bus_error_has_names(e, SD_BUS_ERROR_SERVICE_UNKNOWN, SD_BUS_ERROR_NAME_HAS_NO_OWNER))
                         q->why = xstrdup("polkit is not running, and without it only root may");
                 else
-                        q->why = xasprintf("polkit could not answer (%s: %s)", e->name, strempty(e->message));
+                        q->why =
+                            xasprintf("polkit could not answer (%s: %s)", e->name, strempty(e->message));
         } else {
-                r = sd_bus_message_read(reply, "(bb", &authorized, &challenge);
+                r = sd_bus_message_enter_container(reply, 'r', "bba{ss}");
+                if (r >= 0)
+                        r = sd_bus_message_read(reply, "bb", &authorized, &challenge);
                 if (r < 0)
                         q->why = xasprintf("polkit's answer could not be read: %s", strerror(-r));
                 else if (!authorized)

@@ -4,14 +4,14 @@
 #include <systemd/sd-bus.h>
 
 /* The actions of dbus/org.rtctl.policy: one id each, so that an admin can change one with a rules file. */
-#define ACTION_HOLD_PROFILE "org.rtctl.hold-profile"
+#define ACTION_HOLD_PROFILE       "org.rtctl.hold-profile"
 #define ACTION_RELEASE_OTHER_HOLD "org.rtctl.release-other-hold"
-#define ACTION_ATTACH_OWN "org.rtctl.attach-own-process"
-#define ACTION_ATTACH_OTHER "org.rtctl.attach-other-process"
-#define ACTION_SET_PROFILE "org.rtctl.set-profile"
-#define ACTION_RELOAD "org.rtctl.reload"
-#define ACTION_RESTORE "org.rtctl.restore"
-#define ACTION_PIN_IRQ "org.rtctl.pin-irq"
+#define ACTION_ATTACH_OWN         "org.rtctl.attach-own-process"
+#define ACTION_ATTACH_OTHER       "org.rtctl.attach-other-process"
+#define ACTION_SET_PROFILE        "org.rtctl.set-profile"
+#define ACTION_RELOAD             "org.rtctl.reload"
+#define ACTION_RESTORE            "org.rtctl.restore"
+#define ACTION_PIN_IRQ            "org.rtctl.pin-irq"
 
 /* Polkit's answers to method calls, asked without blocking: while polkit thinks (or waits for the user
  * to type a password), the loop goes on, and the call is dispatched again once the answer is in. */

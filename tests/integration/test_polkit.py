@@ -180,3 +180,61 @@ def test_without_polkit_only_root_may_change_anything(env):
     p = env.rtctl("hold", "hi", "--", "cat", "/proc/sys/vm/stat_interval")
     assert p.returncode == 0 and p.stdout.strip() == "3", p.stderr
     assert stat_interval() == before
+
+
+class InteractivePolkitBus(PolkitBus):
+    """A polkit that says yes only to a caller that allowed interactive authorization, as polkit does for
+    an auth_admin action when the user then types the password into the agent; without the flag it
+    answers 'challenge'."""
+
+    def __init__(self, tmp):
+        Bus.__init__(self, tmp, extra_policies=[self._policy(tmp)])
+        self.mock = subprocess.Popen([sys.executable, "-m", "dbusmock", "--system", "org.freedesktop.PolicyKit1",
+                                      AUTHORITY, "org.freedesktop.PolicyKit1.Authority"],
+                                     env=self.env(), stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        self.conn = dbus.bus.BusConnection(self.address)
+        assert wait_until(lambda: self.conn.name_has_owner("org.freedesktop.PolicyKit1"))
+        self.control = dbus.Interface(self.conn.get_object("org.freedesktop.PolicyKit1", AUTHORITY),
+                                      "org.freedesktop.DBus.Mock")
+        self.control.AddMethod("", "CheckAuthorization", "(sa{sv})sa{ss}us", "(bba{ss})",
+                               "ret = (bool(args[3] & 1), not (args[3] & 1), {})")
+
+    @staticmethod
+    def _policy(tmp):
+        path = os.path.join(tmp, "polkit-policy-%d.conf" % os.getpid())
+        with open(path, "w") as f:
+            f.write(POLKIT_POLICY)
+        return path
+
+
+def test_the_callers_interactive_flag_reaches_polkit(tmp_root):
+    bus = InteractivePolkitBus(tmp_root)
+    env = Env(tmp_root, bus)
+    try:
+        for name, text in PROFILES.items():
+            env.profile(name, text)
+        env.write("rtctl.conf", "[Daemon]\nDefaultProfile=lo\nUevents=kernel\n")
+        env.start()
+        as_nobody = ["setpriv", "--reuid=%d" % NOBODY, "--regid=%d" % NOBODY, "--clear-groups"]
+        call = ["busctl", "call", "org.rtctl.Manager1", "/org/rtctl/Manager1", "org.rtctl.Manager1",
+                "SetProfile", "s", "hi"]
+        # busctl allows interactive authorization unless told not to.
+        p = subprocess.run(as_nobody + call[:1] + ["--allow-interactive-authorization=no"] + call[1:],
+                           env=env.environ, capture_output=True, text=True, timeout=HANG_SECONDS)
+        assert p.returncode != 0 and "asks for authentication" in p.stderr, p.stderr
+        assert stat_interval() == "2"
+        p = subprocess.run(as_nobody + call[:1] + ["--allow-interactive-authorization=yes"] + call[1:],
+                           env=env.environ, capture_output=True, text=True, timeout=HANG_SECONDS)
+        assert p.returncode == 0, p.stderr
+        assert stat_interval() == "3"
+        # rtctl allows it on a terminal (script(1) gives it one), not in a pipe.
+        p = env.rtctl("profile", "lo", user=NOBODY)
+        assert p.returncode == 6 and "asks for authentication" in p.stderr, p.stderr
+        p = subprocess.run(as_nobody + ["script", "-qec", "%s profile lo" % RTCTL, "/dev/null"],
+                           env=env.environ, capture_output=True, text=True, timeout=HANG_SECONDS,
+                           stdin=subprocess.DEVNULL)
+        assert p.returncode == 0, p.stdout + p.stderr
+        assert stat_interval() == "2"
+    finally:
+        env.cleanup()
+        bus.stop()

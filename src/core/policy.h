@@ -29,6 +29,7 @@ char *cpu_spec_format(const CpuSpec *s);
 typedef struct Policy {
         char *name;
         char *description;
+        int rank; /* [Profile] Rank=: among held profiles and the base one, the highest is in force */
         CpuSpec isolate;
         AttachRules *attach; /* [Attach NAME] rules; NULL when none */
         void *config[N_TUNERS];

@@ -5,6 +5,7 @@
 
 #include "core/attach.h"
 #include "core/policy.h"
+#include "core/setting.h"
 #include "shared/sysfs.h"
 #include "test.h"
 
@@ -217,6 +218,25 @@ TEST(threads_by_name)
         sysroot_set("");
 }
 
-TEST_MAIN(T(parse_terms_and_threads), T(no_rules_no_config), T(errors_name_file_line_key),
+/* The thread kind's values: "CPUSET CPULIST"; a desired value without CPUs leaves them to the cpuset, and
+ * CPUs compare over the online ones only. */
+TEST(thread_values)
+{
+        _cleanup_free_ char *root = xasprintf("%s/online", test_tmpdir());
+        const SettingKind *k = setting_kind_from_name("thread");
+
+        CHECK(k == &setting_kind_thread);
+        test_write(root, "sys/devices/system/cpu/online", "0-3\n");
+        sysroot_set(root);
+        CHECK(k->equal("/rtctl-isolated 3", "/rtctl-isolated"));
+        CHECK(!k->equal("/rtctl-housekeeping 0-2", "/rtctl-isolated"));
+        CHECK(k->equal("/ 0-3", "/ 0-3"));
+        CHECK(!k->equal("/ 0", "/ 0-3"));
+        CHECK(k->equal("/ 0-7", "/ 0-3")); /* 4-7 are not online */
+        CHECK(!k->equal("/rtctl-housekeeping 0-3", "/ 0-3"));
+        sysroot_set("");
+}
+
+TEST_MAIN(T(parse_terms_and_threads), T(thread_values), T(no_rules_no_config), T(errors_name_file_line_key),
           T(matching_is_and_of_terms_or_of_alternatives), T(first_rule_wins_and_includes_come_after),
           T(threads_by_name))

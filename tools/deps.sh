@@ -6,9 +6,10 @@ pkgs=(
   gcc meson ninja-build pkg-config
   libsystemd-dev libglib2.0-dev libjson-c-dev libnl-3-dev
   # tests
-  python3 python3-pytest python3-dbus dbus util-linux clang-format kmod
-  # bench/xruns.py (bench/ only, never tools/test): a JACK server and client library, load, a rival
-  jackd2 libjack-jackd2-dev stress-ng tuned
+  python3 python3-pytest python3-dbus python3-dbusmock dbus util-linux clang-format kmod
+  jackd2 procps
+  # bench/xruns.py (bench/ only, never tools/test): the JACK client library, load, a rival
+  libjack-jackd2-dev stress-ng tuned
 )
 missing=()
 for p in "${pkgs[@]}"; do

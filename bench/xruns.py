@@ -25,8 +25,9 @@ Before any of it, the counter check: a client doing 150 % of a period must be se
 
 Configurations:
   none           no tuning: jackd and the client where the scheduler puts them
-  rtctl:PROFILE  rtctld from the build tree (private bus) with PROFILE; jackd and the client are let
-                 onto its isolated CPUs (`rtctl attach` of the cell before it starts)
+  rtctl:PROFILE  rtctld from the build tree (private bus, base profile off); each cell runs under
+                 `rtctl run --profile PROFILE --`, which holds PROFILE while the cell runs and puts it
+                 (so jackd and the client) on the isolated CPUs before it starts
   tuned:PROFILE  tuned 2.20 in the foreground with PROFILE (realtime: isolated_cores=CPU), in a private
                  /etc/tuned (see latency.py); jackd and the client pinned to CPU, as tuned's
                  documentation tells a user to do (taskset)
@@ -67,10 +68,6 @@ JACKD_PRIO = 70
 OVERLOAD = 1.5
 CPUSET = "/sys/fs/cgroup/cpuset"
 
-# TODO(rtctl run): when `rtctl run` is on main, set this to True: each cell then runs as
-# `rtctl run --profile PROFILE -- CELL`, which holds the profile for the cell's lifetime and attaches its
-# whole process tree, instead of `rtctl profile PROFILE` + `rtctl attach PID` of the stopped cell.
-USE_RTCTL_RUN = False
 
 # One cell: jackd and the client, started together so that whatever placement the configuration gave
 # the (stopped) shell, both inherit it.
@@ -103,27 +100,24 @@ class NoTuning(Config):
 
 
 class Rtctl(latency.Rtctl, Config):
-    """rtctld with PROFILE; the cell is let onto its isolated CPUs."""
+    """rtctld (base profile off) with each cell run as `rtctl run --profile PROFILE -- CELL`, as an audio
+    user would: the profile is held for the cell's lifetime and the cell put on the isolated CPUs before
+    it starts, so jackd and the client, started by it, run there."""
 
     def apply(self):
-        if not USE_RTCTL_RUN:
-            super().apply()
+        pass
 
     def revert(self):
-        if not USE_RTCTL_RUN:
-            super().revert()
+        pass
 
     def attach(self, pid):
-        if not USE_RTCTL_RUN:
-            super().attach(pid)
+        pass
 
     def wrap(self, cmd):
-        if USE_RTCTL_RUN:
-            return [harness.RTCTL, "run", "--profile", self.profile, "--"] + cmd
-        return cmd
+        return [harness.RTCTL, "run", "--profile", self.profile, "--"] + cmd
 
     def env(self):
-        return latency.Rtctl.shared["env"].environ if USE_RTCTL_RUN else None
+        return latency.Rtctl.shared["env"].environ
 
 
 class Tuned(latency.Tuned, Config):
@@ -280,6 +274,19 @@ def placement_line(p):
     return "; ".join(parts)
 
 
+def stop_jackd(d):
+    """The cell's jackd, by the PID the cell wrote, when it is still that jackd."""
+    pid = machine.read(os.path.join(d, "jackd.pid"))
+    if not pid or machine.read("/proc/%s/comm" % pid) != "jackd":
+        return
+    os.kill(int(pid), signal.SIGTERM)
+    deadline = time.monotonic() + 10
+    while machine.read("/proc/%s/comm" % pid) == "jackd" and time.monotonic() < deadline:
+        time.sleep(0.05)
+    if machine.read("/proc/%s/comm" % pid) == "jackd":
+        os.kill(int(pid), signal.SIGKILL)
+
+
 def run_cell(cfg, cpu, period, units, seconds, warmup, workdir, tag):
     d = os.path.join(workdir, tag)
     os.makedirs(d)
@@ -305,9 +312,10 @@ def run_cell(cfg, cpu, period, units, seconds, warmup, workdir, tag):
             state = latency.describe(cpu)
         out, _ = p.communicate(timeout=seconds + warmup + 60)
     except BaseException:
-        # The cell is its own session: this ends its jackd and client, nothing else.
+        # The cell is its own session: this ends its client; jackd makes a session of its own.
         os.killpg(p.pid, signal.SIGKILL)
         p.wait()
+        stop_jackd(d)
         raise
     try:
         with open(os.path.join(d, "client.json")) as f:

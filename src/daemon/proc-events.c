@@ -91,7 +91,10 @@ static void dispatch_buffer(ProcMonitor *m, unsigned char *buf, int len)
                 if (cn->id.idx != CN_IDX_PROC || cn->id.val != CN_VAL_PROC ||
                     (size_t)nlmsg_datalen(h) < sizeof(struct cn_msg) + sizeof(struct proc_event))
                         continue;
-                dispatch(m, (const struct proc_event *)cn->data);
+                /* The event follows a 20-byte cn_msg: copied out, since it holds 64-bit fields. */
+                struct proc_event pe;
+                memcpy(&pe, cn->data, sizeof pe);
+                dispatch(m, &pe);
         }
 }
 

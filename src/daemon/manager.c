@@ -6,6 +6,7 @@
 #include <time.h>
 
 #include "core/systemd.h"
+#include "daemon/bus-reads.h"
 #include "daemon/bus.h"
 #include "daemon/manager.h"
 #include "shared/log.h"
@@ -47,6 +48,7 @@ void manager_free(Manager *m)
         for (size_t i = 0; i < m->n_waiting; i++)
                 sd_bus_message_unref(m->waiting[i]);
         free(m->waiting);
+        bus_reads_free(m->bus_reads);
         sd_bus_flush_close_unref(m->bus);
         uevent_monitor_free(m->uevents);
         sd_event_source_disable_unref(m->pass_source);
@@ -64,6 +66,7 @@ void manager_free(Manager *m)
         dirty_clear(&m->dirty);
         dirty_clear(&m->retry);
         status_clear(&m->status);
+        read_cache_clear(&m->reads);
         daemon_conf_clear(&m->conf);
         strv_free(m->search_path);
         free(m->runtime_dir);
@@ -76,6 +79,8 @@ void manager_free(Manager *m)
 
 void manager_schedule_pass(Manager *m, const char *reason)
 {
+        /* The model is about to change: cached answers would describe the old one. */
+        read_cache_clear(&m->reads);
         if (!m->pass_reason)
                 m->pass_reason = xstrdup(reason);
         else if (!strstr(m->pass_reason, reason) && strlen(m->pass_reason) < 200) {
@@ -110,8 +115,22 @@ static bool outstanding(Manager *m)
         return false;
 }
 
+/* While a caller waits for it, the pass runs ahead of everything else on the loop, a flood of calls on
+ * the bus included (the bus is served at SD_EVENT_PRIORITY_NORMAL, one message per iteration, and a busy
+ * bus would otherwise hold back a pass at IDLE for as long as the flood lasts). With no one waiting it
+ * runs once the event queue drained, so bursts of uevents coalesce into one pass. */
+#define PASS_PRIORITY_AWAITED (SD_EVENT_PRIORITY_NORMAL - 10)
+
+static void set_pass_awaited(Manager *m, bool awaited)
+{
+        if (m->pass_source)
+                (void)sd_event_source_set_priority(m->pass_source,
+                                                   awaited ? PASS_PRIORITY_AWAITED : SD_EVENT_PRIORITY_IDLE);
+}
+
 static void answer_waiting(Manager *m)
 {
+        set_pass_awaited(m, false);
         for (size_t i = 0; i < m->n_waiting; i++) {
                 (void)sd_bus_reply_method_return(m->waiting[i], "uu", m->status.last_pass.changes,
                                                  m->status.last_pass.failures);
@@ -131,6 +150,8 @@ void manager_wait_for_pass(Manager *m, sd_bus_message *call)
         /* Every call gets an answer: with nothing under way, the state it asked for is already there. */
         if (!outstanding(m))
                 answer_waiting(m);
+        else
+                set_pass_awaited(m, true);
 }
 
 /* When nothing more is under way: callers get their answer, and a stopping daemon exits. */
@@ -369,6 +390,7 @@ static int on_pass(sd_event_source *s, void *userdata)
         dirty_clear(&dirty);
         arm_rebalance(m);
 
+        read_cache_clear(&m->reads);
         bus_emit_applied(m, strempty(reason));
         finish(m);
         return 0;

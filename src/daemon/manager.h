@@ -12,6 +12,7 @@
 #include "core/reconcile.h"
 #include "core/topology.h"
 #include "daemon/events.h"
+#include "daemon/manager-reads.h"
 #include "daemon/manager-status.h"
 
 /* A process put on the isolated CPUs; the start time tells it from a later process with its PID. */
@@ -27,7 +28,9 @@ typedef struct Attached {
  *   manager-attach.c   processes attached to the isolated CPUs
  *   manager-irq.c      IRQ pins and the IRQ listing
  *   manager-events.c   what uevents and resume mark dirty
- *   bus.c              the D-Bus API, marshalling what this struct holds */
+ *   manager-reads.c    the expensive reads anyone may ask for (Plan, ListIrqs, Verify), cached
+ *   bus.c              the D-Bus API, marshalling what this struct holds
+ *   bus-reads.c        the read-only methods: queued per caller, served after everything else */
 typedef struct Manager {
         sd_event *event;
         sd_bus *bus;
@@ -62,6 +65,8 @@ typedef struct Manager {
         size_t n_waiting;
 
         Status status;
+        ReadCache reads;
+        struct BusReads *bus_reads;
         bool stopping;
 } Manager;
 

@@ -1,10 +1,13 @@
 """The D-Bus API: its contract, its authorization, its errors."""
+import json
 import os
 import re
 import subprocess
+import time
 
 import dbus
 
+import harness
 from conftest import NOBODY, ROOT
 
 IFACE = "org.rtctl.Manager1"
@@ -112,3 +115,68 @@ def test_reply_comes_after_the_pass(env):
     assert (changes, failures) == (1, 0)
     props = obj.GetAll(IFACE, dbus_interface="org.freedesktop.DBus.Properties")
     assert props["State"] == "off" and props["ActiveProfile"] == ""
+
+
+# A write under a flood of reads returns within this: far above what it takes on a loaded machine (tens of
+# ms here), far below what a flood that the daemon serves ahead of writes costs (the flood's whole length,
+# FLOOD_SECONDS).
+WRITE_UNDER_FLOOD_SECONDS = 5
+FLOOD_SECONDS = 40
+
+
+def test_a_flood_of_reads_does_not_hold_back_a_write(env):
+    """20 connections of nobody keep 8 calls each of Plan("") and ListIrqs() under way (within what a caller
+    may queue); a root SetProfile meanwhile returns within WRITE_UNDER_FLOOD_SECONDS, with the flood still
+    going. A daemon that answers reads ahead of writes returns only when the flood ends."""
+    env.profile("t", "[Profile]\nDescription=t\n[Sysctl]\nkernel.sched_rt_runtime_us=950002\n")
+    env.start("--profile", "off")
+    conn, obj = manager(env)
+    flood = harness.Flood(env, 20, FLOOD_SECONDS, ["Plan:", "ListIrqs"], inflight=8)
+    try:
+        flood.wait_started()
+        time.sleep(1)  # every client on its way
+        start = time.monotonic()
+        changes, failures = obj.SetProfile("t", dbus_interface=IFACE, timeout=harness.HANG_SECONDS)
+        took = time.monotonic() - start
+        flooding = flood.running()
+    finally:
+        results = flood.stop()
+    assert took < WRITE_UNDER_FLOOD_SECONDS, "SetProfile took %.1f s under the flood" % took
+    assert flooding, "the flood ended before SetProfile returned: nothing was measured"
+    assert (changes, failures) == (1, 0)
+    assert open("/proc/sys/kernel/sched_rt_runtime_us").read().strip() == "950002"
+    # Reads were answered all along, and none refused: a client within its share is never Busy.
+    assert all(r is not None and r["errors"] == {} for r in results), results
+    assert sum(r["ok"] for r in results) > 2 * len(results), results
+    assert obj.Restore(dbus_interface=IFACE) == (1, 0)
+
+
+def test_a_caller_may_queue_only_its_share_of_reads(env):
+    """On the 128-CPU fixture, where a Plan of a profile takes about 100 ms, one connection of nobody sends
+    100 Plan calls at once: those beyond the 16 a caller may have waiting are answered at once with
+    org.rtctl.Error.Busy, the others are answered in full. Another caller meanwhile takes its turn after
+    one of them, not after all of them."""
+    src = os.path.join(harness.BUILD, "tests", "unit", "fixtures", "server-2x32")
+    assert os.path.isdir(src), "fixtures are built with the tree (ninja -C %s)" % harness.BUILD
+    env.extra["RTCTL_SYSROOT"] = src  # only read: profile off writes nothing, and Plan never does
+    env.profile("big", "[Profile]\nDescription=t\n[CPU]\nIsolate=auto:4\n[IRQ]\nBalance=housekeeping\n")
+    env.start("--profile", "off")
+    conn, obj = manager(env)
+    cmd = ["/usr/bin/python3", harness.FLOOD_CLIENT, env.bus.address, "pipeline", "100", "Plan:big"]
+    p = subprocess.Popen(harness.as_user(NOBODY, cmd), env=env.environ, stdout=subprocess.PIPE, text=True)
+    try:
+        assert p.stdout.readline() == "started\n"
+        irqs = obj.ListIrqs(dbus_interface=IFACE, timeout=harness.HANG_SECONDS)
+        others_waited = p.poll() is None
+    finally:
+        out = p.stdout.read()
+        p.wait(harness.HANG_SECONDS)
+    counts = json.loads(out.splitlines()[-1])
+    busy = counts["errors"].pop("org.rtctl.Error.Busy", 0)
+    assert counts["errors"] == {}, counts
+    assert counts["ok"] + busy == 100, counts
+    assert counts["ok"] >= 16, counts
+    assert busy > 0 and counts["ok"] < 50, counts
+    assert len(irqs) == 3000
+    assert others_waited, "ListIrqs was answered only after all of nobody's Plan calls"
+

@@ -2,7 +2,7 @@
 _rtctl() {
     local cur prev words cword
     _init_completion || return
-    local verbs="status profiles profile plan restore attach detach irq check"
+    local verbs="status profiles profile plan restore attach detach irq check verify"
     local verb="" w
     for w in "${words[@]:1:cword-1}"; do
         case $w in -*) ;; *) verb=$w; break ;; esac
@@ -20,6 +20,8 @@ _rtctl() {
             else
                 COMPREPLY=($(compgen -W "--profile --json" -- "$cur"))
             fi ;;
+        check)
+            COMPREPLY=($(compgen -W "--local --json" -- "$cur")) ;;
         irq)
             if [[ $prev == irq ]]; then
                 COMPREPLY=($(compgen -W "pin unpin --json" -- "$cur"))

@@ -45,3 +45,4 @@ int verb_plan(Cli *c, int argc, char *argv[]);
 int verb_attach(Cli *c, int argc, char *argv[]);
 int verb_irq(Cli *c, int argc, char *argv[]);
 int verb_check(Cli *c, int argc, char *argv[]);
+int verb_verify(Cli *c, int argc, char *argv[]);

@@ -25,7 +25,8 @@ static void help(void)
             "  irq                    Every IRQ: class, device, CPUs, rate, thread priority\n"
             "  irq pin IRQ CPUS       Keep an IRQ on CPUS until restore or a profile change\n"
             "                         (--isolated to allow isolated CPUs); irq unpin IRQ\n"
-            "  check                  Audit the machine for audio work (works without rtctld)\n\n"
+            "  verify                 Whether everything the profile sets is still in place\n"
+            "  check [--local]        Audit the machine for audio work (works without rtctld)\n\n"
             "Options:\n"
             "  -h --help              Show this help\n"
             "     --version           Show the version\n"
@@ -157,6 +158,7 @@ static const struct {
     {"status", verb_status},   {"profiles", verb_profiles}, {"profile", verb_profile},
     {"restore", verb_restore}, {"plan", verb_plan},         {"attach", verb_attach},
     {"detach", verb_attach},   {"irq", verb_irq},           {"check", verb_check},
+    {"verify", verb_verify},
 };
 
 int main(int argc, char *argv[])

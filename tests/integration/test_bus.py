@@ -180,3 +180,37 @@ def test_a_caller_may_queue_only_its_share_of_reads(env):
     assert len(irqs) == 3000
     assert others_waited, "ListIrqs was answered only after all of nobody's Plan calls"
 
+
+def test_verify_and_check(env):
+    """Verify() reads everything the profile keeps in force and writes nothing: in place after the pass,
+    drift named once a value is changed behind rtctl's back. Check() is the audit of rtctl check."""
+    env.profile("t", "[Profile]\nDescription=t\n[Sysctl]\nkernel.sched_rt_runtime_us=950002\n")
+    env.start("--profile", "t")
+    conn, obj = manager(env)
+    knob = "/proc/sys/kernel/sched_rt_runtime_us"
+    rows = [tuple(r) for r in obj.Verify(dbus_interface=IFACE)]
+    assert rows == [(knob, "950002", "950002", "")], rows
+    p = env.rtctl("verify", user=NOBODY)
+    assert p.returncode == 0, p.stdout + p.stderr
+    assert "1 settings in force: 1 in place, 0 not." in p.stdout
+    with open(knob, "w") as f:
+        f.write("950003")  # behind rtctl's back: no event tells the daemon
+    rows = [tuple(r) for r in obj.Verify(dbus_interface=IFACE)]
+    assert rows == [(knob, "950002", "950003",
+                     "not as the profile sets it: changed outside rtctl, or not applied yet")], rows
+    assert open(knob).read().strip() == "950003", "Verify wrote"
+    p = env.rtctl("--json", "verify")
+    assert p.returncode == 1, p.stdout + p.stderr
+    assert json.loads(p.stdout) == [{"object": knob, "desired": "950002", "actual": "950003",
+                                     "in_place": False, "why": rows[0][3]}]
+    # Plan("") may answer from a reading up to a second old; after that it sees the drift too.
+    assert harness.wait_until(lambda: [tuple(r) for r in obj.Plan("", dbus_interface=IFACE)] ==
+                              [(knob, "950003", "950002")])
+
+    findings = {c: (s, d) for c, s, d in obj.Check(dbus_interface=IFACE)}
+    assert set(findings) == {"irq-threads", "preemption", "irqbalance", "rt-throttling", "cpufreq",
+                             "inversion"}, findings
+    assert findings["irq-threads"][0] == "warn"  # this host boots without threadirqs
+    local = {c["check"]: c["status"] for c in json.loads(env.rtctl("--json", "check", "--local").stdout)}
+    assert local == {c: s for c, (s, d) in findings.items()}
+    assert obj.Restore(dbus_interface=IFACE) == (1, 0)

@@ -2,6 +2,7 @@
 import json
 import os
 import re
+import shutil
 import subprocess
 import time
 
@@ -118,37 +119,52 @@ def test_reply_comes_after_the_pass(env):
 
 
 # A write under a flood of reads returns within this: far above what it takes on a loaded machine (tens of
-# ms here), far below what a flood that the daemon serves ahead of writes costs (the flood's whole length,
-# FLOOD_SECONDS).
+# ms here, hundreds with ASan), far below what the flood costs a daemon that answers reads in place first.
 WRITE_UNDER_FLOOD_SECONDS = 5
-FLOOD_SECONDS = 40
+FLOOD_SECONDS = 60
 
 
-def test_a_flood_of_reads_does_not_hold_back_a_write(env):
-    """20 connections of nobody keep 8 calls each of Plan("") and ListIrqs() under way (within what a caller
-    may queue); a root SetProfile meanwhile returns within WRITE_UNDER_FLOOD_SECONDS, with the flood still
-    going. A daemon that answers reads ahead of writes returns only when the flood ends."""
-    env.profile("t", "[Profile]\nDescription=t\n[Sysctl]\nkernel.sched_rt_runtime_us=950002\n")
-    env.start("--profile", "off")
+def fixture_copy(tmp_path, shape):
+    src = os.path.join(harness.BUILD, "tests", "unit", "fixtures", shape)
+    assert os.path.isdir(src), "fixtures are built with the tree (ninja -C %s)" % harness.BUILD
+    root = str(tmp_path / shape)
+    shutil.copytree(src, root, symlinks=True)
+    return root
+
+
+def test_a_flood_of_reads_does_not_hold_back_a_write(env, tmp_path):
+    """On the 128-CPU fixture, where every Plan("") and ListIrqs() reads 3,000 IRQs (20-100 ms when answered
+    in place), 20 connections of nobody keep 16 calls each under way: all a caller may have waiting. A root
+    SetProfile meanwhile returns within WRITE_UNDER_FLOOD_SECONDS, the flood still going. A daemon that
+    answers reads in place first answers the ~300 calls ahead of the write in its socket, each reading the
+    IRQs: many seconds."""
+    root = fixture_copy(tmp_path, "server-2x32")
+    knob = os.path.join(root, "proc", "sys", "kernel", "sched_rt_runtime_us")
+    with open(knob, "w") as f:
+        f.write("950000\n")
+    env.extra["RTCTL_SYSROOT"] = root
+    irqs = "[IRQ]\nBalance=all\n"  # so that a Plan("") reads every IRQ, as an audio profile's does
+    env.profile("a", "[Profile]\nDescription=t\n" + irqs)
+    env.profile("b", "[Profile]\nDescription=t\n" + irqs + "[Sysctl]\nkernel.sched_rt_runtime_us=950002\n")
+    env.start("--profile", "a")
     conn, obj = manager(env)
-    flood = harness.Flood(env, 20, FLOOD_SECONDS, ["Plan:", "ListIrqs"], inflight=8)
+    flood = harness.Flood(env, 20, FLOOD_SECONDS, ["Plan:", "ListIrqs"], inflight=16)
     try:
         flood.wait_started()
         time.sleep(1)  # every client on its way
         start = time.monotonic()
-        changes, failures = obj.SetProfile("t", dbus_interface=IFACE, timeout=harness.HANG_SECONDS)
+        changes, failures = obj.SetProfile("b", dbus_interface=IFACE, timeout=harness.HANG_SECONDS)
         took = time.monotonic() - start
         flooding = flood.running()
     finally:
         results = flood.stop()
     assert took < WRITE_UNDER_FLOOD_SECONDS, "SetProfile took %.1f s under the flood" % took
     assert flooding, "the flood ended before SetProfile returned: nothing was measured"
-    assert (changes, failures) == (1, 0)
-    assert open("/proc/sys/kernel/sched_rt_runtime_us").read().strip() == "950002"
+    assert failures == 0  # changes: the sysctl, and IRQs placed anew by the rates since the last pass
+    assert open(knob).read().strip() == "950002"
     # Reads were answered all along, and none refused: a client within its share is never Busy.
     assert all(r is not None and r["errors"] == {} for r in results), results
-    assert sum(r["ok"] for r in results) > 2 * len(results), results
-    assert obj.Restore(dbus_interface=IFACE) == (1, 0)
+    assert sum(r["ok"] for r in results) > 16 * len(results), results
 
 
 def test_a_caller_may_queue_only_its_share_of_reads(env):

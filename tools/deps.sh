@@ -7,6 +7,8 @@ pkgs=(
   libsystemd-dev libglib2.0-dev libjson-c-dev libnl-3-dev
   # tests
   python3 python3-pytest python3-dbus dbus util-linux clang-format kmod
+  # the flood client (tests/integration/flood_client.py): GLib main loop for calls under way at once
+  python3-gi
 )
 missing=()
 for p in "${pkgs[@]}"; do

@@ -2,7 +2,7 @@
 _rtctl() {
     local cur prev words cword
     _init_completion || return
-    local verbs="status profiles profile plan restore attach detach run hold holds irq check"
+    local verbs="status profiles profile plan restore attach detach run hold holds irq check verify"
     local verb="" w
     for w in "${words[@]:1:cword-1}"; do
         case $w in -*) ;; *) verb=$w; break ;; esac
@@ -35,6 +35,8 @@ _rtctl() {
             else
                 COMPREPLY=($(compgen -W "--reason --" -- "$cur"))
             fi ;;
+        check)
+            COMPREPLY=($(compgen -W "--local --json" -- "$cur")) ;;
         irq)
             if [[ $prev == irq ]]; then
                 COMPREPLY=($(compgen -W "pin unpin --json" -- "$cur"))

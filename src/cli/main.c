@@ -31,7 +31,8 @@ static void help(void)
             "  irq                    Every IRQ: class, device, CPUs, rate, thread priority\n"
             "  irq pin IRQ CPUS       Keep an IRQ on CPUS until restore or a profile change\n"
             "                         (--isolated to allow isolated CPUs); irq unpin IRQ\n"
-            "  check                  Audit the machine for audio work (works without rtctld)\n\n"
+            "  verify                 Whether everything the profile sets is still in place\n"
+            "  check [--local]        Audit the machine for audio work (works without rtctld)\n\n"
             "Options:\n"
             "  -h --help              Show this help\n"
             "     --version           Show the version\n"
@@ -169,6 +170,7 @@ static const struct {
     {"restore", verb_restore}, {"plan", verb_plan},         {"attach", verb_attach},
     {"detach", verb_attach},   {"irq", verb_irq},           {"check", verb_check},
     {"hold", verb_hold},       {"run", verb_hold},          {"holds", verb_holds},
+    {"verify", verb_verify},
 };
 
 int main(int argc, char *argv[])

@@ -1,4 +1,5 @@
 /* SPDX-License-Identifier: GPL-2.0-or-later */
+#include "daemon/bus-reads.h"
 #include "daemon/bus.h"
 #include "core/tasks.h"
 #include "daemon/manager.h"
@@ -268,99 +269,6 @@ static int property_attached(sd_bus *bus, const char *path, const char *interfac
         return sd_bus_message_close_container(reply);
 }
 
-static int method_plan(sd_bus_message *msg, void *userdata, sd_bus_error *error)
-{
-        Manager *m = userdata;
-        _cleanup_policy_ Policy *loaded = NULL;
-        _cleanup_(sd_bus_message_unrefp) sd_bus_message *reply = NULL;
-        _cleanup_free_ char *err = NULL;
-        const Policy *p;
-        const char *name;
-        PassResult res;
-        int r;
-
-        r = sd_bus_message_read(msg, "s", &name);
-        if (r < 0)
-                return r;
-        if (isempty(name))
-                p = m->policy;
-        else {
-                r = policy_load(m->search_path, name, &loaded, &err);
-                if (r < 0)
-                        return profile_error(error, r, name, err);
-                p = loaded;
-        }
-
-        manager_dry_run(m, p, &res);
-        if (res.error) {
-                r = sd_bus_error_setf(error, RTCTL_ERROR_INVALID_PROFILE, "%s", res.error);
-                pass_result_clear(&res);
-                return r;
-        }
-
-        r = sd_bus_message_new_method_return(msg, &reply);
-        if (r >= 0)
-                r = sd_bus_message_open_container(reply, 'a', "(sss)");
-        for (size_t i = 0; r >= 0 && i < res.plan.n; i++) {
-                Setting *s = &res.plan.settings[i];
-                if (s->result == SETTING_PENDING)
-                        r = sd_bus_message_append(reply, "(sss)", s->object, s->current, s->desired);
-        }
-        if (r >= 0)
-                r = sd_bus_message_close_container(reply);
-        pass_result_clear(&res);
-        if (r < 0)
-                return r;
-        return sd_bus_send(NULL, reply, NULL);
-}
-
-static void free_threads(char **threads, size_t n)
-{
-        for (size_t i = 0; threads && i < n; i++)
-                free(threads[i]);
-        free(threads);
-}
-
-static int method_list_irqs(sd_bus_message *msg, void *userdata, sd_bus_error *error)
-{
-        Manager *m = userdata;
-        _cleanup_irq_table_ IrqTable *t = NULL;
-        _cleanup_free_ double *rates = NULL;
-        char **threads = NULL;
-        sd_bus_message *reply = NULL;
-        int r;
-
-        r = manager_irqs(m, &t, &rates, &threads);
-        if (r < 0)
-                return sd_bus_error_set_errnof(error, r, "Cannot read the IRQs: %m");
-        r = sd_bus_message_new_method_return(msg, &reply);
-        if (r >= 0)
-                r = sd_bus_message_open_container(reply, 'a', "(ussssssdssi)");
-        for (size_t i = 0; r >= 0 && i < t->n; i++) {
-                const Irq *q = &t->irqs[i];
-                _cleanup_free_ char *cpus = q->affinity ? cpuset_format_list(q->affinity) : xstrdup("");
-                _cleanup_free_ char *eff = q->effective ? cpuset_format_list(q->effective) : xstrdup("");
-                const char *sched = threads[i];
-                const char *colon = sched ? strchr(sched, ':') : NULL;
-                _cleanup_free_ char *policy = colon ? xstrndup(sched, (size_t)(colon - sched)) : xstrdup("");
-                const char *why = q->unmovable                         ? q->unmovable
-                                  : irq_state_refused(&m->irq, q->num) ? "the kernel refused to move it"
-                                                                       : "";
-
-                r = sd_bus_message_append(reply, "(ussssssdssi)", q->num, q->actions,
-                                          irq_class_to_string(q->class), strempty(q->device),
-                                          strempty(q->driver), cpus, eff, rates[i], why, policy,
-                                          colon ? atoi(colon + 1) : -1);
-        }
-        free_threads(threads, t->n);
-        if (r >= 0)
-                r = sd_bus_message_close_container(reply);
-        if (r >= 0)
-                r = sd_bus_send(NULL, reply, NULL);
-        sd_bus_message_unref(reply);
-        return r;
-}
-
 static int pin_irq(sd_bus_message *msg, Manager *m, uint32_t irq, const char *cpus, uint64_t flags,
                    sd_bus_error *error)
 {
@@ -565,7 +473,7 @@ static const sd_bus_vtable manager_vtable[] = {
     SD_BUS_METHOD_WITH_ARGS("Restore", SD_BUS_NO_ARGS, SD_BUS_RESULT("u", changes, "u", failures),
                             method_restore, SD_BUS_VTABLE_UNPRIVILEGED),
     SD_BUS_METHOD_WITH_ARGS("Plan", SD_BUS_ARGS("s", profile), SD_BUS_RESULT("a(sss)", settings),
-                            method_plan, SD_BUS_VTABLE_UNPRIVILEGED),
+                            bus_method_plan, SD_BUS_VTABLE_UNPRIVILEGED),
     SD_BUS_METHOD_WITH_ARGS("AttachProcess", SD_BUS_ARGS("u", pid),
                             SD_BUS_RESULT("u", changes, "u", failures), method_attach,
                             SD_BUS_VTABLE_UNPRIVILEGED),
@@ -581,12 +489,16 @@ static const sd_bus_vtable manager_vtable[] = {
                             SD_BUS_RESULT("u", changes, "u", failures), method_detach,
                             SD_BUS_VTABLE_UNPRIVILEGED),
     SD_BUS_METHOD_WITH_ARGS("ListIrqs", SD_BUS_NO_ARGS, SD_BUS_RESULT("a(ussssssdssi)", irqs),
-                            method_list_irqs, SD_BUS_VTABLE_UNPRIVILEGED),
+                            bus_method_list_irqs, SD_BUS_VTABLE_UNPRIVILEGED),
     SD_BUS_METHOD_WITH_ARGS("PinIrq", SD_BUS_ARGS("u", irq, "s", cpus),
                             SD_BUS_RESULT("u", changes, "u", failures), method_pin_irq,
                             SD_BUS_VTABLE_UNPRIVILEGED),
     SD_BUS_METHOD_WITH_ARGS("PinIrqWithFlags", SD_BUS_ARGS("u", irq, "s", cpus, "t", flags),
                             SD_BUS_RESULT("u", changes, "u", failures), method_pin_irq_with_flags,
+                            SD_BUS_VTABLE_UNPRIVILEGED),
+    SD_BUS_METHOD_WITH_ARGS("Verify", SD_BUS_NO_ARGS, SD_BUS_RESULT("a(ssss)", settings), bus_method_verify,
+                            SD_BUS_VTABLE_UNPRIVILEGED),
+    SD_BUS_METHOD_WITH_ARGS("Check", SD_BUS_NO_ARGS, SD_BUS_RESULT("a(sss)", findings), bus_method_check,
                             SD_BUS_VTABLE_UNPRIVILEGED),
     SD_BUS_SIGNAL_WITH_ARGS("Applied", SD_BUS_ARGS("s", reason, "u", changes, "u", failures), 0),
     SD_BUS_SIGNAL_WITH_ARGS("ProfileReleased", SD_BUS_ARGS("u", cookie), 0),
@@ -606,6 +518,9 @@ int bus_setup(Manager *m)
         r = sd_bus_attach_event(m->bus, m->event, SD_EVENT_PRIORITY_NORMAL);
         if (r < 0)
                 return log_error_errno(r, "Failed to attach the bus to the event loop: %m");
+        r = bus_reads_setup(m);
+        if (r < 0)
+                return r;
         r = sd_bus_request_name(m->bus, RTCTL_BUS_NAME, 0);
         if (r < 0)
                 return log_error_errno(r, "Failed to take the name " RTCTL_BUS_NAME ": %m");

@@ -7,6 +7,7 @@
 
 #include "core/systemd.h"
 #include "daemon/bus-attach.h"
+#include "daemon/bus-reads.h"
 #include "daemon/bus.h"
 #include "daemon/manager.h"
 #include "daemon/polkit.h"
@@ -57,6 +58,7 @@ void manager_free(Manager *m)
         free(m->waiting);
         manager_holds_free(m);
         polkit_free(m->polkit);
+        bus_reads_free(m->bus_reads);
         sd_bus_flush_close_unref(m->bus);
         uevent_monitor_free(m->uevents);
         manager_rules_free(m);
@@ -75,6 +77,7 @@ void manager_free(Manager *m)
         dirty_clear(&m->dirty);
         dirty_clear(&m->retry);
         status_clear(&m->status);
+        read_cache_clear(&m->reads);
         daemon_conf_clear(&m->conf);
         strv_free(m->search_path);
         free(m->runtime_dir);
@@ -88,6 +91,8 @@ void manager_free(Manager *m)
 
 void manager_schedule_pass(Manager *m, const char *reason)
 {
+        /* The model is about to change: cached answers would describe the old one. */
+        read_cache_clear(&m->reads);
         if (!m->pass_reason)
                 m->pass_reason = xstrdup(reason);
         else if (!strstr(m->pass_reason, reason) && strlen(m->pass_reason) < 200) {
@@ -122,8 +127,22 @@ static bool outstanding(Manager *m)
         return false;
 }
 
+/* While a caller waits for it, the pass runs ahead of everything else on the loop, a flood of calls on
+ * the bus included (the bus is served at SD_EVENT_PRIORITY_NORMAL, one message per iteration, and a busy
+ * bus would otherwise hold back a pass at IDLE for as long as the flood lasts). With no one waiting it
+ * runs once the event queue drained, so bursts of uevents coalesce into one pass. */
+#define PASS_PRIORITY_AWAITED (SD_EVENT_PRIORITY_NORMAL - 10)
+
+static void set_pass_awaited(Manager *m, bool awaited)
+{
+        if (m->pass_source)
+                (void)sd_event_source_set_priority(m->pass_source,
+                                                   awaited ? PASS_PRIORITY_AWAITED : SD_EVENT_PRIORITY_IDLE);
+}
+
 static void answer_waiting(Manager *m)
 {
+        set_pass_awaited(m, false);
         for (size_t i = 0; i < m->n_waiting; i++) {
                 Waiter *w = &m->waiting[i];
                 if (w->cookie)
@@ -147,6 +166,8 @@ void manager_wait_for_pass_cookie(Manager *m, sd_bus_message *call, uint32_t coo
         /* Every call gets an answer: with nothing under way, the state it asked for is already there. */
         if (!outstanding(m))
                 answer_waiting(m);
+        else
+                set_pass_awaited(m, true);
 }
 
 /* When nothing more is under way: callers get their answer, and a stopping daemon exits. */
@@ -388,6 +409,7 @@ static int on_pass(sd_event_source *s, void *userdata)
         dirty_clear(&dirty);
         arm_rebalance(m);
 
+        read_cache_clear(&m->reads);
         bus_emit_applied(m, strempty(reason));
         bus_attach_emit_changed(m);
         finish(m);

@@ -13,6 +13,7 @@
 #include "core/topology.h"
 #include "daemon/bus-attach.h" /* for bus.c's vtable, which the lead keeps */
 #include "daemon/events.h"
+#include "daemon/manager-reads.h"
 #include "daemon/manager-status.h"
 #include "daemon/proc-events.h"
 
@@ -71,7 +72,9 @@ typedef struct Polkit Polkit;
  *   manager-rules.c    [Attach] rules: the /proc scan, process events, the active user
  *   manager-irq.c      IRQ pins and the IRQ listing
  *   manager-events.c   what uevents and resume mark dirty
+ *   manager-reads.c    the expensive reads anyone may ask for (Plan, ListIrqs, Verify), cached
  *   bus.c              the D-Bus API, marshalling what this struct holds
+ *   bus-reads.c        the read-only methods: queued per caller, served after everything else
  *   polkit.c           who may call what: polkit's answers, asked without blocking */
 typedef struct Manager {
         sd_event *event;
@@ -123,6 +126,8 @@ typedef struct Manager {
         size_t n_waiting;
 
         Status status;
+        ReadCache reads;
+        struct BusReads *bus_reads;
         bool stopping;
 } Manager;
 

@@ -244,3 +244,54 @@ def wait_until(predicate, timeout=HANG_SECONDS, interval=0.01):
             return True
         time.sleep(interval)
     return predicate()
+
+
+FLOOD_CLIENT = os.path.join(ROOT, "tests", "integration", "flood_client.py")
+
+
+def as_user(user, cmd):
+    return ["setpriv", "--reuid=%d" % user, "--regid=%d" % user, "--clear-groups"] + cmd
+
+
+class Flood:
+    """Read calls from unprivileged clients, one process and bus connection each (flood_client.py), each
+    keeping `inflight` calls under way (the next sent as soon as one is answered), for at most `seconds`
+    or until stop()."""
+
+    def __init__(self, env, connections, seconds, methods, inflight=1, user=NOBODY):
+        self.stop_file = os.path.join(env.dir, "flood-stop-%d" % len(env.daemons))
+        e = dict(env.environ, FLOOD_STOP=self.stop_file)
+        cmd = ["/usr/bin/python3", FLOOD_CLIENT, env.bus.address, "flood", str(seconds), str(inflight)]
+        self.procs = [subprocess.Popen(as_user(user, cmd + list(methods)), env=e, stdout=subprocess.PIPE,
+                                       text=True) for _ in range(connections)]
+        self.results = None
+
+    def wait_started(self):
+        """Until every client had its first answer."""
+        for p in self.procs:
+            line = p.stdout.readline()
+            assert line == "started\n", "a flood client failed: %r (exit %s)" % (line, p.poll())
+
+    def running(self):
+        return all(p.poll() is None for p in self.procs)
+
+    def stop(self):
+        """Ends the flood; returns each client's counts (calls, ok, errors by name, seconds)."""
+        if self.results is None:
+            open(self.stop_file, "w").close()
+            self.results = []
+            for p in self.procs:
+                out = p.stdout.read()
+                p.wait(HANG_SECONDS)
+                self.results.append(json.loads(out.strip().splitlines()[-1]) if out.strip() else None)
+        return self.results
+
+
+def pipeline(env, n, method, user=NOBODY):
+    """n calls of method sent at once from one connection as user, then every answer awaited: the counts
+    (ok, errors by name)."""
+    cmd = ["/usr/bin/python3", FLOOD_CLIENT, env.bus.address, "pipeline", str(n), method]
+    p = subprocess.run(as_user(user, cmd), env=env.environ, capture_output=True, text=True,
+                       timeout=HANG_SECONDS)
+    assert p.returncode == 0, p.stderr
+    return json.loads(p.stdout.splitlines()[-1])

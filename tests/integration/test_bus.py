@@ -1,10 +1,14 @@
 """The D-Bus API: its contract, its authorization, its errors."""
+import json
 import os
 import re
+import shutil
 import subprocess
+import time
 
 import dbus
 
+import harness
 from conftest import NOBODY, ROOT
 
 IFACE = "org.rtctl.Manager1"
@@ -113,3 +117,117 @@ def test_reply_comes_after_the_pass(env):
     assert (changes, failures) == (1, 0)
     props = obj.GetAll(IFACE, dbus_interface="org.freedesktop.DBus.Properties")
     assert props["State"] == "off" and props["ActiveProfile"] == ""
+
+
+# A write under a flood of reads returns within this: far above what it takes on a loaded machine (tens of
+# ms here, hundreds with ASan), far below what the flood costs a daemon that answers reads in place first.
+WRITE_UNDER_FLOOD_SECONDS = 5
+FLOOD_SECONDS = 60
+
+
+def fixture_copy(tmp_path, shape):
+    src = os.path.join(harness.BUILD, "tests", "unit", "fixtures", shape)
+    assert os.path.isdir(src), "fixtures are built with the tree (ninja -C %s)" % harness.BUILD
+    root = str(tmp_path / shape)
+    shutil.copytree(src, root, symlinks=True)
+    return root
+
+
+def test_a_flood_of_reads_does_not_hold_back_a_write(env, tmp_path):
+    """On the 128-CPU fixture, where every Plan("") and ListIrqs() reads 3,000 IRQs (20-100 ms when answered
+    in place), 20 connections of nobody keep 16 calls each under way: all a caller may have waiting. A root
+    SetProfile meanwhile returns within WRITE_UNDER_FLOOD_SECONDS, the flood still going. A daemon that
+    answers reads in place first answers the ~300 calls ahead of the write in its socket, each reading the
+    IRQs: many seconds."""
+    root = fixture_copy(tmp_path, "server-2x32")
+    knob = os.path.join(root, "proc", "sys", "kernel", "sched_rt_runtime_us")
+    with open(knob, "w") as f:
+        f.write("950000\n")
+    env.extra["RTCTL_SYSROOT"] = root
+    irqs = "[IRQ]\nBalance=all\n"  # so that a Plan("") reads every IRQ, as an audio profile's does
+    env.profile("a", "[Profile]\nDescription=t\n" + irqs)
+    env.profile("b", "[Profile]\nDescription=t\n" + irqs + "[Sysctl]\nkernel.sched_rt_runtime_us=950002\n")
+    env.start("--profile", "a")
+    conn, obj = manager(env)
+    flood = harness.Flood(env, 20, FLOOD_SECONDS, ["Plan:", "ListIrqs"], inflight=16)
+    try:
+        flood.wait_started()
+        time.sleep(1)  # every client on its way
+        start = time.monotonic()
+        changes, failures = obj.SetProfile("b", dbus_interface=IFACE, timeout=harness.HANG_SECONDS)
+        took = time.monotonic() - start
+        flooding = flood.running()
+    finally:
+        results = flood.stop()
+    assert took < WRITE_UNDER_FLOOD_SECONDS, "SetProfile took %.1f s under the flood" % took
+    assert flooding, "the flood ended before SetProfile returned: nothing was measured"
+    assert failures == 0  # changes: the sysctl, and IRQs placed anew by the rates since the last pass
+    assert open(knob).read().strip() == "950002"
+    # Reads were answered all along, and none refused: a client within its share is never Busy.
+    assert all(r is not None and r["errors"] == {} for r in results), results
+    assert sum(r["ok"] for r in results) > 16 * len(results), results
+
+
+def test_a_caller_may_queue_only_its_share_of_reads(env):
+    """On the 128-CPU fixture, where a Plan of a profile takes about 100 ms, one connection of nobody sends
+    100 Plan calls at once: those beyond the 16 a caller may have waiting are answered at once with
+    org.rtctl.Error.Busy, the others are answered in full. Another caller meanwhile takes its turn after
+    one of them, not after all of them."""
+    src = os.path.join(harness.BUILD, "tests", "unit", "fixtures", "server-2x32")
+    assert os.path.isdir(src), "fixtures are built with the tree (ninja -C %s)" % harness.BUILD
+    env.extra["RTCTL_SYSROOT"] = src  # only read: profile off writes nothing, and Plan never does
+    env.profile("big", "[Profile]\nDescription=t\n[CPU]\nIsolate=auto:4\n[IRQ]\nBalance=housekeeping\n")
+    env.start("--profile", "off")
+    conn, obj = manager(env)
+    cmd = ["/usr/bin/python3", harness.FLOOD_CLIENT, env.bus.address, "pipeline", "100", "Plan:big"]
+    p = subprocess.Popen(harness.as_user(NOBODY, cmd), env=env.environ, stdout=subprocess.PIPE, text=True)
+    try:
+        assert p.stdout.readline() == "started\n"
+        irqs = obj.ListIrqs(dbus_interface=IFACE, timeout=harness.HANG_SECONDS)
+        others_waited = p.poll() is None
+    finally:
+        out = p.stdout.read()
+        p.wait(harness.HANG_SECONDS)
+    counts = json.loads(out.splitlines()[-1])
+    busy = counts["errors"].pop("org.rtctl.Error.Busy", 0)
+    assert counts["errors"] == {}, counts
+    assert counts["ok"] + busy == 100, counts
+    assert counts["ok"] >= 16, counts
+    assert busy > 0 and counts["ok"] < 50, counts
+    assert len(irqs) == 3000
+    assert others_waited, "ListIrqs was answered only after all of nobody's Plan calls"
+
+
+def test_verify_and_check(env):
+    """Verify() reads everything the profile keeps in force and writes nothing: in place after the pass,
+    drift named once a value is changed behind rtctl's back. Check() is the audit of rtctl check."""
+    env.profile("t", "[Profile]\nDescription=t\n[Sysctl]\nkernel.sched_rt_runtime_us=950002\n")
+    env.start("--profile", "t")
+    conn, obj = manager(env)
+    knob = "/proc/sys/kernel/sched_rt_runtime_us"
+    rows = [tuple(r) for r in obj.Verify(dbus_interface=IFACE)]
+    assert rows == [(knob, "950002", "950002", "")], rows
+    p = env.rtctl("verify", user=NOBODY)
+    assert p.returncode == 0, p.stdout + p.stderr
+    assert "1 settings in force: 1 in place, 0 not." in p.stdout
+    with open(knob, "w") as f:
+        f.write("950003")  # behind rtctl's back: no event tells the daemon
+    rows = [tuple(r) for r in obj.Verify(dbus_interface=IFACE)]
+    assert rows == [(knob, "950002", "950003",
+                     "not as the profile sets it: changed outside rtctl, or not applied yet")], rows
+    assert open(knob).read().strip() == "950003", "Verify wrote"
+    p = env.rtctl("--json", "verify")
+    assert p.returncode == 1, p.stdout + p.stderr
+    assert json.loads(p.stdout) == [{"object": knob, "desired": "950002", "actual": "950003",
+                                     "in_place": False, "why": rows[0][3]}]
+    # Plan("") may answer from a reading up to a second old; after that it sees the drift too.
+    assert harness.wait_until(lambda: [tuple(r) for r in obj.Plan("", dbus_interface=IFACE)] ==
+                              [(knob, "950003", "950002")])
+
+    findings = {c: (s, d) for c, s, d in obj.Check(dbus_interface=IFACE)}
+    assert set(findings) == {"irq-threads", "preemption", "irqbalance", "rt-throttling", "cpufreq",
+                             "inversion"}, findings
+    assert findings["irq-threads"][0] == "warn"  # this host boots without threadirqs
+    local = {c["check"]: c["status"] for c in json.loads(env.rtctl("--json", "check", "--local").stdout)}
+    assert local == {c: s for c, (s, d) in findings.items()}
+    assert obj.Restore(dbus_interface=IFACE) == (1, 0)

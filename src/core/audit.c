@@ -1,0 +1,358 @@
+/* SPDX-License-Identifier: GPL-2.0-or-later */
+/* The audit behind `rtctl check` and Check(): kernel, rival services, RT throttling, cpufreq, and the
+ * priority order of the sound card's interrupt thread and the audio server's threads. */
+#include <dirent.h>
+#include <sched.h>
+
+#include "core/audit.h"
+#include "core/irqs.h"
+#include "core/tasks.h"
+#include "core/topology.h"
+#include "shared/sysfs.h"
+
+static void add(Audit *a, const char *check, const char *status, char *detail)
+{
+        a->items = realloc(a->items, sizeof(AuditFinding) * (a->n + 1));
+        if (!a->items)
+                abort();
+        a->items[a->n++] = (AuditFinding){.check = check, .status = status, .detail = detail};
+}
+
+static bool cmdline_has(const char *cmdline, const char *word)
+{
+        size_t n = strlen(word);
+
+        for (const char *p = cmdline; (p = strstr(p, word)); p += n)
+                if ((p == cmdline || p[-1] == ' ') &&
+                    (p[n] == 0 || p[n] == ' ' || p[n] == '=' || p[n] == '\n'))
+                        return true;
+        return false;
+}
+
+static void check_kernel(Audit *a)
+{
+        _cleanup_free_ char *cmdline = NULL, *rt = NULL, *preempt = NULL;
+        bool realtime;
+
+        (void)sys_read("/proc/cmdline", &cmdline);
+        realtime = sys_read("/sys/kernel/realtime", &rt) >= 0 && streq(strstrip(rt), "1");
+        if (realtime)
+                add(a, "irq-threads", "ok",
+                    xstrdup("PREEMPT_RT kernel: every IRQ handler runs in a thread"));
+        else if (cmdline && cmdline_has(cmdline, "threadirqs"))
+                add(a, "irq-threads", "ok",
+                    xstrdup("threadirqs: IRQ handlers run in threads rtctl can prioritise"));
+        else
+                add(a, "irq-threads", "warn",
+                    xstrdup(
+                        "IRQs are not threaded: the sound card's IRQ cannot be given a priority above the "
+                        "rest; needs boot parameters: threadirqs"));
+
+        if (realtime)
+                add(a, "preemption", "ok", xstrdup("PREEMPT_RT"));
+        else if (sys_read("/sys/kernel/debug/sched/preempt", &preempt) >= 0)
+                add(a, "preemption", strstr(preempt, "(full)") ? "ok" : "warn",
+                    xasprintf("preemption model: %s%s", strstrip(preempt),
+                              strstr(preempt, "(full)") ? "" : "; needs boot parameters: preempt=full"));
+        else if (cmdline && strstr(cmdline, "preempt=full"))
+                add(a, "preemption", "ok", xstrdup("preempt=full"));
+        else
+                add(a, "preemption", "info",
+                    xstrdup(
+                        "preemption model unknown (debugfs not mounted); preempt=full is best for audio"));
+}
+
+static void check_services(Audit *a, TaskScan *tasks)
+{
+        unsigned pid = task_scan_find_comm(tasks, "irqbalance");
+
+        if (pid)
+                add(a, "irqbalance", "warn",
+                    xasprintf("irqbalance runs (PID %u): it moves IRQs onto any CPU; let rtctl place them "
+                              "(an [IRQ] section; OnConflict=stop in rtctl.conf stops it)",
+                              pid));
+        else
+                add(a, "irqbalance", "ok", xstrdup("not running"));
+}
+
+static void check_rt(Audit *a)
+{
+        _cleanup_free_ char *runtime = NULL, *period = NULL;
+        int r = -1, p = 0;
+
+        if (sys_read("/proc/sys/kernel/sched_rt_runtime_us", &runtime) < 0 ||
+            safe_atoi(strstrip(runtime), &r) < 0)
+                return;
+        if (sys_read("/proc/sys/kernel/sched_rt_period_us", &period) >= 0)
+                (void)safe_atoi(strstrip(period), &p);
+        if (r < 0)
+                add(a, "rt-throttling", "info",
+                    xstrdup("off: a runaway SCHED_FIFO task can starve its CPU"));
+        else
+                add(a, "rt-throttling", "ok",
+                    xasprintf("real-time tasks may use %d of every %d µs per CPU", r, p));
+}
+
+static void check_cpufreq(Audit *a)
+{
+        _cleanup_closedir_ DIR *d = sys_opendir("/sys/devices/system/cpu/cpufreq");
+        struct dirent *de;
+        unsigned policies = 0, slow = 0;
+        _cleanup_free_ char *example = NULL;
+
+        while (d && (de = readdir(d))) {
+                _cleanup_free_ char *p = NULL, *g = NULL;
+                if (!startswith(de->d_name, "policy"))
+                        continue;
+                policies++;
+                p = xasprintf("/sys/devices/system/cpu/cpufreq/%s/scaling_governor", de->d_name);
+                if (sys_read(p, &g) >= 0 && !streq(strstrip(g), "performance")) {
+                        slow++;
+                        if (!example)
+                                example = xasprintf("%s: %s", de->d_name, g);
+                }
+        }
+        if (policies == 0)
+                add(a, "cpufreq", "info",
+                    xstrdup("no cpufreq driver: frequency is not under the kernel's control"));
+        else if (slow)
+                add(a, "cpufreq", "info",
+                    xasprintf("%u of %u policies not at the performance governor (%s)", slow, policies,
+                              example));
+        else
+                add(a, "cpufreq", "ok", xasprintf("all %u policies at the performance governor", policies));
+}
+
+int thread_sched_parse(const char *stat, ThreadSched *ret)
+{
+        const char *open = strchr(stat, '('), *close = strrchr(stat, ')');
+        unsigned long long v;
+        const char *p;
+        int field;
+
+        if (!open || !close || close < open || close[1] != ' ')
+                return -EBADMSG;
+        snprintf(ret->comm, sizeof ret->comm, "%.*s",
+                 (int)MIN((size_t)(close - open - 1), sizeof ret->comm - 1), open + 1);
+        /* After "pid (comm) " come field 3 (state), ..., 9 (flags), ..., 40 (rt_priority), 41 (policy). */
+        p = close + 2;
+        for (field = 3; field <= 41 && *p; field++) {
+                char *end;
+                if (field > 3) {
+                        v = strtoull(p, &end, 10);
+                        if (end == p)
+                                return -EBADMSG;
+                        if (field == 9)
+                                ret->flags = (unsigned)v;
+                        else if (field == 40)
+                                ret->rt_priority = (unsigned)v;
+                        else if (field == 41)
+                                ret->policy = (unsigned)v;
+                        p = end;
+                } else
+                        p++;
+                while (*p == ' ')
+                        p++;
+        }
+        return field > 41 ? 0 : -EBADMSG;
+}
+
+static bool realtime(const ThreadSched *t)
+{
+        return t->policy == SCHED_FIFO || t->policy == SCHED_RR;
+}
+
+static const char *policy_name(const ThreadSched *t)
+{
+        return t->policy == SCHED_FIFO ? "fifo" : t->policy == SCHED_RR ? "rr" : "other";
+}
+
+/* An RT priority to compare: SCHED_OTHER ranks below every real-time priority. */
+static int rank(const ThreadSched *t)
+{
+        return realtime(t) ? (int)t->rt_priority : 0;
+}
+
+static bool audio_irq_thread(const ThreadSched *t, const unsigned *audio_irqs, size_t n)
+{
+        const char *name;
+        unsigned irq;
+
+        if (!(t->flags & PF_KTHREAD) || !irq_thread_parse(t->comm, &irq, &name))
+                return false;
+        if (startswith(name, "snd"))
+                return true;
+        for (size_t i = 0; i < n; i++)
+                if (audio_irqs[i] == irq)
+                        return true;
+        return false;
+}
+
+/* PipeWire names its real-time threads data-loop.N; jackd's are whatever runs real-time in it. */
+static bool audio_server_thread(const ThreadSched *t)
+{
+        if ((t->flags & PF_KTHREAD) || !realtime(t))
+                return false;
+        return startswith(t->comm, "data-loop") || streq(t->process_comm, "jackd") ||
+               streq(t->process_comm, "jackdbus");
+}
+
+static char *describe(const ThreadSched *t)
+{
+        if (t->flags & PF_KTHREAD)
+                return xasprintf("%s (%s %u)", t->comm, policy_name(t), t->rt_priority);
+        return xasprintf("%s of %s (PID %u, %s %u)", t->comm, t->process_comm, t->pid, policy_name(t),
+                         t->rt_priority);
+}
+
+void audit_inversion(Audit *a, const ThreadSched *threads, size_t n, const unsigned *audio_irqs,
+                     size_t n_audio_irqs)
+{
+        const ThreadSched *irq = NULL, *server = NULL;
+        _cleanup_free_ char *irq_s = NULL, *server_s = NULL;
+
+        /* The lowest audio IRQ thread against the highest audio server thread. */
+        for (size_t i = 0; i < n; i++) {
+                const ThreadSched *t = &threads[i];
+                if (audio_irq_thread(t, audio_irqs, n_audio_irqs) && (!irq || rank(t) < rank(irq)))
+                        irq = t;
+                else if (audio_server_thread(t) && (!server || rank(t) > rank(server)))
+                        server = t;
+        }
+        irq_s = irq ? describe(irq) : NULL;
+        server_s = server ? describe(server) : NULL;
+        if (!irq && !server)
+                add(a, "inversion", "info",
+                    xstrdup("neither an audio IRQ thread nor a real-time audio server thread runs"));
+        else if (!irq)
+                add(a, "inversion", "info",
+                    xasprintf(
+                        "no audio IRQ thread (no sound card IRQ, or IRQs not threaded) to compare with "
+                        "the audio server's %s",
+                        server_s));
+        else if (!server)
+                add(a, "inversion", "info",
+                    xasprintf(
+                        "no real-time audio server thread (PipeWire's data-loop, jackd) to compare with "
+                        "%s",
+                        irq_s));
+        else if (rank(server) >= rank(irq))
+                add(a, "inversion", "warn",
+                    xasprintf("%s is not below the sound card's interrupt thread %s: the interrupt that "
+                              "wakes the audio graph waits for it; give the audio IRQ a higher priority "
+                              "(ThreadPriority= in an [IRQ] section matching class:audio)",
+                              server_s, irq_s));
+        else
+                add(a, "inversion", "ok",
+                    xasprintf("the sound card's interrupt thread %s is above the audio server's %s", irq_s,
+                              server_s));
+}
+
+static int read_thread(unsigned pid, const char *process_comm, const char *tid, ThreadSched *ret)
+{
+        _cleanup_free_ char *path = xasprintf("/proc/%u/task/%s/stat", pid, tid), *stat = NULL;
+        int r;
+
+        *ret = (ThreadSched){.pid = pid};
+        r = sys_read(path, &stat);
+        if (r < 0)
+                return r;
+        r = thread_sched_parse(stat, ret);
+        if (r < 0)
+                return r;
+        (void)safe_atou(tid, &ret->tid);
+        snprintf(ret->process_comm, sizeof ret->process_comm, "%s", process_comm);
+        return 0;
+}
+
+/* Every thread that could take part: the kernel's IRQ threads and the real-time threads of processes. */
+static ThreadSched *read_threads(TaskScan *tasks, size_t *ret_n)
+{
+        size_t n_tasks, n = 0, alloc = 0;
+        const TaskInfo *t = task_scan_all(tasks, &n_tasks);
+        ThreadSched *threads = NULL;
+
+        for (size_t i = 0; i < n_tasks; i++) {
+                _cleanup_free_ char *dir = xasprintf("/proc/%u/task", t[i].pid);
+                _cleanup_closedir_ DIR *d = NULL;
+                struct dirent *de;
+                unsigned irq;
+
+                if ((t[i].flags & PF_KTHREAD) && !irq_thread_parse(t[i].comm, &irq, NULL))
+                        continue;
+                d = sys_opendir(dir);
+                while (d && (de = readdir(d))) {
+                        ThreadSched s;
+                        if (de->d_name[0] == '.' || read_thread(t[i].pid, t[i].comm, de->d_name, &s) < 0)
+                                continue;
+                        if (!(s.flags & PF_KTHREAD) && !realtime(&s))
+                                continue;
+                        if (n == alloc) {
+                                alloc = alloc ? alloc * 2 : 64;
+                                threads = realloc(threads, sizeof(ThreadSched) * alloc);
+                                if (!threads)
+                                        abort();
+                        }
+                        threads[n++] = s;
+                }
+        }
+        *ret_n = n;
+        return threads;
+}
+
+/* The IRQs of sound devices, by class (a USB sound card's is its controller's). */
+static unsigned *audio_irqs(size_t *ret_n)
+{
+        _cleanup_topology_ Topology *topo = NULL;
+        _cleanup_irq_table_ IrqTable *t = NULL;
+        unsigned *nums;
+        size_t n = 0;
+
+        *ret_n = 0;
+        if (topology_load(NULL, &topo) < 0 || irq_table_load(0, topo->n_cpus, &t) < 0)
+                return NULL;
+        nums = xmalloc0(sizeof(unsigned) * (t->n + 1));
+        for (size_t i = 0; i < t->n; i++)
+                if (t->irqs[i].class == IRQ_CLASS_AUDIO)
+                        nums[n++] = t->irqs[i].num;
+        *ret_n = n;
+        return nums;
+}
+
+static void check_inversion(Audit *a, TaskScan *tasks)
+{
+        size_t n = 0, n_irqs = 0;
+        _cleanup_free_ ThreadSched *threads = read_threads(tasks, &n);
+        _cleanup_free_ unsigned *irqs = audio_irqs(&n_irqs);
+
+        audit_inversion(a, threads, n, irqs, n_irqs);
+}
+
+void audit_run(Audit *ret)
+{
+        TaskScan tasks = {};
+
+        *ret = (Audit){};
+        check_kernel(ret);
+        check_services(ret, &tasks);
+        check_rt(ret);
+        check_cpufreq(ret);
+        check_inversion(ret, &tasks);
+        task_scan_clear(&tasks);
+}
+
+bool audit_warns(const Audit *a)
+{
+        for (size_t i = 0; i < a->n; i++)
+                if (streq(a->items[i].status, "warn"))
+                        return true;
+        return false;
+}
+
+void audit_clear(Audit *a)
+{
+        for (size_t i = 0; i < a->n; i++)
+                free(a->items[i].detail);
+        free(a->items);
+        *a = (Audit){};
+}

@@ -1,0 +1,323 @@
+/* SPDX-License-Identifier: GPL-2.0-or-later */
+/* The read-only methods anyone may call, and the queue that keeps them behind everything else.
+ *
+ * sd-bus dispatches one message per loop iteration from its sources at SD_EVENT_PRIORITY_NORMAL, and the
+ * pass runs from a defer source at IDLE (at NORMAL - 10 while a caller waits for it). A read answered in
+ * place would hold the loop for a whole reading of the machine (100 ms on a 128-CPU machine) and a
+ * thousand of them ahead of a SetProfile would hold it for minutes. Here the bus filter only queues a
+ * read (microseconds) and answers it later from a source below IDLE: the loop serves, in this order,
+ * what the bus brings (writes run in place), the pass, and then one read, the callers taking turns. */
+#include <glib.h>
+
+#include "core/audit.h"
+#include "daemon/bus-reads.h"
+#include "daemon/bus.h"
+#include "daemon/manager.h"
+#include "shared/log.h"
+
+#define READS_PRIORITY (SD_EVENT_PRIORITY_IDLE + 10)
+
+typedef struct ReadCaller {
+        char *sender; /* unique bus name */
+        GQueue calls; /* sd_bus_message *, referenced */
+} ReadCaller;
+
+struct BusReads {
+        Manager *m;
+        sd_bus_slot *filter;
+        sd_event_source *serve;
+        GHashTable *callers; /* sender -> ReadCaller */
+        GQueue turns;        /* the ReadCallers with calls waiting, the next one to be served first */
+        size_t n_calls;
+};
+
+typedef struct ReadMethod {
+        const char *member;
+        const char *signature;
+        sd_bus_message_handler_t handler;
+} ReadMethod;
+
+static const ReadMethod read_methods[] = {
+    {"Plan", "s", bus_method_plan},
+    {"ListIrqs", "", bus_method_list_irqs},
+    {"Verify", "", bus_method_verify},
+    {"Check", "", bus_method_check},
+};
+
+/* A call of one of the read methods with the arguments it takes; anything else (a wrong signature too)
+ * is the vtable's to answer. */
+static const ReadMethod *read_method_of(sd_bus_message *msg)
+{
+        const char *iface, *member, *signature;
+
+        if (sd_bus_message_is_method_call(msg, NULL, NULL) <= 0 ||
+            !streq_ptr(sd_bus_message_get_path(msg), RTCTL_BUS_PATH))
+                return NULL;
+        iface = sd_bus_message_get_interface(msg);
+        if (iface && !streq(iface, RTCTL_BUS_IFACE))
+                return NULL;
+        member = sd_bus_message_get_member(msg);
+        signature = strempty(sd_bus_message_get_signature(msg, true));
+        for (size_t i = 0; member && i < ELEMENTSOF(read_methods); i++)
+                if (streq(member, read_methods[i].member) && streq(signature, read_methods[i].signature))
+                        return &read_methods[i];
+        return NULL;
+}
+
+static void call_unref(gpointer msg)
+{
+        sd_bus_message_unref(msg);
+}
+
+static void caller_free(gpointer p)
+{
+        ReadCaller *c = p;
+
+        g_queue_clear_full(&c->calls, call_unref);
+        free(c->sender);
+        free(c);
+}
+
+static int on_message(sd_bus_message *msg, void *userdata, sd_bus_error *error)
+{
+        BusReads *q = userdata;
+        const char *sender;
+        ReadCaller *c;
+
+        if (!read_method_of(msg))
+                return 0;
+        if (!sd_bus_message_get_expect_reply(msg))
+                return 1; /* a read no one waits for changes nothing */
+        sender = strempty(sd_bus_message_get_sender(msg));
+        c = g_hash_table_lookup(q->callers, sender);
+        /* Answered here, whatever the reply's fate: a filter that returns 0 hands the call to the vtable,
+         * which would read the machine in place. */
+        if (c && c->calls.length >= READS_PER_CALLER) {
+                (void)sd_bus_reply_method_errorf(
+                    msg, RTCTL_ERROR_BUSY,
+                    "%u calls of yours are waiting already; call again once they are answered",
+                    READS_PER_CALLER);
+                return 1;
+        }
+        if (q->n_calls >= READS_MAX) {
+                (void)sd_bus_reply_method_errorf(
+                    msg, RTCTL_ERROR_BUSY, "%u calls are waiting already; call again shortly", READS_MAX);
+                return 1;
+        }
+        if (!c) {
+                c = xmalloc0(sizeof(ReadCaller));
+                c->sender = xstrdup(sender);
+                g_queue_init(&c->calls);
+                g_hash_table_insert(q->callers, c->sender, c);
+                g_queue_push_tail(&q->turns, c);
+        }
+        g_queue_push_tail(&c->calls, sd_bus_message_ref(msg));
+        q->n_calls++;
+        (void)sd_event_source_set_enabled(q->serve, SD_EVENT_ON);
+        return 1;
+}
+
+static void answer(Manager *m, sd_bus_message *msg)
+{
+        sd_bus_error error = SD_BUS_ERROR_NULL;
+        const ReadMethod *method = read_method_of(msg);
+        int r;
+
+        r = sd_bus_message_rewind(msg, true);
+        if (r >= 0)
+                r = method->handler(msg, m, &error);
+        if (r < 0 || sd_bus_error_is_set(&error))
+                (void)sd_bus_reply_method_errno(msg, r, &error);
+        sd_bus_error_free(&error);
+}
+
+static int on_serve(sd_event_source *s, void *userdata)
+{
+        BusReads *q = userdata;
+        ReadCaller *c = g_queue_pop_head(&q->turns);
+        sd_bus_message *msg;
+
+        if (!c) {
+                (void)sd_event_source_set_enabled(s, SD_EVENT_OFF);
+                return 0;
+        }
+        msg = g_queue_pop_head(&c->calls);
+        q->n_calls--;
+        if (g_queue_is_empty(&c->calls))
+                g_hash_table_remove(q->callers, c->sender);
+        else
+                g_queue_push_tail(&q->turns, c);
+        if (g_queue_is_empty(&q->turns))
+                (void)sd_event_source_set_enabled(s, SD_EVENT_OFF);
+        answer(q->m, msg);
+        sd_bus_message_unref(msg);
+        return 0;
+}
+
+void bus_reads_free(BusReads *q)
+{
+        if (!q)
+                return;
+        sd_bus_slot_unref(q->filter);
+        sd_event_source_disable_unref(q->serve);
+        g_queue_clear(&q->turns);
+        g_hash_table_destroy(q->callers);
+        free(q);
+}
+
+int bus_reads_setup(Manager *m)
+{
+        BusReads *q = xmalloc0(sizeof(BusReads));
+        int r;
+
+        *q =
+            (BusReads){.m = m, .callers = g_hash_table_new_full(g_str_hash, g_str_equal, NULL, caller_free)};
+        g_queue_init(&q->turns);
+        m->bus_reads = q;
+        r = sd_event_add_defer(m->event, &q->serve, on_serve, q);
+        if (r < 0)
+                return log_error_errno(r, "Failed to add the source that answers reads: %m");
+        (void)sd_event_source_set_priority(q->serve, READS_PRIORITY);
+        (void)sd_event_source_set_enabled(q->serve, SD_EVENT_OFF);
+        (void)sd_event_source_set_description(q->serve, "bus-reads");
+        r = sd_bus_add_filter(m->bus, &q->filter, on_message, q);
+        if (r < 0)
+                return log_error_errno(r, "Failed to add the bus filter for reads: %m");
+        return 0;
+}
+
+static int reply_plan(sd_bus_message *msg, const PlanRow *rows, size_t n)
+{
+        _cleanup_(sd_bus_message_unrefp) sd_bus_message *reply = NULL;
+        int r;
+
+        r = sd_bus_message_new_method_return(msg, &reply);
+        if (r >= 0)
+                r = sd_bus_message_open_container(reply, 'a', "(sss)");
+        for (size_t i = 0; r >= 0 && i < n; i++)
+                r = sd_bus_message_append(reply, "(sss)", rows[i].object, rows[i].current, rows[i].desired);
+        if (r >= 0)
+                r = sd_bus_message_close_container(reply);
+        if (r < 0)
+                return r;
+        return sd_bus_send(NULL, reply, NULL);
+}
+
+int bus_method_plan(sd_bus_message *msg, void *userdata, sd_bus_error *error)
+{
+        Manager *m = userdata;
+        _cleanup_free_ char *err = NULL;
+        const PlanRow *rows = NULL;
+        PlanRow *loaded = NULL;
+        const char *name, *why;
+        size_t n = 0;
+        int r;
+
+        r = sd_bus_message_read(msg, "s", &name);
+        if (r < 0)
+                return r;
+        if (isempty(name)) {
+                r = manager_plan_active(m, &rows, &n, &why);
+                if (r < 0)
+                        return sd_bus_error_setf(error, RTCTL_ERROR_INVALID_PROFILE, "%s", why);
+                return reply_plan(msg, rows, n);
+        }
+        r = manager_plan_profile(m, name, &loaded, &n, &err);
+        switch (r) {
+        case 0:
+                break;
+        case -ENOENT:
+                return sd_bus_error_setf(error, RTCTL_ERROR_NO_SUCH_PROFILE, "No profile named '%s'", name);
+        case -EINVAL:
+                return sd_bus_error_setf(error, RTCTL_ERROR_INVALID_ARGUMENT, "%s", strempty(err));
+        case -EBADMSG:
+                return sd_bus_error_setf(error, RTCTL_ERROR_INVALID_PROFILE, "Profile '%s' is invalid:\n%s",
+                                         name, strempty(err));
+        default:
+                return sd_bus_error_setf(error, RTCTL_ERROR_INVALID_PROFILE, "%s", strempty(err));
+        }
+        r = reply_plan(msg, loaded, n);
+        plan_rows_free(loaded, n);
+        return r;
+}
+
+int bus_method_list_irqs(sd_bus_message *msg, void *userdata, sd_bus_error *error)
+{
+        Manager *m = userdata;
+        _cleanup_(sd_bus_message_unrefp) sd_bus_message *reply = NULL;
+        const IrqTable *t;
+        const double *rates;
+        char *const *threads;
+        int r;
+
+        r = manager_irqs_cached(m, &t, &rates, &threads);
+        if (r < 0)
+                return sd_bus_error_set_errnof(error, r, "Cannot read the IRQs: %m");
+        r = sd_bus_message_new_method_return(msg, &reply);
+        if (r >= 0)
+                r = sd_bus_message_open_container(reply, 'a', "(ussssssdssi)");
+        for (size_t i = 0; r >= 0 && i < t->n; i++) {
+                const Irq *q = &t->irqs[i];
+                _cleanup_free_ char *cpus = q->affinity ? cpuset_format_list(q->affinity) : xstrdup("");
+                _cleanup_free_ char *eff = q->effective ? cpuset_format_list(q->effective) : xstrdup("");
+                const char *sched = threads[i];
+                const char *colon = sched ? strchr(sched, ':') : NULL;
+                _cleanup_free_ char *policy = colon ? xstrndup(sched, (size_t)(colon - sched)) : xstrdup("");
+                const char *why = q->unmovable                         ? q->unmovable
+                                  : irq_state_refused(&m->irq, q->num) ? "the kernel refused to move it"
+                                                                       : "";
+
+                r = sd_bus_message_append(reply, "(ussssssdssi)", q->num, q->actions,
+                                          irq_class_to_string(q->class), strempty(q->device),
+                                          strempty(q->driver), cpus, eff, rates[i], why, policy,
+                                          colon ? atoi(colon + 1) : -1);
+        }
+        if (r >= 0)
+                r = sd_bus_message_close_container(reply);
+        if (r < 0)
+                return r;
+        return sd_bus_send(NULL, reply, NULL);
+}
+
+int bus_method_verify(sd_bus_message *msg, void *userdata, sd_bus_error *error)
+{
+        _cleanup_(sd_bus_message_unrefp) sd_bus_message *reply = NULL;
+        VerifyRow *rows;
+        size_t n;
+        int r;
+
+        manager_verify(userdata, &rows, &n);
+        r = sd_bus_message_new_method_return(msg, &reply);
+        if (r >= 0)
+                r = sd_bus_message_open_container(reply, 'a', "(ssss)");
+        for (size_t i = 0; r >= 0 && i < n; i++)
+                r = sd_bus_message_append(reply, "(ssss)", rows[i].object, rows[i].desired, rows[i].actual,
+                                          rows[i].why);
+        verify_rows_free(rows, n);
+        if (r >= 0)
+                r = sd_bus_message_close_container(reply);
+        if (r < 0)
+                return r;
+        return sd_bus_send(NULL, reply, NULL);
+}
+
+int bus_method_check(sd_bus_message *msg, void *userdata, sd_bus_error *error)
+{
+        _cleanup_(sd_bus_message_unrefp) sd_bus_message *reply = NULL;
+        Audit a = {};
+        int r;
+
+        audit_run(&a);
+        r = sd_bus_message_new_method_return(msg, &reply);
+        if (r >= 0)
+                r = sd_bus_message_open_container(reply, 'a', "(sss)");
+        for (size_t i = 0; r >= 0 && i < a.n; i++)
+                r = sd_bus_message_append(reply, "(sss)", a.items[i].check, a.items[i].status,
+                                          a.items[i].detail);
+        audit_clear(&a);
+        if (r >= 0)
+                r = sd_bus_message_close_container(reply);
+        if (r < 0)
+                return r;
+        return sd_bus_send(NULL, reply, NULL);
+}

@@ -1753,6 +1753,264 @@ def play(name):
                           out="/tmp/rtctl-vmtest-%s.log" % name)
 
 
+@test("polkit-session-user", timeout=240)
+def t_polkit_session_user():
+    """alice, in her active local session, holds the audio profile and attaches her own processes with no
+    password (busctl with no interactive authorization, `rtctl hold`, `rtctl run`, AttachProcessByPIDFD);
+    she is refused (NotAuthorized) attaching root's process and switching the base profile, until a
+    polkit rules file grants her org.rtctl.set-profile; removing it takes that back."""
+    session()
+    ensure_rtctld_base()
+    steps, pids = [], []
+    root_sleep = None
+    try:
+        # a hold with busctl: granted, and released when busctl leaves the bus
+        p = busctl_as_alice("HoldProfile", "sss", "audio", "vmtest busctl", "org.rtctl.vmtest")
+        check(p["rc"] == 0 and re.match(r"u \d+$", p["stdout"].strip()),
+              "busctl HoldProfile(audio) as alice, no interactive authorization: rc=%d %s" % (
+                  p["rc"], (p["stderr"] or p["stdout"]).strip()))
+        steps.append("busctl HoldProfile -> %s" % p["stdout"].strip())
+
+        # `rtctl hold`: the hold lasts while the command runs
+        hold_log = "/tmp/rtctl-vmtest-hold.log"
+        holder = spawn_as_alice([RTCTL, "hold", "audio", "--", "sleep", "600"], out=hold_log)
+        pids.append(holder)
+        ok = wait_for(lambda: (lambda pr: pr.get("ActiveProfile") == "audio" and holds_of(pr, "audio") and
+                               pr.get("IsolatedCPUs"))(rtprops()), 30, 0.25)
+        props = rtprops()
+        check(ok, "`rtctl hold audio -- sleep 600` as alice: %s; rtctl said: %s" % (
+            brief(props), read_file(hold_log).strip()[-300:]))
+        check(props.get("BaseProfile") == TEST_PROFILE, "during alice's hold: %s" % brief(props))
+        iso, hk = cpu_set(props["IsolatedCPUs"]), cpu_set(props["HousekeepingCPUs"])
+        h = holds_of(props, "audio")[0]
+        check(str(h.get("bus-name", "")).startswith(":"), "the hold's bus-name is %r" % h.get("bus-name"))
+        listed = as_alice([RTCTL, "holds"])
+        check(listed["rc"] == 0 and "audio" in listed["stdout"],
+              "`rtctl holds` as alice: rc=%d %s" % (listed["rc"], (listed["stdout"] + listed["stderr"]).strip()[-300:]))
+        steps.append("rtctl hold: ActiveProfile audio over base %s, isolated %s" % (TEST_PROFILE, cpu_list(iso)))
+
+        # her own processes: AttachProcess with busctl, AttachProcessByPIDFD, `rtctl run`
+        own = spawn_as_alice(["sleep", "601"])
+        pids.append(own)
+        p = busctl_as_alice("AttachProcess", "u", own)
+        check(p["rc"] == 0, "busctl AttachProcess(%d) of her own sleep as alice: rc=%d %s" % (
+            own, p["rc"], (p["stderr"] or p["stdout"]).strip()))
+        check(wait_for(lambda: cpu_set(cpus_of(own)) == iso, 10, 0.1),
+              "alice's attached sleep runs on %s, isolated is %s" % (cpus_of(own), cpu_list(iso)))
+        own2 = spawn_as_alice(["sleep", "602"])
+        pids.append(own2)
+        r = call_as_alice("AttachProcessByPIDFD", "h:%d" % own2)
+        check("result" in r, "AttachProcessByPIDFD of her own sleep as alice: %s %s" % (r.get("error"), r.get("message")))
+        check(wait_for(lambda: cpu_set(cpus_of(own2)) == iso, 10, 0.1),
+              "alice's sleep attached by pidfd runs on %s, isolated is %s" % (cpus_of(own2), cpu_list(iso)))
+        run_log = "/tmp/rtctl-vmtest-run.log"
+        runner = spawn_as_alice([RTCTL, "run", "--profile", "audio", "--", "sh", "-c", "sleep 603; exit 0"], out=run_log)
+        pids.append(runner)
+
+        def run_placed():
+            kids = pids_by_cmdline(["sleep", "603"], SESSION_UID)
+            return kids and all(cpu_set(cpus_of(k)) == iso for k in kids) and kids
+        kids = wait_for(run_placed, 20, 0.2)
+        found = pids_by_cmdline(["sleep", "603"], SESSION_UID)
+        pids.extend(found)
+        check(kids, "`rtctl run --profile audio -- sh -c 'sleep 603; exit 0'` as alice: the command's child %s "
+              "on %s, isolated is %s; rtctl said: %s" % (found, [cpus_of(k) for k in found], cpu_list(iso),
+                                                         read_file(run_log).strip()[-300:]))
+        steps.append("own processes attached (busctl AttachProcess, AttachProcessByPIDFD, rtctl run's child)")
+
+        # refused: someone else's process, the base profile
+        root_sleep = subprocess.Popen(["sleep", "604"])
+        cpus_before = cpus_of(root_sleep.pid)
+        r = call_as_alice("AttachProcess", "u:%d" % root_sleep.pid)
+        check(r.get("error") == ERR_NOT_AUTHORIZED, "AttachProcess(root's sleep) as alice: %s, want %s" % (
+            r.get("error") or "success %r" % (r.get("result"),), ERR_NOT_AUTHORIZED))
+        p = busctl_as_alice("AttachProcess", "u", root_sleep.pid)
+        check(p["rc"] != 0, "busctl AttachProcess(root's sleep) as alice succeeded")
+        check(cpus_of(root_sleep.pid) == cpus_before, "root's sleep moved to %s after alice's refused attach" % cpus_of(root_sleep.pid))
+        r = call_as_alice("SetProfile", "vmiso")
+        check(r.get("error") == ERR_NOT_AUTHORIZED, "SetProfile(vmiso) as alice: %s, want %s" % (
+            r.get("error") or "success %r" % (r.get("result"),), ERR_NOT_AUTHORIZED))
+        p = as_alice([RTCTL, "profile", "vmiso"])
+        check(p["rc"] != 0, "`rtctl profile vmiso` as alice exited 0")
+        check(rtprops().get("BaseProfile") == TEST_PROFILE, "after alice's refused SetProfile: %s" % brief(rtprops()))
+        steps.append("refused: AttachProcess(root's process), SetProfile")
+
+        # a rules file grants her org.rtctl.set-profile; polkitd reloads rules files when they change
+        with open(POLKIT_RULES + ".tmp", "w") as f:
+            f.write('// rtctl VM tier (polkit-session-user): alice may switch the base profile\n'
+                    'polkit.addRule(function(action, subject) {\n'
+                    '    if (action.id == "org.rtctl.set-profile" && subject.user == "%s")\n'
+                    '        return polkit.Result.YES;\n'
+                    '});\n' % SESSION_USER)
+        os.chmod(POLKIT_RULES + ".tmp", 0o644)
+        os.rename(POLKIT_RULES + ".tmp", POLKIT_RULES)
+        t0 = time.monotonic()
+        granted = wait_for(lambda: "result" in call_as_alice("SetProfile", "vmiso"), 30, 0.5)
+        check(granted, "SetProfile(vmiso) as alice still refused 30 s after %s granted it: %s" % (
+            POLKIT_RULES, call_as_alice("SetProfile", "vmiso")))
+        check(rtprops().get("BaseProfile") == "vmiso", "alice's granted SetProfile(vmiso): %s" % brief(rtprops()))
+        steps.append("rules file: SetProfile granted after %.1f s" % (time.monotonic() - t0))
+        os.unlink(POLKIT_RULES)
+        t0 = time.monotonic()
+        denied = wait_for(lambda: call_as_alice("SetProfile", TEST_PROFILE).get("error") == ERR_NOT_AUTHORIZED, 30, 0.5)
+        check(denied, "SetProfile as alice still allowed 30 s after the rules file was removed")
+        steps.append("rules file removed: refused again after %.1f s" % (time.monotonic() - t0))
+        return "; ".join(steps)
+    finally:
+        if os.path.exists(POLKIT_RULES):
+            os.unlink(POLKIT_RULES)
+        kill_quietly(pids + pids_by_cmdline(["sleep", "600"], SESSION_UID))
+        if root_sleep:
+            root_sleep.kill()
+            root_sleep.wait()
+        call("SetProfile", TEST_PROFILE)
+
+
+@test("hold-released-on-disconnect")
+def t_hold_released_on_disconnect():
+    """A client of alice's holding the audio profile (as a DAW would) is killed with SIGKILL: its bus name
+    leaves the bus, the hold goes with it and the base profile is back, on the machine too, at once."""
+    session()
+    ensure_rtctld_base()
+    left = no_base_isolation()
+    check(not left, "before the hold, with the base profile %s: %s" % (TEST_PROFILE, left))
+    log = "/tmp/rtctl-vmtest-holder.log"
+    holder = spawn_as_alice([sys.executable, SCRIPT, "--hold-helper", "audio", "vmtest: killed", "org.rtctl.vmtest.daw"],
+                            out=log)
+    try:
+        first = wait_for(lambda: read_file(log).strip(), 30, 0.2)
+        try:
+            h = json.loads(first.splitlines()[0])
+        except (ValueError, IndexError):
+            raise Fail("alice's holder printed %r" % first[:300])
+        check("cookie" in h, "HoldProfile(audio) by alice's client: %s %s" % (h.get("error"), h.get("message")))
+        ok = wait_for(lambda: (lambda pr: pr.get("ActiveProfile") == "audio" and pr.get("IsolatedCPUs") and
+                               os.path.exists("/sys/fs/cgroup/rtctl.slice"))(rtprops()), 30, 0.25)
+        props = rtprops()
+        check(ok, "alice's client holds audio (cookie %d): %s" % (h["cookie"], brief(props)))
+        mine = [x for x in holds_of(props) if x.get("bus-name") == h["bus_name"]]
+        check(len(mine) == 1 and mine[0].get("profile") == "audio" and mine[0].get("application-id") ==
+              "org.rtctl.vmtest.daw" and mine[0].get("reason") == "vmtest: killed",
+              "ActiveProfileHolds has no entry for the holder %s: %s" % (h["bus_name"], props.get("ActiveProfileHolds")))
+        iso = props["IsolatedCPUs"]
+        os.kill(holder, signal.SIGKILL)
+        t0 = time.monotonic()
+
+        def back():
+            pr = rtprops()
+            return (pr.get("ActiveProfile") == TEST_PROFILE and not holds_of(pr) and not pr.get("IsolatedCPUs")
+                    and not no_base_isolation())
+        ok = wait_for(back, 10, 0.05)
+        dt = time.monotonic() - t0
+        props = rtprops()
+        check(ok, "10 s after alice's holder (%s) was SIGKILLed: %s; on the machine: %s" % (
+            h["bus_name"], brief(props), no_base_isolation() or "no isolation"))
+        check(not os.path.exists("/proc/%d" % holder), "the holder %d is still there" % holder)
+        return "hold %d of %s (audio, isolated %s): SIGKILL -> base %s back, no holds, AllowedCPUs and rtctl.slice " \
+            "gone in %.2f s" % (h["cookie"], h["bus_name"], iso, TEST_PROFILE, dt)
+    finally:
+        kill_quietly([holder])
+        call("SetProfile", TEST_PROFILE)
+
+
+def pipewire_placement(pid, iso, hk):
+    """'' when pipewire's data-loop threads run on the isolated CPUs and every other thread of it on
+    housekeeping CPUs (Cpus_allowed_list: the kernel's word, cpuset included), else what is not."""
+    bad = []
+    th = threads_of(pid)
+    if not th:
+        return "pipewire %d is gone" % pid
+    if not data_loop_tids(pid):
+        bad.append("no data-loop thread")
+    loops = data_loop_tids(pid)
+    for tid, comm in sorted(th.items()):
+        cpus = cpu_set(thread_field(pid, tid, "Cpus_allowed_list"))
+        want, where = (iso, "isolated") if tid in loops else (hk, "housekeeping")
+        if not cpus or not cpus <= want:
+            bad.append("%s (tid %d) on %s in %s, not on %s %s" % (
+                comm, tid, cpu_list(cpus), thread_cgroup(pid, tid), where, cpu_list(want)))
+    return "; ".join(bad)
+
+
+def pipewire_where(pid):
+    """Each pipewire thread: comm, CPUs allowed, cgroup (and that cgroup's effective CPUs)."""
+    out = []
+    for tid, comm in sorted(threads_of(pid).items()):
+        cg = thread_cgroup(pid, tid)
+        eff = read("/sys/fs/cgroup%s/cpuset.cpus.effective" % cg) if cg else None
+        out.append("%d:%s%s:%s@%s(%s)" % (tid, comm, "[RT]" if rt_policy(tid) else "",
+                                          thread_field(pid, tid, "Cpus_allowed_list"), cg, eff))
+    return " ".join(out)
+
+
+@test("pipewire-data-loop", timeout=240)
+def t_pipewire_data_loop():
+    """With the audio profile in force and no command typed, PipeWire's data loop (alice's user service,
+    a stream playing) ends up on the isolated CPUs and every other PipeWire thread stays on housekeeping
+    CPUs; the data loop keeps running there, real-time. A PipeWire restarted under the profile is placed
+    the same. Back to the base profile, PipeWire's threads run where alice's session does."""
+    info = session()
+    ensure_rtctld_base()
+    steps, pids = [], []
+    try:
+        pw = wait_for(pipewire_pid, 60, 0.5)
+        check(pw, "no pipewire process of alice")
+        pids.append(play("pipewire-data-loop"))
+        dl = wait_for(lambda: data_loop_tids(pw), 30, 0.5)
+        check(dl and wait_for(lambda: wakeups(pw, dl[0], 1.0) >= 20, 30, 0),
+              "pipewire's data loop %s does not run with a stream playing (%s)" % (
+                  dl, read_file("/tmp/rtctl-vmtest-pipewire-data-loop.log")[-300:]))
+        before = {comm: thread_field(pw, tid, "Cpus_allowed_list") for tid, comm in threads_of(pw).items()}
+        r, err, msg = call("SetProfile", "audio")
+        check(err is None, "SetProfile(audio) as root: %s %s" % (err, msg))
+        props = rtprops()
+        iso, hk = cpu_set(props["IsolatedCPUs"]), cpu_set(props["HousekeepingCPUs"])
+        check(iso and hk, "the audio profile isolates nothing: %s" % brief(props))
+        t0 = time.monotonic()
+        ok = wait_for(lambda: not pipewire_placement(pw, iso, hk), 20, 0.25)
+        check(ok, "audio profile in force, no command typed, 20 s on: %s. rtctld: %s. Threads: %s" % (
+            pipewire_placement(pw, iso, hk), brief(rtprops()), pipewire_where(pw)))
+        dt = time.monotonic() - t0
+        tid = data_loop_tids(pw)[0]
+        rate = wakeups(pw, tid, 1.0)
+        check(rate >= 20 and last_cpu(pw, tid) in iso, "the placed data loop: %d wakeups/s, last ran on cpu%s" % (
+            rate, last_cpu(pw, tid)))
+        policy, prio = sched_of(tid)
+        check(policy in (os.SCHED_FIFO, os.SCHED_RR) and prio > 0,
+              "the placed data loop lost its real-time policy: %d priority %d" % (policy, prio))
+        steps.append("pipewire %d: data loop on %s in %.1f s (%d wakeups/s, SCHED_%s %d), %d other threads on %s" % (
+            pw, cpu_list(iso), dt, rate, "FIFO" if policy == os.SCHED_FIFO else "RR", prio, len(threads_of(pw)) - 1,
+            cpu_list(hk)))
+
+        # PipeWire restarted under the profile: its new data loop is placed as it appears
+        p = as_alice(["systemctl", "--user", "restart", "pipewire.service"], timeout=90)
+        check(p["rc"] == 0, "systemctl --user restart pipewire.service as alice: %s" % (p["stderr"] or p["stdout"]).strip())
+        pw2 = wait_for(lambda: pipewire_pid() not in (None, pw) and pipewire_pid(), 60, 0.25)
+        check(pw2, "no new pipewire after the restart")
+        kill_quietly(pids)
+        pids = [play("pipewire-data-loop-2")]
+        t0 = time.monotonic()
+        ok = wait_for(lambda: data_loop_tids(pw2) and not pipewire_placement(pw2, iso, hk), 20, 0.25)
+        check(ok, "pipewire restarted under the audio profile, 20 s on: %s. rtctld: %s. Threads: %s" % (
+            pipewire_placement(pw2, iso, hk), brief(rtprops()), pipewire_where(pw2)))
+        steps.append("restarted pipewire %d placed in %.1f s" % (pw2, time.monotonic() - t0))
+
+        # back to the base profile: PipeWire runs where alice's session runs
+        r, err, msg = call("SetProfile", TEST_PROFILE)
+        check(err is None, "SetProfile(%s) as root: %s %s" % (TEST_PROFILE, err, msg))
+        session_cpus = lambda: cpus_of(info["pid"])  # noqa: E731
+        ok = wait_for(lambda: all(thread_field(pw2, t, "Cpus_allowed_list") == session_cpus()
+                                  for t in threads_of(pw2)), 20, 0.25)
+        check(ok, "back to %s: pipewire's threads %s, alice's session runs on %s" % (
+            TEST_PROFILE, pipewire_where(pw2), session_cpus()))
+        steps.append("back to %s: every pipewire thread on %s (before the profile: %s)" % (
+            TEST_PROFILE, session_cpus(), sorted(set(before.values()))))
+        return "; ".join(steps)
+    finally:
+        kill_quietly(pids)
+        call("SetProfile", TEST_PROFILE)
+
+
 # --------------------------------------------------------------------------
 
 

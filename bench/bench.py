@@ -352,13 +352,56 @@ def bench_fixtures(runs):
     return out
 
 
+HOLD_AUDIO = """[Profile]
+Description=bench: the shipped audio profile without its block rules, held
+Rank=20
+[CPU]
+Isolate=auto:1
+KernelThreads=housekeeping
+[IRQ]
+Balance=housekeeping
+RebalanceSec=0
+[Power]
+CPUs=isolated
+MaxExitLatencyUs=0
+"""
+
+
+def bench_hold(env, runs):
+    """HoldProfile of an audio profile (cpu1 isolated, kernel threads and IRQs off it, idle states pinned)
+    over the base profile `off`, from the call to its reply, which comes when the profile is in place
+    (checked after each reply); then ReleaseProfile, back to `off`."""
+    import dbus
+    env.profile("hold-audio", HOLD_AUDIO)
+    env.write("rtctl.conf", "[Daemon]\nDefaultProfile=off\nUevents=kernel\n")
+    d = env.start()
+    conn = dbus.bus.BusConnection(env.bus.address)
+    api = dbus.Interface(conn.get_object("org.rtctl.Manager1", "/org/rtctl/Manager1"), "org.rtctl.Manager1")
+    hold, release = [], []
+    try:
+        for _ in range(runs):
+            t0 = time.monotonic()
+            cookie = api.HoldProfile("hold-audio", "bench", "rtctl.bench", timeout=300)
+            hold.append((time.monotonic() - t0) * 1000)
+            assert machine.read("/sys/fs/cgroup/cpuset/rtctl-isolated/cpuset.cpus") == "1", "not in place"
+            assert machine.task_cpus(2) == "0", "kthreadd still on the isolated CPU"
+            t0 = time.monotonic()
+            api.ReleaseProfile(cookie, timeout=300)
+            release.append((time.monotonic() - t0) * 1000)
+            assert not os.path.exists("/sys/fs/cgroup/cpuset/rtctl-isolated"), "isolation left behind"
+    finally:
+        conn.close()
+        d.stop()
+    return stats(hold), stats(release)
+
+
 def main():
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--runs", type=int, default=20)
     ap.add_argument("--idle", type=int, default=60)
     ap.add_argument("--json", default=None)
     ap.add_argument("sections", nargs="*", default=["uevent", "start", "memory", "idle", "hotplug", "irqhotplug", "powerhotplug", "irqidle",
-                                                "fixtures"])
+                                                "fixtures", "hold"])
     args = ap.parse_args()
     if os.geteuid() != 0:
         sys.exit("bench needs root: it changes real kernel settings (test loop devices only)")
@@ -393,6 +436,9 @@ def main():
             results["irq_idle"] = bench_irq_idle(env, args.idle)
         if "fixtures" in args.sections:
             results["fixtures"] = bench_fixtures(args.runs)
+        if "hold" in args.sections:
+            results["hold_profile_to_in_place_ms"], results["release_profile_to_base_ms"] = \
+                bench_hold(env, args.runs)
     finally:
         env.cleanup()
         bus.stop()

@@ -2,7 +2,7 @@
 _rtctl() {
     local cur prev words cword
     _init_completion || return
-    local verbs="status profiles profile plan restore attach detach irq check"
+    local verbs="status profiles profile plan restore attach detach run hold holds irq check"
     local verb="" w
     for w in "${words[@]:1:cword-1}"; do
         case $w in -*) ;; *) verb=$w; break ;; esac
@@ -19,6 +19,21 @@ _rtctl() {
                 COMPREPLY=($(compgen -W "$(rtctl --json profiles 2>/dev/null | sed -n 's/.*"name":"\([^"]*\)".*/\1/p')" -- "$cur"))
             else
                 COMPREPLY=($(compgen -W "--profile --json" -- "$cur"))
+            fi ;;
+        run|hold)
+            local i
+            for ((i = 1; i < cword; i++)); do
+                if [[ ${words[i]} == -- ]]; then
+                    _command_offset $((i + 1))
+                    return
+                fi
+            done
+            if [[ $prev == --profile || ($verb == hold && $prev == hold) ]]; then
+                COMPREPLY=($(compgen -W "$(rtctl --json profiles 2>/dev/null | sed -n 's/.*"name": *"\([^"]*\)".*/\1/p')" -- "$cur"))
+            elif [[ $verb == run ]]; then
+                COMPREPLY=($(compgen -W "--profile --reason --" -- "$cur"))
+            else
+                COMPREPLY=($(compgen -W "--reason --" -- "$cur"))
             fi ;;
         irq)
             if [[ $prev == irq ]]; then

@@ -6,7 +6,8 @@ pkgs=(
   gcc meson ninja-build pkg-config
   libsystemd-dev libglib2.0-dev libjson-c-dev libnl-3-dev
   # tests
-  python3 python3-pytest python3-dbus dbus util-linux clang-format kmod
+  python3 python3-pytest python3-dbus python3-dbusmock dbus util-linux clang-format kmod
+  jackd2 procps
 )
 missing=()
 for p in "${pkgs[@]}"; do

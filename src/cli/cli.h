@@ -45,3 +45,7 @@ int verb_plan(Cli *c, int argc, char *argv[]);
 int verb_attach(Cli *c, int argc, char *argv[]);
 int verb_irq(Cli *c, int argc, char *argv[]);
 int verb_check(Cli *c, int argc, char *argv[]);
+int verb_hold(Cli *c, int argc, char *argv[]);
+int verb_holds(Cli *c, int argc, char *argv[]);
+/* The daemon's holds as (cookie, profile, application id, reason, holder, since), 6 cells per hold. */
+int cli_read_holds(Cli *c, char ***ret_cells, size_t *ret_n, bool quiet_absent);

@@ -1,6 +1,7 @@
 /* SPDX-License-Identifier: GPL-2.0-or-later */
 #include <getopt.h>
 #include <stdarg.h>
+#include <unistd.h>
 
 #include "cli/cli.h"
 #include "shared/log.h"
@@ -22,6 +23,11 @@ static void help(void)
             "  restore                Put every value rtctl changed back (works without rtctld)\n"
             "  attach PID             Run process PID on the isolated CPUs (PipeWire, JACK, a DAW)\n"
             "  detach PID             Move it back to the housekeeping CPUs\n"
+            "  run [--profile NAME] -- CMD...\n"
+            "                         Run CMD with NAME (default audio) held and its whole process\n"
+            "                         tree on the isolated CPUs; exits with CMD's status\n"
+            "  hold NAME -- CMD...    Hold profile NAME while CMD runs\n"
+            "  holds                  The profiles applications hold\n"
             "  irq                    Every IRQ: class, device, CPUs, rate, thread priority\n"
             "  irq pin IRQ CPUS       Keep an IRQ on CPUS until restore or a profile change\n"
             "                         (--isolated to allow isolated CPUs); irq unpin IRQ\n"
@@ -43,7 +49,8 @@ int cli_exit_for_error(const sd_bus_error *e)
         if (sd_bus_error_has_name(e, "org.rtctl.Error.NoSuchProfile"))
                 return EXIT_NO_PROFILE;
         if (sd_bus_error_has_names(e, "org.rtctl.Error.NoSuchProcess", "org.rtctl.Error.AlreadyAttached",
-                                   "org.rtctl.Error.NotAttached", "org.rtctl.Error.NotIsolated"))
+                                   "org.rtctl.Error.NotAttached", "org.rtctl.Error.NotIsolated",
+                                   "org.rtctl.Error.NoSuchHold"))
                 return EXIT_FAILED;
         if (sd_bus_error_has_name(e, "org.rtctl.Error.InvalidProfile"))
                 return EXIT_INVALID;
@@ -67,6 +74,9 @@ int cli_bus(Cli *c, bool quiet)
                         fprintf(stderr, "Cannot connect to the system bus: %s\n", strerror(-r));
                 return EXIT_NO_DAEMON;
         }
+        /* On a terminal polkit may ask for a password (through the session's agent); in a script it
+         * answers at once. */
+        (void)sd_bus_set_allow_interactive_authorization(c->bus, isatty(STDIN_FILENO) > 0);
         return EXIT_OK;
 }
 
@@ -99,8 +109,9 @@ int cli_call(Cli *c, const char *method, sd_bus_message **reply, bool quiet_abse
                 va_end(ap);
         }
         if (r >= 0)
-                /* A profile switch waits for elevator switches (~24 ms per disk): allow for many disks. */
-                r = sd_bus_call(c->bus, m, 120 * 1000000ULL, &e, reply);
+                /* A profile switch waits for elevator switches (~24 ms per disk): allow for many disks,
+                 * and for a password typed into polkit's prompt. */
+                r = sd_bus_call(c->bus, m, 300 * 1000000ULL, &e, reply);
         sd_bus_message_unref(m);
         if (r < 0) {
                 code = handle_error(&e, r, quiet_absent);
@@ -157,6 +168,7 @@ static const struct {
     {"status", verb_status},   {"profiles", verb_profiles}, {"profile", verb_profile},
     {"restore", verb_restore}, {"plan", verb_plan},         {"attach", verb_attach},
     {"detach", verb_attach},   {"irq", verb_irq},           {"check", verb_check},
+    {"hold", verb_hold},       {"run", verb_hold},          {"holds", verb_holds},
 };
 
 int main(int argc, char *argv[])

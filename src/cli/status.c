@@ -140,9 +140,10 @@ static json_object *power_json(char **cells, size_t rows)
 
 int verb_status(Cli *c, int argc, char *argv[])
 {
-        _cleanup_free_ char *profile = NULL, *state = NULL, *version = NULL, *iso = NULL, *hk = NULL;
-        _cleanup_strv_free_ char **failures = NULL, **unsupported = NULL;
-        size_t n_failures = 0, n_unsupported = 0;
+        _cleanup_free_ char *profile = NULL, *state = NULL, *version = NULL, *iso = NULL, *hk = NULL,
+                            *base = NULL;
+        _cleanup_strv_free_ char **failures = NULL, **unsupported = NULL, **holds = NULL;
+        size_t n_failures = 0, n_unsupported = 0, n_holds = 0;
         sd_bus_message *reply = NULL;
         uint64_t ts = 0, duration = 0;
         unsigned changes = 0, failed = 0;
@@ -153,6 +154,8 @@ int verb_status(Cli *c, int argc, char *argv[])
                 return EXIT_USAGE;
         }
         if ((code = read_string_prop(c, "ActiveProfile", &profile)) != EXIT_OK ||
+            (code = read_string_prop(c, "BaseProfile", &base)) != EXIT_OK ||
+            (code = cli_read_holds(c, &holds, &n_holds, false)) != EXIT_OK ||
             (code = read_string_prop(c, "State", &state)) != EXIT_OK ||
             (code = read_string_prop(c, "Version", &version)) != EXIT_OK ||
             (code = read_string_prop(c, "IsolatedCPUs", &iso)) != EXIT_OK ||
@@ -174,6 +177,18 @@ int verb_status(Cli *c, int argc, char *argv[])
                 json_object *o = json_object_new_object(), *lp = json_object_new_object();
                 json_object_object_add(o, "version", json_object_new_string(version));
                 json_object_object_add(o, "profile", json_object_new_string(profile));
+                json_object_object_add(o, "base_profile", json_object_new_string(base));
+                json_object *ha = json_object_new_array();
+                for (size_t i = 0; i < n_holds; i++) {
+                        json_object *h = json_object_new_object();
+                        json_object_object_add(h, "cookie", json_object_new_int64(atoll(holds[i * 6])));
+                        json_object_object_add(h, "profile", json_object_new_string(holds[i * 6 + 1]));
+                        json_object_object_add(h, "application_id",
+                                               json_object_new_string(holds[i * 6 + 2]));
+                        json_object_object_add(h, "reason", json_object_new_string(holds[i * 6 + 3]));
+                        json_object_array_add(ha, h);
+                }
+                json_object_object_add(o, "holds", ha);
                 json_object_object_add(o, "state", json_object_new_string(state));
                 json_object_object_add(o, "isolated_cpus", json_object_new_string(iso));
                 json_object_object_add(o, "housekeeping_cpus", json_object_new_string(hk));
@@ -192,7 +207,17 @@ int verb_status(Cli *c, int argc, char *argv[])
                 time_t t = (time_t)(ts / 1000000);
                 if (ts)
                         strftime(when, sizeof when, "%Y-%m-%d %H:%M:%S", localtime(&t));
-                printf("Profile:          %s\n", *profile ? profile : "(none)");
+                printf("Profile:          %s", *profile ? profile : "(none)");
+                if (n_holds && streq(profile, base))
+                        printf(" (base profile; no hold outranks it)\n");
+                else if (n_holds)
+                        printf(" (held; base profile: %s)\n", *base ? base : "none");
+                else
+                        printf("\n");
+                for (size_t i = 0; i < n_holds; i++)
+                        printf("  hold %s:%*s%s by %s: %s\n", holds[i * 6],
+                               (int)MAX(0, 10 - (int)strlen(holds[i * 6])), "", holds[i * 6 + 1],
+                               holds[i * 6 + 2], holds[i * 6 + 3]);
                 printf("State:            %s\n", state);
                 printf("Isolated CPUs:    %s\n", *iso ? iso : "(none)");
                 printf("Housekeeping CPUs: %s\n", hk);

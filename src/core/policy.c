@@ -161,6 +161,17 @@ static void parse_core(Policy *p, Conf *c, char ***errors)
         (void)conf_key(prof, "Include");
         k = conf_key(prof, "Description");
         p->description = xstrdup(k ? k->value : "");
+        k = conf_key(prof, "Rank");
+        if (k) {
+                char *end;
+                long v;
+                errno = 0;
+                v = strtol(k->value, &end, 10);
+                if (errno || end == k->value || *end || v < 0 || v > 1000)
+                        strv_push(errors, conf_key_error(k, "Rank= takes a number from 0 to 1000"));
+                else
+                        p->rank = (int)v;
+        }
 
         k = conf_key(cpu, "Isolate");
         if (k && !isempty(k->value)) {

@@ -28,6 +28,7 @@ char *cpu_spec_format(const CpuSpec *s);
 typedef struct Policy {
         char *name;
         char *description;
+        int rank; /* [Profile] Rank=: among held profiles and the base one, the highest is in force */
         CpuSpec isolate;
         void *config[N_TUNERS];
 } Policy;

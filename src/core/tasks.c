@@ -35,6 +35,38 @@ int task_info(unsigned pid, TaskInfo *ret)
         return 0;
 }
 
+int task_uids(unsigned pid, uid_t *ret_uid, uid_t *ret_euid)
+{
+        _cleanup_free_ char *path = xasprintf("/proc/%u/status", pid), *s = NULL;
+        const char *line;
+        unsigned uid, euid;
+        int r;
+
+        r = sys_read(path, &s);
+        if (r < 0)
+                return r;
+        line = strstr(s, "\nUid:");
+        if (!line || sscanf(line + 5, "%u %u", &uid, &euid) != 2)
+                return -EBADMSG;
+        *ret_uid = uid;
+        *ret_euid = euid;
+        return 0;
+}
+
+int pidfd_get_pid(int fd)
+{
+        _cleanup_free_ char *path = xasprintf("/proc/self/fdinfo/%d", fd), *s = NULL;
+        const char *line;
+        int pid;
+
+        if (read_full_file(path, &s, NULL) < 0)
+                return -EBADF;
+        line = strstr(s, "\nPid:");
+        if (!line || sscanf(line + 5, "%d", &pid) != 1)
+                return -EBADF;
+        return MAX(pid, 0);
+}
+
 static int cmp_pid(const void *a, const void *b)
 {
         unsigned x = ((const TaskInfo *)a)->pid, y = ((const TaskInfo *)b)->pid;

@@ -18,6 +18,13 @@ typedef struct TaskInfo {
 /* Parses /proc/PID/stat. */
 int task_info(unsigned pid, TaskInfo *ret);
 
+/* The real and effective uid of a process, from /proc/PID/status. */
+int task_uids(unsigned pid, uid_t *ret_uid, uid_t *ret_euid);
+
+/* The PID a pidfd refers to, from /proc/self/fdinfo: 0 when the process has exited (the kernel says -1
+ * or 0), -EBADF when fd is no pidfd. */
+int pidfd_get_pid(int fd);
+
 /* One reading of every process in /proc, taken at most once per pass however many tuners and setting
  * kinds ask: kernel threads for the kthread and IRQ thread tuners, rival services by name, the flags of
  * processes in a cgroup. Loaded on first use; a pass that needs no process list reads none. */

@@ -1,30 +1,17 @@
 /* SPDX-License-Identifier: GPL-2.0-or-later */
 #include "daemon/bus.h"
+#include "core/tasks.h"
 #include "daemon/manager.h"
+#include "daemon/polkit.h"
 #include "shared/log.h"
 
-/* Until polkit is wired in, only root changes the machine: fail closed. */
-static int check_root(sd_bus_message *msg, sd_bus_error *error)
+/* 0: go ahead. 1: polkit was asked and the call comes back when it answers; the handler returns 1
+ * ("handled", without a reply for now). < 0: refused, with the error set. */
+static int authorize(sd_bus_message *msg, Manager *m, const char *action, sd_bus_error *error)
 {
-        sd_bus_creds *creds = NULL;
-        uid_t uid;
-        int r;
+        int r = polkit_authorize(m->polkit, msg, action, error);
 
-        r = sd_bus_query_sender_creds(msg, SD_BUS_CREDS_EUID | SD_BUS_CREDS_UID, &creds);
-        if (r >= 0) {
-                r = sd_bus_creds_get_euid(creds, &uid);
-                if (r < 0)
-                        r = sd_bus_creds_get_uid(creds, &uid);
-        }
-        sd_bus_creds_unref(creds);
-        if (r < 0)
-                return sd_bus_error_setf(error, RTCTL_ERROR_NOT_AUTHORIZED,
-                                         "Cannot tell who the caller is (%s); only root may change tuning",
-                                         strerror(-r));
-        if (uid != 0)
-                return sd_bus_error_setf(error, RTCTL_ERROR_NOT_AUTHORIZED,
-                                         "Only root may change tuning (caller uid %u)", (unsigned)uid);
-        return 0;
+        return r > 0 ? 0 : r == 0 ? 1 : r;
 }
 
 static int profile_error(sd_bus_error *error, int r, const char *name, const char *msg)
@@ -47,8 +34,8 @@ static int method_set_profile(sd_bus_message *msg, void *userdata, sd_bus_error 
         r = sd_bus_message_read(msg, "s", &name);
         if (r < 0)
                 return r;
-        r = check_root(msg, error);
-        if (r < 0)
+        r = authorize(msg, m, ACTION_SET_PROFILE, error);
+        if (r != 0)
                 return r;
         r = manager_set_profile(m, name, &err);
         if (r < 0)
@@ -63,8 +50,8 @@ static int method_reload(sd_bus_message *msg, void *userdata, sd_bus_error *erro
         _cleanup_free_ char *err = NULL;
         int r;
 
-        r = check_root(msg, error);
-        if (r < 0)
+        r = authorize(msg, m, ACTION_RELOAD, error);
+        if (r != 0)
                 return r;
         r = manager_reload(m, &err);
         if (r < 0)
@@ -78,36 +65,28 @@ static int method_restore(sd_bus_message *msg, void *userdata, sd_bus_error *err
         Manager *m = userdata;
         int r;
 
-        r = check_root(msg, error);
-        if (r < 0)
+        r = authorize(msg, m, ACTION_RESTORE, error);
+        if (r != 0)
                 return r;
         manager_restore(m);
         manager_wait_for_pass(m, msg);
         return 1;
 }
 
-/* The PID argument of a call only root may make. */
-static int read_pid_as_root(sd_bus_message *msg, sd_bus_error *error, uint32_t *ret)
+/* Attaching (or detaching) one's own process is one action, someone else's another. A process whose
+ * owner cannot be read counts as someone else's. */
+static int authorize_for_process(sd_bus_message *msg, Manager *m, unsigned pid, sd_bus_error *error)
 {
-        int r = sd_bus_message_read(msg, "u", ret);
+        uid_t caller, uid, euid;
+        bool own = bus_caller_uid(msg, &caller) >= 0 && task_uids(pid, &uid, &euid) >= 0 && uid == caller &&
+                   euid == caller;
 
-        return r < 0 ? r : check_root(msg, error);
+        return authorize(msg, m, own ? ACTION_ATTACH_OWN : ACTION_ATTACH_OTHER, error);
 }
 
-static int method_attach(sd_bus_message *msg, void *userdata, sd_bus_error *error)
+static int attach_error(sd_bus_error *error, int r, unsigned pid)
 {
-        Manager *m = userdata;
-        uint32_t pid;
-        int r;
-
-        r = read_pid_as_root(msg, error, &pid);
-        if (r < 0)
-                return r;
-        r = manager_attach(m, pid);
         switch (r) {
-        case 0:
-                manager_wait_for_pass(m, msg);
-                return 1;
         case -ESRCH:
                 return sd_bus_error_setf(error, RTCTL_ERROR_NO_SUCH_PROCESS, "No process with PID %u", pid);
         case -EPERM:
@@ -126,14 +105,145 @@ static int method_attach(sd_bus_message *msg, void *userdata, sd_bus_error *erro
         }
 }
 
+static int method_attach(sd_bus_message *msg, void *userdata, sd_bus_error *error)
+{
+        Manager *m = userdata;
+        uint32_t pid;
+        int r;
+
+        r = sd_bus_message_read(msg, "u", &pid);
+        if (r < 0)
+                return r;
+        r = authorize_for_process(msg, m, pid, error);
+        if (r != 0)
+                return r;
+        r = manager_attach(m, pid);
+        if (r < 0)
+                return attach_error(error, r, pid);
+        manager_wait_for_pass(m, msg);
+        return 1;
+}
+
+/* A pidfd names one process for its whole life: a PID that was recycled can never move another. */
+static int method_attach_pidfd(sd_bus_message *msg, void *userdata, sd_bus_error *error)
+{
+        Manager *m = userdata;
+        unsigned pid;
+        int fd, r;
+
+        r = sd_bus_message_read(msg, "h", &fd);
+        if (r < 0)
+                return r;
+        /* Authorization needs the owner, so the PID is read first; the attach reads it again, from the
+         * pidfd, and checks the process is still the pidfd's. */
+        r = pidfd_get_pid(fd);
+        if (r == -EBADF)
+                return sd_bus_error_setf(error, RTCTL_ERROR_INVALID_ARGUMENT,
+                                         "The file descriptor is not a pidfd (pidfd_open(2))");
+        if (r <= 0)
+                return sd_bus_error_setf(error, RTCTL_ERROR_NO_SUCH_PROCESS,
+                                         "The pidfd's process has exited");
+        pid = (unsigned)r;
+        r = authorize_for_process(msg, m, pid, error);
+        if (r != 0)
+                return r;
+        r = manager_attach_pidfd(m, fd, &pid);
+        if (r == -ESRCH || r == -EBADF)
+                return sd_bus_error_setf(error, RTCTL_ERROR_NO_SUCH_PROCESS,
+                                         "The pidfd's process has exited");
+        if (r < 0)
+                return attach_error(error, r, pid);
+        manager_wait_for_pass(m, msg);
+        return 1;
+}
+
+static int method_hold_profile(sd_bus_message *msg, void *userdata, sd_bus_error *error)
+{
+        Manager *m = userdata;
+        _cleanup_free_ char *err = NULL;
+        const char *profile, *reason, *app;
+        uint32_t cookie;
+        int r;
+
+        r = sd_bus_message_read(msg, "sss", &profile, &reason, &app);
+        if (r < 0)
+                return r;
+        if (!profile_name_valid(profile))
+                return sd_bus_error_setf(error, RTCTL_ERROR_INVALID_ARGUMENT, "'%s' is not a profile name",
+                                         profile);
+        r = authorize(msg, m, ACTION_HOLD_PROFILE, error);
+        if (r != 0)
+                return r;
+        r = manager_hold(m, profile, reason, app, sd_bus_message_get_sender(msg), &cookie, &err);
+        if (r < 0)
+                return profile_error(error, r, profile, err);
+        manager_wait_for_pass_cookie(m, msg, cookie);
+        return 1;
+}
+
+/* The holder may release its hold; anyone else needs polkit's release-other-hold. */
+static int method_release_profile(sd_bus_message *msg, void *userdata, sd_bus_error *error)
+{
+        Manager *m = userdata;
+        const Hold *h;
+        uint32_t cookie;
+        int r;
+
+        r = sd_bus_message_read(msg, "u", &cookie);
+        if (r < 0)
+                return r;
+        h = manager_find_hold(m, cookie);
+        if (!h)
+                return sd_bus_error_setf(error, RTCTL_ERROR_NO_SUCH_HOLD, "No hold with cookie %u", cookie);
+        if (!streq_ptr(h->bus_name, sd_bus_message_get_sender(msg))) {
+                r = authorize(msg, m, ACTION_RELEASE_OTHER_HOLD, error);
+                if (r != 0)
+                        return r;
+                if (!manager_find_hold(m, cookie)) /* it ended while polkit was asked */
+                        return sd_bus_error_setf(error, RTCTL_ERROR_NO_SUCH_HOLD, "No hold with cookie %u",
+                                                 cookie);
+        }
+        (void)manager_release(m, cookie);
+        manager_wait_for_pass(m, msg);
+        return 1;
+}
+
+static int property_holds(sd_bus *bus, const char *path, const char *interface, const char *property,
+                          sd_bus_message *reply, void *userdata, sd_bus_error *error)
+{
+        Manager *m = userdata;
+        int r;
+
+        r = sd_bus_message_open_container(reply, 'a', "a{sv}");
+        for (size_t i = 0; r >= 0 && i < m->n_holds; i++) {
+                const Hold *h = m->holds[i];
+                r = sd_bus_message_append(reply, "a{sv}", 6, "Cookie", "u", h->cookie, "Profile", "s",
+                                          h->profile, "Reason", "s", h->reason, "ApplicationId", "s",
+                                          h->application_id, "BusName", "s", h->bus_name, "Since", "t",
+                                          h->since_usec);
+        }
+        if (r < 0)
+                return r;
+        return sd_bus_message_close_container(reply);
+}
+
+static int property_base_profile(sd_bus *bus, const char *path, const char *interface, const char *property,
+                                 sd_bus_message *reply, void *userdata, sd_bus_error *error)
+{
+        return sd_bus_message_append(reply, "s", strempty(((Manager *)userdata)->base_profile));
+}
+
 static int method_detach(sd_bus_message *msg, void *userdata, sd_bus_error *error)
 {
         Manager *m = userdata;
         uint32_t pid;
         int r;
 
-        r = read_pid_as_root(msg, error, &pid);
+        r = sd_bus_message_read(msg, "u", &pid);
         if (r < 0)
+                return r;
+        r = authorize_for_process(msg, m, pid, error);
+        if (r != 0)
                 return r;
         r = manager_detach(m, pid);
         if (r == -ENOENT)
@@ -257,12 +367,12 @@ static int pin_irq(sd_bus_message *msg, Manager *m, uint32_t irq, const char *cp
         _cleanup_free_ char *err = NULL;
         int r;
 
-        r = check_root(msg, error);
-        if (r < 0)
-                return r;
         if (flags & ~(uint64_t)1)
                 return sd_bus_error_setf(error, RTCTL_ERROR_INVALID_ARGUMENT, "Unknown flags 0x%" PRIx64,
                                          flags);
+        r = authorize(msg, m, ACTION_PIN_IRQ, error);
+        if (r != 0)
+                return r;
         r = manager_pin_irq(m, irq, cpus, flags & 1, &err);
         switch (r) {
         case 0:
@@ -434,6 +544,8 @@ static const sd_bus_vtable manager_vtable[] = {
     SD_BUS_VTABLE_START(0),
     SD_BUS_PROPERTY("Version", "s", property_version, 0, SD_BUS_VTABLE_PROPERTY_CONST),
     SD_BUS_PROPERTY("ActiveProfile", "s", property_active_profile, 0, SD_BUS_VTABLE_PROPERTY_EMITS_CHANGE),
+    SD_BUS_PROPERTY("BaseProfile", "s", property_base_profile, 0, SD_BUS_VTABLE_PROPERTY_EMITS_CHANGE),
+    SD_BUS_PROPERTY("ActiveProfileHolds", "aa{sv}", property_holds, 0, SD_BUS_VTABLE_PROPERTY_EMITS_CHANGE),
     SD_BUS_PROPERTY("Profiles", "a(ss)", property_profiles, 0, SD_BUS_VTABLE_PROPERTY_EMITS_INVALIDATION),
     SD_BUS_PROPERTY("State", "s", property_state, 0, SD_BUS_VTABLE_PROPERTY_EMITS_CHANGE),
     SD_BUS_PROPERTY("Failures", "a(ssis)", property_failures, 0, SD_BUS_VTABLE_PROPERTY_EMITS_CHANGE),
@@ -455,6 +567,14 @@ static const sd_bus_vtable manager_vtable[] = {
     SD_BUS_METHOD_WITH_ARGS("AttachProcess", SD_BUS_ARGS("u", pid),
                             SD_BUS_RESULT("u", changes, "u", failures), method_attach,
                             SD_BUS_VTABLE_UNPRIVILEGED),
+    SD_BUS_METHOD_WITH_ARGS("AttachProcessByPIDFD", SD_BUS_ARGS("h", pidfd),
+                            SD_BUS_RESULT("u", changes, "u", failures), method_attach_pidfd,
+                            SD_BUS_VTABLE_UNPRIVILEGED),
+    SD_BUS_METHOD_WITH_ARGS("HoldProfile", SD_BUS_ARGS("s", profile, "s", reason, "s", application_id),
+                            SD_BUS_RESULT("u", cookie), method_hold_profile, SD_BUS_VTABLE_UNPRIVILEGED),
+    SD_BUS_METHOD_WITH_ARGS("ReleaseProfile", SD_BUS_ARGS("u", cookie),
+                            SD_BUS_RESULT("u", changes, "u", failures), method_release_profile,
+                            SD_BUS_VTABLE_UNPRIVILEGED),
     SD_BUS_METHOD_WITH_ARGS("DetachProcess", SD_BUS_ARGS("u", pid),
                             SD_BUS_RESULT("u", changes, "u", failures), method_detach,
                             SD_BUS_VTABLE_UNPRIVILEGED),
@@ -467,6 +587,7 @@ static const sd_bus_vtable manager_vtable[] = {
                             SD_BUS_RESULT("u", changes, "u", failures), method_pin_irq_with_flags,
                             SD_BUS_VTABLE_UNPRIVILEGED),
     SD_BUS_SIGNAL_WITH_ARGS("Applied", SD_BUS_ARGS("s", reason, "u", changes, "u", failures), 0),
+    SD_BUS_SIGNAL_WITH_ARGS("ProfileReleased", SD_BUS_ARGS("u", cookie), 0),
     SD_BUS_VTABLE_END,
 };
 

@@ -20,6 +20,7 @@ typedef struct Manager Manager;
 #define RTCTL_ERROR_UNMOVABLE        "org.rtctl.Error.Unmovable"
 #define RTCTL_ERROR_ISOLATED_CPU     "org.rtctl.Error.IsolatedCPU"
 #define RTCTL_ERROR_NOT_PINNED       "org.rtctl.Error.NotPinned"
+#define RTCTL_ERROR_NO_SUCH_HOLD     "org.rtctl.Error.NoSuchHold"
 
 /* Connects to the system bus ($DBUS_SYSTEM_BUS_ADDRESS when set), registers the object and only then
  * takes the name, so no caller ever sees a half-registered service. */

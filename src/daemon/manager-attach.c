@@ -1,6 +1,9 @@
 /* SPDX-License-Identifier: GPL-2.0-or-later */
 /* Processes attached to the isolated CPUs (AttachProcess, `rtctl attach`), kept in the runtime directory
  * so that a restarted daemon keeps them there. */
+#include <sys/syscall.h>
+#include <unistd.h>
+
 #include "core/tasks.h"
 #include "daemon/manager.h"
 #include "shared/log.h"
@@ -72,12 +75,10 @@ unsigned *manager_attached_pids(const Manager *m)
         return pids;
 }
 
-int manager_attach(Manager *m, unsigned pid)
+static int attach_task(Manager *m, unsigned pid, const TaskInfo *task)
 {
-        TaskInfo t;
+        const TaskInfo t = *task;
 
-        if (pid == 0 || task_info(pid, &t) < 0)
-                return -ESRCH;
         if (pid == 1 || (t.flags & PF_KTHREAD))
                 return -EPERM;
         for (size_t i = 0; i < m->n_attached; i++)
@@ -91,6 +92,32 @@ int manager_attach(Manager *m, unsigned pid)
         manager_mark_cpu_tuners(m);
         manager_schedule_pass(m, "attach");
         return 0;
+}
+
+int manager_attach(Manager *m, unsigned pid)
+{
+        TaskInfo t;
+
+        if (pid == 0 || task_info(pid, &t) < 0)
+                return -ESRCH;
+        return attach_task(m, pid, &t);
+}
+
+int manager_attach_pidfd(Manager *m, int fd, unsigned *ret_pid)
+{
+        TaskInfo t;
+        int pid = pidfd_get_pid(fd);
+
+        if (pid < 0)
+                return pid;
+        if (pid == 0 || task_info((unsigned)pid, &t) < 0)
+                return -ESRCH;
+        /* Still alive after its start time was read: the PID is still the pidfd's process, so the
+         * start time is its own, and AttachProcess's (PID, start time) check takes over from here. */
+        if (syscall(SYS_pidfd_send_signal, fd, 0, NULL, 0) < 0)
+                return -ESRCH;
+        *ret_pid = (unsigned)pid;
+        return attach_task(m, (unsigned)pid, &t);
 }
 
 int manager_detach(Manager *m, unsigned pid)

@@ -33,7 +33,7 @@ static void persist_profile(Manager *m, const char *name)
 
 /* A profile that loads but cannot be placed on this machine (auto:N with too few cores) is refused as
  * well: the last good policy stays. */
-static int load_checked(Manager *m, const char *name, Policy **ret, char **ret_error)
+int manager_load_profile(Manager *m, const char *name, Policy **ret, char **ret_error)
 {
         _cleanup_policy_ Policy *p = NULL;
         _cleanup_cpuset_ CpuSet *iso = NULL, *hk = NULL;
@@ -64,18 +64,56 @@ static void activate(Manager *m, Policy *p, const char *reason)
         manager_schedule_pass(m, reason);
 }
 
+/* The profile that should be in force: the highest-ranked of the base profile and the holds (a hold wins
+ * a tie with the base profile, a newer hold one with an older). NULL: none. */
+static const char *in_force_name(const Manager *m)
+{
+        const Hold *h = manager_winning_hold(m);
+
+        return h ? h->profile : m->base_profile;
+}
+
+void manager_apply_in_force(Manager *m, Policy *preloaded, const char *reason)
+{
+        _cleanup_policy_ Policy *own = preloaded;
+        _cleanup_free_ char *err = NULL;
+        const char *name = in_force_name(m);
+        Policy *p = NULL;
+
+        if (!name) {
+                if (m->policy)
+                        activate(m, NULL, reason);
+                return;
+        }
+        if (own && streq(own->name, name))
+                p = TAKE_PTR(own);
+        else if (m->policy && streq(m->policy->name, name))
+                return;
+        else if (manager_load_profile(m, name, &p, &err) < 0) {
+                /* Its file changed since it was checked: what is in force stays. */
+                log_error("Cannot put profile %s in force, %s stays:\n%s", name, manager_active_profile(m),
+                          err);
+                return;
+        }
+        log_info("Profile %s in force (%s).", name, reason);
+        activate(m, p, reason);
+}
+
 static int switch_profile(Manager *m, const char *name, bool persist, char **ret_error)
 {
         Policy *p = NULL;
         int r;
 
-        r = load_checked(m, name, &p, ret_error);
+        r = manager_load_profile(m, name, &p, ret_error);
         if (r < 0)
                 return r;
-        log_info("Switching to profile %s.", name);
-        activate(m, p, "profile");
+        log_info("Base profile: %s.", name);
+        free(m->base_profile);
+        m->base_profile = xstrdup(name);
+        m->base_rank = p->rank;
         if (persist)
                 persist_profile(m, name);
+        manager_apply_in_force(m, p, "profile");
         return 0;
 }
 
@@ -102,7 +140,7 @@ int manager_reload(Manager *m, char **ret_error)
         strv_free(m->search_path);
         m->search_path = TAKE_PTR(path);
         if (m->policy) {
-                r = load_checked(m, m->policy->name, &p, ret_error);
+                r = manager_load_profile(m, m->policy->name, &p, ret_error);
                 if (r < 0) {
                         daemon_conf_clear(&conf);
                         return r;
@@ -119,6 +157,9 @@ int manager_reload(Manager *m, char **ret_error)
 
 void manager_restore(Manager *m)
 {
-        log_info("Restoring every value rtctl changed.");
+        log_info("Restoring every value rtctl changed; every hold ends.");
+        manager_release_all(m);
+        free(m->base_profile);
+        m->base_profile = NULL;
         activate(m, NULL, "restore");
 }

@@ -8,6 +8,7 @@
 #include "core/systemd.h"
 #include "daemon/bus.h"
 #include "daemon/manager.h"
+#include "daemon/polkit.h"
 #include "shared/log.h"
 
 /* The kernel's cpuset hotplug work runs asynchronously after a CPU comes online and hands the root
@@ -23,6 +24,11 @@
 
 static void on_systemd_settled(void *userdata);
 
+void manager_wait_for_pass(Manager *m, sd_bus_message *call)
+{
+        manager_wait_for_pass_cookie(m, call, 0);
+}
+
 int manager_new(Manager **ret)
 {
         Manager *m = xmalloc0(sizeof(Manager));
@@ -34,6 +40,7 @@ int manager_new(Manager **ret)
                 return r;
         }
         status_init(&m->status);
+        m->polkit = polkit_new();
         setting_context_init(&m->kinds, m->event);
         systemd_client_on_settled(m->kinds.systemd, on_systemd_settled, m);
         *ret = m;
@@ -45,8 +52,10 @@ void manager_free(Manager *m)
         if (!m)
                 return;
         for (size_t i = 0; i < m->n_waiting; i++)
-                sd_bus_message_unref(m->waiting[i]);
+                sd_bus_message_unref(m->waiting[i].call);
         free(m->waiting);
+        manager_holds_free(m);
+        polkit_free(m->polkit);
         sd_bus_flush_close_unref(m->bus);
         uevent_monitor_free(m->uevents);
         sd_event_source_disable_unref(m->pass_source);
@@ -68,6 +77,7 @@ void manager_free(Manager *m)
         strv_free(m->search_path);
         free(m->runtime_dir);
         free(m->state_dir);
+        free(m->base_profile);
         free(m->profile_override);
         free(m->pass_reason);
         free(m->attached);
@@ -113,21 +123,25 @@ static bool outstanding(Manager *m)
 static void answer_waiting(Manager *m)
 {
         for (size_t i = 0; i < m->n_waiting; i++) {
-                (void)sd_bus_reply_method_return(m->waiting[i], "uu", m->status.last_pass.changes,
-                                                 m->status.last_pass.failures);
-                sd_bus_message_unref(m->waiting[i]);
+                Waiter *w = &m->waiting[i];
+                if (w->cookie)
+                        (void)sd_bus_reply_method_return(w->call, "u", w->cookie);
+                else
+                        (void)sd_bus_reply_method_return(w->call, "uu", m->status.last_pass.changes,
+                                                         m->status.last_pass.failures);
+                sd_bus_message_unref(w->call);
         }
         free(m->waiting);
         m->waiting = NULL;
         m->n_waiting = 0;
 }
 
-void manager_wait_for_pass(Manager *m, sd_bus_message *call)
+void manager_wait_for_pass_cookie(Manager *m, sd_bus_message *call, uint32_t cookie)
 {
-        m->waiting = realloc(m->waiting, sizeof(sd_bus_message *) * (m->n_waiting + 1));
+        m->waiting = realloc(m->waiting, sizeof(Waiter) * (m->n_waiting + 1));
         if (!m->waiting)
                 abort();
-        m->waiting[m->n_waiting++] = sd_bus_message_ref(call);
+        m->waiting[m->n_waiting++] = (Waiter){.call = sd_bus_message_ref(call), .cookie = cookie};
         /* Every call gets an answer: with nothing under way, the state it asked for is already there. */
         if (!outstanding(m))
                 answer_waiting(m);
@@ -572,6 +586,9 @@ int manager_start(Manager *m)
                                               "PrepareForSleep", manager_on_sleep, NULL, m);
                 if (r < 0)
                         log_warning_errno(r, "Failed to watch for resume from suspend: %m, ignoring");
+                r = manager_watch_holders(m);
+                if (r < 0)
+                        return log_error_errno(r, "Failed to watch holders leaving the bus: %m");
         }
         if (!m->policy)
                 manager_schedule_pass(m, "start");

@@ -20,14 +20,37 @@ typedef struct Attached {
         unsigned long long starttime;
 } Attached;
 
+/* A profile an application asked for, for as long as its bus name lives (HoldProfile). */
+/* A method call answered when the pass it asked for is done: with (changes, failures), or with the
+ * cookie of the hold it took. */
+typedef struct Waiter {
+        sd_bus_message *call;
+        uint32_t cookie;
+} Waiter;
+
+typedef struct Hold {
+        uint32_t cookie; /* random, never 0 */
+        char *profile;
+        int rank; /* the profile's Rank= when the hold was taken */
+        char *reason;
+        char *application_id;
+        char *bus_name;      /* the holder's unique name: the hold ends when it leaves the bus */
+        uint64_t since_usec; /* CLOCK_REALTIME */
+        uint64_t seq;        /* newer holds win ties */
+} Hold;
+
+typedef struct Polkit Polkit;
+
 /* The daemon's whole state: one instance, handed to every callback. Its jobs live in one file each:
  *   manager.c          the loop: passes, their timers, signals, answering callers when a pass is done
  *   manager-status.c   what status says: failures, notes, the CPU power model, systemd's STATUS=
- *   manager-profile.c  profiles: load, switch, reload, restore, the remembered one
+ *   manager-profile.c  profiles: load, switch, reload, restore, the remembered one, which one is in force
+ *   manager-hold.c     holds: profiles applications ask for while their bus name lives
  *   manager-attach.c   processes attached to the isolated CPUs
  *   manager-irq.c      IRQ pins and the IRQ listing
  *   manager-events.c   what uevents and resume mark dirty
- *   bus.c              the D-Bus API, marshalling what this struct holds */
+ *   bus.c              the D-Bus API, marshalling what this struct holds
+ *   polkit.c           who may call what: polkit's answers, asked without blocking */
 typedef struct Manager {
         sd_event *event;
         sd_bus *bus;
@@ -48,7 +71,14 @@ typedef struct Manager {
 
         Topology *topology;
         Journal *journal;
-        Policy *policy; /* NULL: no tuning (after Restore, or before the first profile) */
+        Policy *policy;     /* in force; NULL: no tuning (after Restore, or before the first profile) */
+        char *base_profile; /* SetProfile's (or the configured one); NULL after Restore */
+        int base_rank;
+        Hold **holds;
+        size_t n_holds;
+        uint64_t hold_seq;
+        sd_bus_slot *name_slot; /* NameOwnerChanged: holders leaving the bus */
+        Polkit *polkit;
         SettingContext kinds;
         Dirty dirty;
         char *pass_reason;
@@ -58,7 +88,7 @@ typedef struct Manager {
         Attached *attached;
         size_t n_attached;
         IrqState irq;
-        sd_bus_message **waiting; /* calls answered when the pass and what it started are done */
+        Waiter *waiting; /* calls answered when the pass and what it started are done */
         size_t n_waiting;
 
         Status status;
@@ -85,6 +115,8 @@ void manager_mark_cpu_tuners(Manager *m);
 /* Queues a method call to be answered with (changes, failures) once the scheduled pass and what it
  * started (systemd jobs, retries) are done; answered at once when nothing is scheduled. */
 void manager_wait_for_pass(Manager *m, sd_bus_message *call);
+/* The same for HoldProfile: the answer is the cookie. */
+void manager_wait_for_pass_cookie(Manager *m, sd_bus_message *call, uint32_t cookie);
 /* A dry run of p as the daemon would apply it: with the processes attached, the IRQ pins and refusals
  * (pins only when p is the active profile) and the rates since the last pass. Writes nothing. */
 void manager_dry_run(Manager *m, const Policy *p, PassResult *ret);
@@ -101,11 +133,34 @@ int manager_reload(Manager *m, char **ret_error);
 void manager_restore(Manager *m);
 const char *manager_state(const Manager *m);
 const char *manager_active_profile(const Manager *m);
+/* Puts the profile that should be in force (the highest-ranked of the base profile and the holds) in
+ * force, if it is not already. preloaded: a freshly loaded policy that is used when it is the one. */
+void manager_apply_in_force(Manager *m, Policy *preloaded, const char *reason);
+/* Loads a profile and checks it can be placed on this machine. */
+int manager_load_profile(Manager *m, const char *name, Policy **ret, char **ret_error);
+
+/* manager-hold.c */
+/* -ENOENT/-EINVAL as manager_set_profile. The hold ends with ReleaseProfile or when bus_name leaves the
+ * bus. */
+int manager_hold(Manager *m, const char *profile, const char *reason, const char *application_id,
+                 const char *bus_name, uint32_t *ret_cookie, char **ret_error);
+/* -ENOENT: no such hold. Emits ProfileReleased. */
+int manager_release(Manager *m, uint32_t cookie);
+void manager_release_all(Manager *m);
+const Hold *manager_find_hold(const Manager *m, uint32_t cookie);
+/* The hold that wins, NULL when the base profile is in force. */
+const Hold *manager_winning_hold(const Manager *m);
+/* Starts watching holders leave the bus. */
+int manager_watch_holders(Manager *m);
+void manager_holds_free(Manager *m);
 
 /* manager-attach.c */
 /* -ESRCH no such process, -EPERM PID 1 or a kernel thread, -EEXIST already attached, -ENXIO the active
  * profile isolates no CPU. On success a pass is scheduled. */
 int manager_attach(Manager *m, unsigned pid);
+/* The same for the process a pidfd refers to (a recycled PID can never move the wrong process); ret_pid
+ * is its PID. -ESRCH also when it has exited, -EBADF: fd is no pidfd. */
+int manager_attach_pidfd(Manager *m, int fd, unsigned *ret_pid);
 /* -ENOENT: not attached. */
 int manager_detach(Manager *m, unsigned pid);
 /* A process that exited (or whose PID now belongs to another) is no longer attached. */

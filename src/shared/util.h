@@ -72,6 +72,11 @@ static inline const char *strempty(const char *s)
         return s ?: "";
 }
 
+static inline const char *strna(const char *s)
+{
+        return s ? s : "n/a";
+}
+
 const char *startswith(const char *s, const char *prefix);
 bool endswith(const char *s, const char *suffix);
 char *strstrip(char *s);

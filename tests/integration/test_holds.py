@@ -1,0 +1,226 @@
+"""Holds (HoldProfile, `rtctl hold`), `rtctl run` and attaching by pidfd, on the real kernel."""
+import os
+import shutil
+import signal
+import subprocess
+
+import dbus
+import pytest
+
+import machine
+from conftest import wait_until
+from harness import HANG_SECONDS, RTCTL
+
+PROFILES = {
+    "lo": "[Profile]\nRank=5\n[Sysctl]\nvm.stat_interval=2\n",
+    "mid": "[Profile]\nRank=10\n[Sysctl]\nvm.stat_interval=4\n",
+    "hi": "[Profile]\nRank=15\n[Sysctl]\nvm.stat_interval=3\n",
+    "iso": "[Profile]\nRank=20\n[CPU]\nIsolate=1\n",
+}
+IFACE = "org.rtctl.Manager1"
+
+
+@pytest.fixture
+def henv(env):
+    for name, text in PROFILES.items():
+        env.profile(name, text)
+    env.write("rtctl.conf", "[Daemon]\nDefaultProfile=lo\nUevents=kernel\n")
+    env.start()
+    return env
+
+
+@pytest.fixture(autouse=True)
+def cpu1_stays():
+    with machine.cpu1_hotplug_guard():
+        yield
+
+
+def stat_interval():
+    return machine.read("/proc/sys/vm/stat_interval")
+
+
+class Client:
+    """A D-Bus client of rtctld, as a DAW would be one."""
+
+    def __init__(self, env):
+        self.conn = dbus.bus.BusConnection(env.bus.address)
+        self.obj = self.conn.get_object(IFACE, "/org/rtctl/Manager1")
+        self.api = dbus.Interface(self.obj, IFACE)
+
+    def prop(self, name):
+        return self.obj.Get(IFACE, name, dbus_interface="org.freedesktop.DBus.Properties")
+
+    def close(self):
+        self.conn.close()
+
+
+@pytest.fixture
+def clients(henv):
+    made = []
+
+    def make():
+        c = Client(henv)
+        made.append(c)
+        return c
+    yield make
+    for c in made:
+        c.close()
+
+
+def test_holds_of_different_rank_go_straight_from_one_to_the_next(henv, clients):
+    a, b = clients(), clients()
+    assert stat_interval() == "2"
+    mid = a.api.HoldProfile("mid", "recording", "org.example.Daw", timeout=HANG_SECONDS)
+    hi = b.api.HoldProfile("hi", "mixing", "org.example.Other", timeout=HANG_SECONDS)
+    assert mid != 0 and hi != 0 and mid != hi
+    assert a.prop("ActiveProfile") == "hi" and stat_interval() == "3"
+    assert a.prop("BaseProfile") == "lo"
+    holds = {int(h["Cookie"]): h for h in a.prop("ActiveProfileHolds")}
+    assert holds[mid]["Profile"] == "mid" and holds[mid]["ApplicationId"] == "org.example.Daw"
+    assert holds[mid]["Reason"] == "recording" and holds[mid]["BusName"] == a.conn.get_unique_name()
+
+    # Lower-ranked held later: the higher one stays in force.
+    low = a.api.HoldProfile("lo", "idle", "org.example.Daw", timeout=HANG_SECONDS)
+    assert a.prop("ActiveProfile") == "hi"
+    a.api.ReleaseProfile(low, timeout=HANG_SECONDS)
+
+    # hi -> mid is one write (3 -> 4): nothing goes back to the original on the way.
+    changes, failures = b.api.ReleaseProfile(hi, timeout=HANG_SECONDS)
+    assert (changes, failures) == (1, 0)
+    assert a.prop("ActiveProfile") == "mid" and stat_interval() == "4"
+    changes, failures = a.api.ReleaseProfile(mid, timeout=HANG_SECONDS)
+    assert (changes, failures) == (1, 0)
+    assert a.prop("ActiveProfile") == "lo" and stat_interval() == "2"
+    assert list(a.prop("ActiveProfileHolds")) == []
+
+
+def test_set_profile_under_a_hold_changes_the_base_only(henv, clients):
+    a = clients()
+    a.api.HoldProfile("hi", "", "app", timeout=HANG_SECONDS)
+    assert henv.rtctl("profile", "mid").returncode == 0
+    assert a.prop("ActiveProfile") == "hi" and a.prop("BaseProfile") == "mid" and stat_interval() == "3"
+    status = henv.rtctl("status").stdout
+    assert "hi (held; base profile: mid)" in status, status
+    a.close()
+    assert wait_until(lambda: stat_interval() == "4"), "the new base profile did not come back"
+
+
+def test_a_holder_killed_with_sigkill_releases_its_hold(henv):
+    holder = subprocess.Popen([RTCTL, "hold", "hi", "--", "sleep", "600"], env=henv.environ)
+    try:
+        assert wait_until(lambda: stat_interval() == "3"), "the hold never took effect"
+        sleeper = [int(p) for p in machine.read("/proc/%d/task/%d/children" % (holder.pid, holder.pid)).split()]
+        os.kill(holder.pid, signal.SIGKILL)
+        holder.wait()
+        assert wait_until(lambda: stat_interval() == "2"), "the base profile did not come back"
+        assert henv.rtctl_json("holds") == []
+    finally:
+        for p in locals().get("sleeper", []):
+            os.kill(p, signal.SIGKILL)
+
+
+def test_release_is_for_the_holder_or_an_admin(henv, clients):
+    a = clients()
+    cookie = a.api.HoldProfile("hi", "", "app", timeout=HANG_SECONDS)
+    b = clients()
+    monitor = subprocess.Popen(["dbus-monitor", "--address", henv.bus.address,
+                                "type='signal',interface='%s',member='ProfileReleased'" % IFACE],
+                               stdout=subprocess.PIPE, text=True)
+    nobody = subprocess.run(["setpriv", "--reuid=65534", "--regid=65534", "--clear-groups", "busctl",
+                             "call", IFACE, "/org/rtctl/Manager1", IFACE, "ReleaseProfile", "u", str(cookie)],
+                            env=henv.environ, capture_output=True, text=True, timeout=HANG_SECONDS)
+    assert nobody.returncode != 0 and "org.rtctl.release-other-hold" in nobody.stderr, nobody.stderr
+    assert stat_interval() == "3"
+    with pytest.raises(dbus.DBusException) as e:
+        b.api.ReleaseProfile(dbus.UInt32(cookie ^ 1 or 7), timeout=HANG_SECONDS)
+    assert e.value.get_dbus_name() == "org.rtctl.Error.NoSuchHold"
+    b.api.ReleaseProfile(cookie, timeout=HANG_SECONDS)  # root is an admin
+    assert stat_interval() == "2"
+    try:
+        for line in monitor.stdout:
+            if line.strip().startswith("uint32"):
+                assert int(line.split()[1]) == cookie
+                break
+    finally:
+        monitor.kill()
+        monitor.wait()
+
+
+def test_rtctl_run_holds_and_isolates_the_whole_tree_and_passes_the_status(henv):
+    script = ("grep Cpus_allowed_list /proc/self/status; "
+              "sh -c 'grep Cpus_allowed_list /proc/self/status'; exit 7")
+    p = henv.rtctl("run", "--profile", "iso", "--", "sh", "-c", script)
+    assert p.returncode == 7, p.stderr
+    lines = [line.split()[1] for line in p.stdout.splitlines()]
+    assert lines == ["1", "1"], "the command or its child was not on the isolated CPU: %s" % p.stdout
+    assert henv.rtctl_json("status")["profile"] == "lo", "the hold did not end with the command"
+    assert henv.rtctl("run", "--profile", "iso", "--", "sh", "-c", "kill -TERM $$").returncode == 128 + 15
+    p = henv.rtctl("run", "--profile", "iso", "--", "/nonexistent/cmd")
+    assert p.returncode == 127 and "/nonexistent/cmd" in p.stderr
+
+
+def test_rtctl_run_forwards_signals_to_the_command(henv):
+    run = subprocess.Popen([RTCTL, "run", "--profile", "iso", "--", "sh", "-c",
+                            "trap 'exit 42' TERM; echo ready; while :; do sleep 0.05; done"],
+                           env=henv.environ, stdout=subprocess.PIPE, text=True)
+    try:
+        assert run.stdout.readline() == "ready\n"  # the command runs, with its trap set
+        assert henv.rtctl_json("status")["profile"] == "iso"
+        run.send_signal(signal.SIGTERM)
+        assert run.wait(HANG_SECONDS) == 42
+    finally:
+        if run.poll() is None:
+            run.kill()
+            run.wait()
+
+
+@pytest.mark.skipif(not shutil.which("jackd"), reason="jackd2 is in tools/deps.sh")
+def test_jackd_under_rtctl_run(henv):
+    run = subprocess.Popen([RTCTL, "run", "--profile", "iso", "--", "jackd", "-n", "rtctl-test", "-R", "-d",
+                            "dummy", "-r", "48000", "-p", "64"], env=henv.environ, stdout=subprocess.DEVNULL,
+                           stderr=subprocess.PIPE, text=True)
+    try:
+        def jackd_pid():
+            kids = machine.read("/proc/%d/task/%d/children" % (run.pid, run.pid)) or ""
+            kids = [int(k) for k in kids.split()]
+            return kids[0] if kids and machine.read("/proc/%d/comm" % kids[0]) == "jackd" else None
+        assert wait_until(lambda: jackd_pid() is not None and len(os.listdir("/proc/%d/task" % jackd_pid())) > 2)
+        pid = jackd_pid()
+        tids = os.listdir("/proc/%d/task" % pid)
+        cpus = {t: machine.read("/proc/%d/task/%s/status" % (pid, t)).split("Cpus_allowed_list:")[1].split()[0]
+                for t in tids}
+        assert set(cpus.values()) == {"1"}, "jackd's threads are not all on the isolated CPU: %s" % cpus
+        assert henv.rtctl_json("status")["profile"] == "iso"
+        run.send_signal(signal.SIGTERM)
+        assert run.wait(HANG_SECONDS) == 0, run.stderr.read()
+        assert wait_until(lambda: henv.rtctl_json("status")["profile"] == "lo")
+    finally:
+        if run.poll() is None:
+            run.kill()
+            run.wait()
+        subprocess.run(["pkill", "-KILL", "-x", "jackd"], capture_output=True)
+
+
+def test_attach_by_pidfd(henv, clients):
+    henv.rtctl("profile", "iso", check=True)
+    a = clients()
+    live = subprocess.Popen(["sleep", "600"])
+    gone = subprocess.Popen(["true"])
+    gone_fd = os.pidfd_open(gone.pid)
+    gone.wait()
+    live_fd = os.pidfd_open(live.pid)
+    try:
+        with pytest.raises(dbus.DBusException) as e:
+            a.api.AttachProcessByPIDFD(dbus.types.UnixFd(gone_fd), timeout=HANG_SECONDS)
+        assert e.value.get_dbus_name() == "org.rtctl.Error.NoSuchProcess"
+        with open("/dev/null") as f, pytest.raises(dbus.DBusException) as e:
+            a.api.AttachProcessByPIDFD(dbus.types.UnixFd(f.fileno()), timeout=HANG_SECONDS)
+        assert e.value.get_dbus_name() == "org.rtctl.Error.InvalidArgument"
+        a.api.AttachProcessByPIDFD(dbus.types.UnixFd(live_fd), timeout=HANG_SECONDS)
+        assert machine.task_cpus(live.pid) == "1"
+        assert live.pid in [int(p) for p in a.prop("AttachedProcesses")]
+    finally:
+        os.close(gone_fd)
+        os.close(live_fd)
+        live.kill()
+        live.wait()

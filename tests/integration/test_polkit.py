@@ -1,0 +1,240 @@
+"""Who may change what: polkit's answers, from python-dbusmock's polkitd template on the private bus (the
+real polkitd is the VM tier's), and the daemon's behaviour without polkit."""
+import os
+import subprocess
+import sys
+import time
+
+import dbus
+import pytest
+
+import machine
+
+from conftest import NOBODY, wait_until
+from harness import HANG_SECONDS, Bus, Env, RTCTL
+
+POLKIT_POLICY = """<!DOCTYPE busconfig PUBLIC "-//freedesktop//DTD D-BUS Bus Configuration 1.0//EN"
+ "http://www.freedesktop.org/standards/dbus/1.0/busconfig.dtd">
+<busconfig>
+  <policy user="root"><allow own="org.freedesktop.PolicyKit1"/></policy>
+  <policy context="default"><allow send_destination="org.freedesktop.PolicyKit1"/></policy>
+</busconfig>
+"""
+AUTHORITY = "/org/freedesktop/PolicyKit1/Authority"
+PROFILES = {
+    "lo": "[Profile]\nRank=5\n[Sysctl]\nvm.stat_interval=2\n",
+    "hi": "[Profile]\nRank=15\n[Sysctl]\nvm.stat_interval=3\n",
+}
+
+
+class PolkitBus(Bus):
+    """A private system bus with python-dbusmock's polkitd on it."""
+
+    def __init__(self, tmp):
+        policy = os.path.join(tmp, "polkit-policy-%d.conf" % os.getpid())
+        with open(policy, "w") as f:
+            f.write(POLKIT_POLICY)
+        super().__init__(tmp, extra_policies=[policy])
+        self.mock = subprocess.Popen([sys.executable, "-m", "dbusmock", "--system", "--template", "polkitd"],
+                                     env=self.env(), stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        self.conn = dbus.bus.BusConnection(self.address)
+        assert wait_until(lambda: self.conn.name_has_owner("org.freedesktop.PolicyKit1")), \
+            "dbusmock's polkitd did not come up"
+        self.control = dbus.Interface(self.conn.get_object("org.freedesktop.PolicyKit1", AUTHORITY),
+                                      "org.freedesktop.DBus.Mock")
+
+    def allow(self, *actions):
+        self.control.SetAllowed(dbus.Array(actions, signature="s"))
+
+    def stop(self):
+        self.mock.terminate()
+        self.mock.wait(HANG_SECONDS)
+        super().stop()
+
+
+@pytest.fixture(scope="module")
+def pkbus(tmp_root):
+    b = PolkitBus(tmp_root)
+    yield b
+    b.stop()
+
+
+@pytest.fixture
+def pkenv(tmp_root, pkbus):
+    pkbus.allow()
+    pkbus.control.SimulateHang(False)
+    e = Env(tmp_root, pkbus)
+    for name, text in PROFILES.items():
+        e.profile(name, text)
+    e.write("rtctl.conf", "[Daemon]\nDefaultProfile=lo\nUevents=kernel\n")
+    yield e
+    e.cleanup()
+
+
+def stat_interval():
+    with open("/proc/sys/vm/stat_interval") as f:
+        return f.read().strip()
+
+
+def nobody_sleep():
+    return subprocess.Popen(["setpriv", "--reuid=%d" % NOBODY, "--regid=%d" % NOBODY, "--clear-groups",
+                             "sleep", "600"])
+
+
+def test_polkit_yes_lets_an_unprivileged_user_hold_and_switch(pkenv, pkbus):
+    pkenv.start()
+    pkbus.allow("org.rtctl.hold-profile")
+    p = pkenv.rtctl("hold", "hi", "--", "cat", "/proc/sys/vm/stat_interval", user=NOBODY)
+    assert p.returncode == 0, p.stderr
+    assert p.stdout.strip() == "3", "the held profile was not in force while the command ran"
+    assert stat_interval() == "2", "the base profile did not come back when the command ended"
+
+    # Each action is its own: holding does not let the user switch the base profile...
+    p = pkenv.rtctl("profile", "hi", user=NOBODY)
+    assert p.returncode == 6 and "org.rtctl.set-profile" in p.stderr, p.stderr
+    assert stat_interval() == "2"
+    # ...until polkit says yes to set-profile.
+    pkbus.allow("org.rtctl.set-profile")
+    assert pkenv.rtctl("profile", "hi", user=NOBODY).returncode == 0
+    assert stat_interval() == "3"
+    p = pkenv.rtctl("hold", "lo", "--", "true", user=NOBODY)
+    assert p.returncode == 6 and "org.rtctl.hold-profile" in p.stderr, p.stderr
+
+
+def test_polkit_no_refuses_every_change_with_a_named_error(pkenv, pkbus):
+    pkenv.start()
+    victim = nobody_sleep()
+    try:
+        for args, action in [(("profile", "hi"), "set-profile"), (("restore",), "restore"),
+                             (("hold", "hi", "--", "true"), "hold-profile"),
+                             (("attach", str(victim.pid)), "attach-own-process"),
+                             (("irq", "pin", "0", "0"), "pin-irq")]:
+            p = pkenv.rtctl(*args, user=NOBODY)
+            assert p.returncode == 6, (args, p.returncode, p.stderr)
+            assert "org.rtctl." + action in p.stderr and "polkit says no" in p.stderr, (args, p.stderr)
+        assert stat_interval() == "2"
+        # Reading stays open.
+        assert pkenv.rtctl("status", user=NOBODY).returncode == 0
+        assert pkenv.rtctl("holds", user=NOBODY).returncode == 0
+    finally:
+        victim.kill()
+        victim.wait()
+
+
+def test_attaching_another_users_process_is_a_separate_action(pkenv, pkbus):
+    pkenv.profile("iso", "[Profile]\nRank=20\n[CPU]\nIsolate=1\n")
+    pkenv.write("rtctl.conf", "[Daemon]\nDefaultProfile=iso\nUevents=kernel\n")
+    pkenv.start()
+    pkbus.allow("org.rtctl.attach-own-process")
+    own = nobody_sleep()
+    root_owned = subprocess.Popen(["sleep", "600"])
+    try:
+        p = pkenv.rtctl("attach", str(own.pid), user=NOBODY)
+        assert p.returncode == 0, p.stderr
+        p = pkenv.rtctl("attach", str(root_owned.pid), user=NOBODY)
+        assert p.returncode == 6 and "org.rtctl.attach-other-process" in p.stderr, p.stderr
+        pkbus.allow("org.rtctl.attach-own-process", "org.rtctl.attach-other-process")
+        assert pkenv.rtctl("attach", str(root_owned.pid), user=NOBODY).returncode == 0
+        for q in (own, root_owned):
+            assert machine.task_cpus(q.pid) == "1", "an attached process is not on the isolated CPU"
+    finally:
+        for q in (own, root_owned):
+            q.kill()
+            q.wait()
+
+
+def test_the_loop_answers_while_polkit_thinks(pkenv, pkbus):
+    """A question polkit takes its time over (a password prompt) holds up nobody else."""
+    pkenv.start()
+    pkbus.allow("org.rtctl.set-profile")
+    pkbus.control.SimulateHang(True)
+    env = pkenv.environ
+    waiting = subprocess.Popen(["setpriv", "--reuid=%d" % NOBODY, "--regid=%d" % NOBODY, "--clear-groups",
+                                RTCTL, "profile", "hi"], env=env, stdout=subprocess.PIPE,
+                               stderr=subprocess.PIPE, text=True)
+    try:
+        assert wait_until(lambda: pkbus.control.HaveHangingCalls()), "rtctld never asked polkit"
+        # Meanwhile: reads, and root's changes, are answered.
+        assert pkenv.rtctl("status", user=NOBODY).returncode == 0
+        assert pkenv.rtctl("profile", "lo").returncode == 0
+        assert waiting.poll() is None, "the call polkit has not answered yet was answered"
+        pkbus.control.ReleaseHangingCalls()
+        out, err = waiting.communicate(timeout=HANG_SECONDS)
+        assert waiting.returncode == 0, err
+        assert stat_interval() == "3"
+    finally:
+        pkbus.control.SimulateHang(False)
+        if waiting.poll() is None:
+            waiting.kill()
+            waiting.wait()
+
+
+def test_without_polkit_only_root_may_change_anything(env):
+    env.profile("hi", PROFILES["hi"])
+    env.start()
+    p = env.rtctl("hold", "hi", "--", "true", user=NOBODY)
+    assert p.returncode == 6 and "polkit is not running" in p.stderr, p.stderr
+    p = env.rtctl("profile", "hi", user=NOBODY)
+    assert p.returncode == 6 and "polkit is not running" in p.stderr, p.stderr
+    before = stat_interval()
+    p = env.rtctl("hold", "hi", "--", "cat", "/proc/sys/vm/stat_interval")
+    assert p.returncode == 0 and p.stdout.strip() == "3", p.stderr
+    assert stat_interval() == before
+
+
+class InteractivePolkitBus(PolkitBus):
+    """A polkit that says yes only to a caller that allowed interactive authorization, as polkit does for
+    an auth_admin action when the user then types the password into the agent; without the flag it
+    answers 'challenge'."""
+
+    def __init__(self, tmp):
+        Bus.__init__(self, tmp, extra_policies=[self._policy(tmp)])
+        self.mock = subprocess.Popen([sys.executable, "-m", "dbusmock", "--system", "org.freedesktop.PolicyKit1",
+                                      AUTHORITY, "org.freedesktop.PolicyKit1.Authority"],
+                                     env=self.env(), stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        self.conn = dbus.bus.BusConnection(self.address)
+        assert wait_until(lambda: self.conn.name_has_owner("org.freedesktop.PolicyKit1"))
+        self.control = dbus.Interface(self.conn.get_object("org.freedesktop.PolicyKit1", AUTHORITY),
+                                      "org.freedesktop.DBus.Mock")
+        self.control.AddMethod("", "CheckAuthorization", "(sa{sv})sa{ss}us", "(bba{ss})",
+                               "ret = (bool(args[3] & 1), not (args[3] & 1), {})")
+
+    @staticmethod
+    def _policy(tmp):
+        path = os.path.join(tmp, "polkit-policy-%d.conf" % os.getpid())
+        with open(path, "w") as f:
+            f.write(POLKIT_POLICY)
+        return path
+
+
+def test_the_callers_interactive_flag_reaches_polkit(tmp_root):
+    bus = InteractivePolkitBus(tmp_root)
+    env = Env(tmp_root, bus)
+    try:
+        for name, text in PROFILES.items():
+            env.profile(name, text)
+        env.write("rtctl.conf", "[Daemon]\nDefaultProfile=lo\nUevents=kernel\n")
+        env.start()
+        as_nobody = ["setpriv", "--reuid=%d" % NOBODY, "--regid=%d" % NOBODY, "--clear-groups"]
+        call = ["busctl", "call", "org.rtctl.Manager1", "/org/rtctl/Manager1", "org.rtctl.Manager1",
+                "SetProfile", "s", "hi"]
+        # busctl allows interactive authorization unless told not to.
+        p = subprocess.run(as_nobody + call[:1] + ["--allow-interactive-authorization=no"] + call[1:],
+                           env=env.environ, capture_output=True, text=True, timeout=HANG_SECONDS)
+        assert p.returncode != 0 and "asks for authentication" in p.stderr, p.stderr
+        assert stat_interval() == "2"
+        p = subprocess.run(as_nobody + call[:1] + ["--allow-interactive-authorization=yes"] + call[1:],
+                           env=env.environ, capture_output=True, text=True, timeout=HANG_SECONDS)
+        assert p.returncode == 0, p.stderr
+        assert stat_interval() == "3"
+        # rtctl allows it on a terminal (script(1) gives it one), not in a pipe.
+        p = env.rtctl("profile", "lo", user=NOBODY)
+        assert p.returncode == 6 and "asks for authentication" in p.stderr, p.stderr
+        p = subprocess.run(as_nobody + ["script", "-qec", "%s profile lo" % RTCTL, "/dev/null"],
+                           env=env.environ, capture_output=True, text=True, timeout=HANG_SECONDS,
+                           stdin=subprocess.DEVNULL)
+        assert p.returncode == 0, p.stdout + p.stderr
+        assert stat_interval() == "2"
+    finally:
+        env.cleanup()
+        bus.stop()

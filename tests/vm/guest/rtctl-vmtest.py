@@ -1509,6 +1509,21 @@ def session():
     return info
 
 
+def chvt(n):
+    """Bring VT n to the front (VT_ACTIVATE, VT_WAITACTIVE): logind makes the session on it the active one."""
+    import fcntl
+    fd = os.open("/dev/tty0", os.O_RDWR | os.O_NOCTTY)
+    try:
+        fcntl.ioctl(fd, 0x5606, n)
+        fcntl.ioctl(fd, 0x5607, n)
+    finally:
+        os.close(fd)
+
+
+def session_prop(sid, key):
+    return run(["loginctl", "show-session", sid, "-p", key, "--value"], timeout=30).stdout.strip()
+
+
 def kill_quietly(pids):
     for pid in pids:
         try:
@@ -1531,7 +1546,7 @@ def rtprops():
 
 
 def holds_of(props, profile=None):
-    return [h for h in props.get("ActiveProfileHolds", []) if profile is None or h.get("profile") == profile]
+    return [h for h in props.get("ActiveProfileHolds", []) if profile is None or h.get("Profile") == profile]
 
 
 def brief(props):
@@ -1763,6 +1778,7 @@ def t_polkit_session_user():
     ensure_rtctld_base()
     steps, pids = [], []
     root_sleep = None
+    switched = False
     try:
         # a hold with busctl: granted, and released when busctl leaves the bus
         p = busctl_as_alice("HoldProfile", "sss", "audio", "vmtest busctl", "org.rtctl.vmtest")
@@ -1783,7 +1799,7 @@ def t_polkit_session_user():
         check(props.get("BaseProfile") == TEST_PROFILE, "during alice's hold: %s" % brief(props))
         iso, hk = cpu_set(props["IsolatedCPUs"]), cpu_set(props["HousekeepingCPUs"])
         h = holds_of(props, "audio")[0]
-        check(str(h.get("bus-name", "")).startswith(":"), "the hold's bus-name is %r" % h.get("bus-name"))
+        check(str(h.get("BusName", "")).startswith(":"), "the hold's BusName is %r" % h.get("BusName"))
         listed = as_alice([RTCTL, "holds"])
         check(listed["rc"] == 0 and "audio" in listed["stdout"],
               "`rtctl holds` as alice: rc=%d %s" % (listed["rc"], (listed["stdout"] + listed["stderr"]).strip()[-300:]))
@@ -1855,8 +1871,25 @@ def t_polkit_session_user():
         denied = wait_for(lambda: call_as_alice("SetProfile", TEST_PROFILE).get("error") == ERR_NOT_AUTHORIZED, 30, 0.5)
         check(denied, "SetProfile as alice still allowed 30 s after the rules file was removed")
         steps.append("rules file removed: refused again after %.1f s" % (time.monotonic() - t0))
+
+        # the control: with another VT in front her session is inactive, and a hold needs authentication
+        sid = STATE["session"]["env"]["XDG_SESSION_ID"]
+        switched = True
+        chvt(2)
+        check(wait_for(lambda: session_prop(sid, "Active") == "no", 10, 0.2),
+              "tty2 in front, alice's session is still Active=%s" % session_prop(sid, "Active"))
+        r = call_as_alice("HoldProfile", "audio", "vmtest inactive", "org.rtctl.vmtest")
+        check(r.get("error") == ERR_NOT_AUTHORIZED, "HoldProfile(audio) as alice with her session inactive: %s, want %s" % (
+            r.get("error") or "success %r" % (r.get("result"),), ERR_NOT_AUTHORIZED))
+        chvt(1)
+        switched = False
+        check(wait_for(lambda: session_prop(sid, "Active") == "yes", 10, 0.2), "tty1 back in front, alice's session is "
+              "Active=%s" % session_prop(sid, "Active"))
+        steps.append("her session inactive (tty2 in front): HoldProfile refused")
         return "; ".join(steps)
     finally:
+        if switched:
+            chvt(1)
         if os.path.exists(POLKIT_RULES):
             os.unlink(POLKIT_RULES)
         kill_quietly(pids + pids_by_cmdline(["sleep", "600"], SESSION_UID))
@@ -1888,9 +1921,9 @@ def t_hold_released_on_disconnect():
                                os.path.exists("/sys/fs/cgroup/rtctl.slice"))(rtprops()), 30, 0.25)
         props = rtprops()
         check(ok, "alice's client holds audio (cookie %d): %s" % (h["cookie"], brief(props)))
-        mine = [x for x in holds_of(props) if x.get("bus-name") == h["bus_name"]]
-        check(len(mine) == 1 and mine[0].get("profile") == "audio" and mine[0].get("application-id") ==
-              "org.rtctl.vmtest.daw" and mine[0].get("reason") == "vmtest: killed",
+        mine = [x for x in holds_of(props) if x.get("BusName") == h["bus_name"]]
+        check(len(mine) == 1 and mine[0].get("Cookie") == h["cookie"] and mine[0].get("Profile") == "audio" and
+              mine[0].get("ApplicationId") == "org.rtctl.vmtest.daw" and mine[0].get("Reason") == "vmtest: killed",
               "ActiveProfileHolds has no entry for the holder %s: %s" % (h["bus_name"], props.get("ActiveProfileHolds")))
         iso = props["IsolatedCPUs"]
         os.kill(holder, signal.SIGKILL)

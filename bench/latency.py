@@ -33,6 +33,7 @@ Needs root, rt-tests, stress-ng (and tuned, dbus for tuned:*; a build tree for r
 kernel lock /run/rtctl-kernel.lock for the whole run and proves with a before/after snapshot that the
 machine is as it was."""
 import argparse
+import contextlib
 import glob
 import json
 import os
@@ -266,12 +267,17 @@ class Hand(Config):
         self.dma_fd = None
 
     def apply(self):
-        cpu = self.cpu
-        hk = online_cpus() - {cpu}
+        hk = online_cpus() - {self.cpu}
         if not hk:
             raise RuntimeError("hand: no housekeeping CPU left")
         self.log = {"irq_failures": {}, "tasks_moved": 0, "tasks_refused": 0}
-        # IRQs.
+        self.irqs_off(hk)
+        self.tasks_off(hk)
+        self.cstates_off()
+
+    def irqs_off(self, hk):
+        """IRQs, the default IRQ affinity and unbound workqueues on the housekeeping CPUs."""
+        cpu = self.cpu
         self.irqs = rivals.irq_affinities()
         self.default_affinity = machine.read("/proc/irq/default_smp_affinity")
         for irq, cpus in self.irqs.items():
@@ -283,7 +289,10 @@ class Hand(Config):
         # Unbound workqueues.
         self.wq = machine.read("/sys/devices/virtual/workqueue/cpumask")
         write("/sys/devices/virtual/workqueue/cpumask", cpumask_hex(hk))
-        # Every task that may run elsewhere too.
+
+    def tasks_off(self, hk):
+        """Every task that may run elsewhere too."""
+        cpu = self.cpu
         self.tasks = {}
         for key, cpus in rivals.task_affinities().items():
             allowed = parse_cpulist(cpus)
@@ -294,18 +303,27 @@ class Hand(Config):
                     self.log["tasks_moved"] += 1
                 except OSError:
                     self.log["tasks_refused"] += 1
-        # C-states: global PM QoS request held open, and the CPU's own resume latency.
+
+    def cstates_off(self):
+        """The global PM QoS request held open at 0, and the CPU's own resume latency at n/a (0 µs)."""
         self.dma_fd = os.open("/dev/cpu_dma_latency", os.O_WRONLY)
         os.write(self.dma_fd, struct.pack("i", 0))
-        self.qos_path = "/sys/devices/system/cpu/cpu%d/power/pm_qos_resume_latency_us" % cpu
+        self.qos_path = "/sys/devices/system/cpu/cpu%d/power/pm_qos_resume_latency_us" % self.cpu
         self.qos = machine.read(self.qos_path)
         write(self.qos_path, "n/a")
 
     def revert(self):
+        self.cstates_back()
+        self.tasks_back()
+        self.irqs_back()
+
+    def cstates_back(self):
         write(self.qos_path, self.qos)
         if self.dma_fd is not None:
             os.close(self.dma_fd)
             self.dma_fd = None
+
+    def tasks_back(self):
         now = rivals.task_affinities()
         moved_tids = {k[0]: v for k, v in self.tasks.items()}
         for key, allowed in self.tasks.items():
@@ -333,6 +351,8 @@ class Hand(Config):
                     os.sched_setaffinity(tid, origin)
                 except OSError:
                     pass
+
+    def irqs_back(self):
         write("/sys/devices/virtual/workqueue/cpumask", self.wq)
         for irq, cpus in self.irqs.items():
             if rivals.irq_affinities().get(irq) != cpus:
@@ -344,17 +364,32 @@ class Hand(Config):
             os.close(self.dma_fd)
 
 
-def make_config(spec):
-    if spec == "none":
-        return Config()
-    if spec == "hand":
-        return Hand()
+def make_config(spec, kinds=None):
+    """A configuration from its name; kinds maps none, hand, rtctl and tuned to other classes."""
+    kinds = dict({"none": Config, "hand": Hand, "rtctl": Rtctl, "tuned": Tuned}, **(kinds or {}))
+    if spec in ("none", "hand"):
+        return kinds[spec]()
     kind, _, arg = spec.partition(":")
-    if kind == "rtctl" and arg:
-        return Rtctl(arg)
-    if kind == "tuned" and arg:
-        return Tuned(arg)
+    if kind in ("rtctl", "tuned") and arg:
+        return kinds[kind](arg)
     raise SystemExit("unknown configuration %r (none, hand, rtctl:PROFILE, tuned:PROFILE)" % spec)
+
+
+@contextlib.contextmanager
+def applied(cfg, on_left):
+    """cfg in force inside the block; afterwards reverted, and what its revert left behind (workqueue
+    cpumasks, IRQ and IRQ-thread affinities) put back and handed to on_left as evidence."""
+    saved = rivals.guarded_state()
+    cfg.apply()
+    try:
+        yield
+    finally:
+        cfg.revert()
+        time.sleep(0.2)
+        left = rivals.repair(saved)
+        if left:
+            log("%s left behind (now repaired): %s" % (cfg.name, "; ".join(left)))
+            on_left(left)
 
 
 class Context:
@@ -399,6 +434,18 @@ def parse_histfile(path):
     return bins, summary
 
 
+def start_stopped(cmd, **popen_args):
+    """cmd behind a shell that stops itself, so that the configuration can place it (rtctl attach,
+    a cpuset) before it execs cmd, which then inherits the placement. SIGCONT lets it go."""
+    p = subprocess.Popen(["/bin/sh", "-c", 'kill -STOP $$; exec "$@"', "sh"] + cmd, **popen_args)
+    deadline = time.monotonic() + 10
+    while (machine.read("/proc/%d/stat" % p.pid) or "").rsplit(")", 1)[-1].split()[:1] != ["T"]:
+        if p.poll() is not None or time.monotonic() > deadline:
+            raise RuntimeError("the stopped shell before %s did not stop" % cmd[0])
+        time.sleep(0.005)
+    return p
+
+
 def run_cyclictest(cfg, cpu, seconds, laptop, args, workdir, tag):
     hist = os.path.join(workdir, "hist-%s.txt" % tag)
     js = os.path.join(workdir, "ct-%s.json" % tag)
@@ -406,15 +453,7 @@ def run_cyclictest(cfg, cpu, seconds, laptop, args, workdir, tag):
            "-D", "%ds" % seconds, "-q", "-h", str(args.hist_us), "--histfile=" + hist, "--json=" + js]
     if laptop:
         cmd.append("--laptop")
-    # A shell that stops itself, so the configuration can place it (rtctl attach) before it execs
-    # cyclictest, which then inherits the placement.
-    p = subprocess.Popen(["/bin/sh", "-c", 'kill -STOP $$; exec "$@"', "sh"] + cmd,
-                         stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
-    deadline = time.monotonic() + 10
-    while (machine.read("/proc/%d/stat" % p.pid) or "").rsplit(")", 1)[-1].split()[:1] != ["T"]:
-        if p.poll() is not None or time.monotonic() > deadline:
-            raise RuntimeError("the cyclictest stub did not stop")
-        time.sleep(0.005)
+    p = start_stopped(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     try:
         cfg.attach(p.pid)
     except Exception:
@@ -515,6 +554,16 @@ def print_table(table, states):
             st["irqs_allowed_on_cpu"], st["tasks_allowed_on_cpu"], st["workqueue_cpumask"]))
 
 
+def print_end(results, left, json_path):
+    """The closing lines: runtime, whether the machine is as it was (and what changed), the JSON."""
+    print("\nruntime %.0f s; machine unchanged: %s" % (results["runtime_s"], "yes" if not left else "NO"))
+    if left:
+        print("WARNING: the machine changed:", *left, sep="\n  ")
+    if json_path:
+        with open(json_path, "w") as f:
+            json.dump(results, f, indent=2)
+
+
 def main():
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--duration", type=int, default=30, help="seconds of cyclictest per configuration, mode and round")
@@ -568,9 +617,7 @@ def main():
                 for r in range(args.rounds):
                     order = modes if r % 2 == 0 else list(reversed(modes))
                     for c in configs:
-                        saved = rivals.guarded_state()
-                        c.apply()
-                        try:
+                        with applied(c, lambda left: leftovers.setdefault(c.name, []).append(left)):
                             time.sleep(args.settle)
                             if c.name not in states:
                                 states[c.name] = describe(args.cpu)
@@ -584,13 +631,6 @@ def main():
                                 log("round %d %-28s %-6s avg %6.2f p99 %5s p99.9 %5s >1ms %4d max %5d RES/s %.1f" % (
                                     r, c.name, mode, s["avg_us"], s["p99_us"], s["p99_9_us"], s["over_1ms"],
                                     s["max_us"], s["res_per_s"]))
-                        finally:
-                            c.revert()
-                            time.sleep(0.2)
-                            left = rivals.repair(saved)
-                            if left:
-                                log("%s left behind (now repaired): %s" % (c.name, "; ".join(left)))
-                                leftovers.setdefault(c.name, []).append(left)
         finally:
             if stress:
                 stop_stress(stress)
@@ -612,12 +652,7 @@ def main():
     print_table(table, states)
     for name, lst in leftovers.items():
         print("%s left behind after its revert (repaired by the bench): %s" % (name, "; ".join(lst[0])))
-    print("\nruntime %.0f s; machine unchanged: %s" % (results["runtime_s"], "yes" if not left else "NO"))
-    if left:
-        print("WARNING: the machine changed:", *left, sep="\n  ")
-    if args.json:
-        with open(args.json, "w") as f:
-            json.dump(results, f, indent=2)
+    print_end(results, left, args.json)
     if args.keep_hist:
         os.makedirs(args.keep_hist, exist_ok=True)
         for f in glob.glob(os.path.join(tmp, "hist-*.txt")) + glob.glob(os.path.join(tmp, "ct-*.json")):

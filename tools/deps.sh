@@ -8,6 +8,8 @@ pkgs=(
   # tests
   python3 python3-pytest python3-dbus python3-dbusmock dbus util-linux clang-format kmod
   jackd2 procps
+  # bench/xruns.py (bench/ only, never tools/test): the JACK client library, load, a rival
+  libjack-jackd2-dev stress-ng tuned
 )
 missing=()
 for p in "${pkgs[@]}"; do
@@ -18,4 +20,9 @@ if [ ${#missing[@]} -gt 0 ]; then
   export DEBIAN_FRONTEND=noninteractive
   apt-get update -q >/dev/null
   apt-get install -y -q --no-install-recommends "${missing[@]}" >/dev/null
+fi
+# tuned is only benchmarked against (it runs in the foreground under bench/): on a host with systemd its
+# package starts and enables tuned.service, which would retune the machine under every test.
+if [[ " ${missing[*]:-} " == *" tuned "* ]] && [ -d /run/systemd/system ]; then
+  systemctl disable --now tuned.service >/dev/null 2>&1 || true
 fi

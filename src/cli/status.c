@@ -138,6 +138,45 @@ static json_object *power_json(char **cells, size_t rows)
         return a;
 }
 
+#define ATTACHED_COLUMNS 4
+
+/* AttachedThreads as table cells (PID, TID or "all", name, rule); an older daemon without it gives none. */
+static void read_attached_threads(Cli *c, char ***ret, size_t *ret_n)
+{
+        sd_bus_message *reply = NULL;
+        const char *comm, *rule;
+        uint32_t pid, tid;
+
+        if (cli_get_property(c, "AttachedThreads", "a(uuss)", &reply, true) != EXIT_OK)
+                return;
+        if (sd_bus_message_enter_container(reply, 'a', "(uuss)") >= 0)
+                while (sd_bus_message_read(reply, "(uuss)", &pid, &tid, &comm, &rule) > 0) {
+                        strv_push(ret, xasprintf("%u", pid));
+                        strv_push(ret, tid ? xasprintf("%u", tid) : xstrdup("all"));
+                        strv_push(ret, xstrdup(comm));
+                        strv_push(ret, xstrdup(rule));
+                        (*ret_n)++;
+                }
+        sd_bus_message_unref(reply);
+}
+
+static json_object *attached_json(char **cells, size_t rows)
+{
+        json_object *a = json_object_new_array();
+
+        for (size_t i = 0; i < rows; i++) {
+                json_object *o = json_object_new_object();
+                char **row = cells + i * ATTACHED_COLUMNS;
+                json_object_object_add(o, "pid", json_object_new_int(atoi(row[0])));
+                json_object_object_add(o, "tid",
+                                       json_object_new_int(streq(row[1], "all") ? 0 : atoi(row[1])));
+                json_object_object_add(o, "comm", json_object_new_string(row[2]));
+                json_object_object_add(o, "rule", json_object_new_string(row[3]));
+                json_object_array_add(a, o);
+        }
+        return a;
+}
+
 int verb_status(Cli *c, int argc, char *argv[])
 {
         _cleanup_free_ char *profile = NULL, *state = NULL, *version = NULL, *iso = NULL, *hk = NULL,
@@ -172,6 +211,9 @@ int verb_status(Cli *c, int argc, char *argv[])
         size_t n_power = 0;
         int dma = -1;
         read_power(c, &power, &n_power, &dma);
+        _cleanup_strv_free_ char **attached = NULL;
+        size_t n_attached = 0;
+        read_attached_threads(c, &attached, &n_attached);
 
         if (c->json) {
                 json_object *o = json_object_new_object(), *lp = json_object_new_object();
@@ -201,6 +243,7 @@ int verb_status(Cli *c, int argc, char *argv[])
                 json_object_object_add(o, "unsupported", problems_json(unsupported, n_unsupported, false));
                 json_object_object_add(o, "cpus", power_json(power, n_power));
                 json_object_object_add(o, "dma_latency_request_us", json_object_new_int(dma));
+                json_object_object_add(o, "attached_by_rules", attached_json(attached, n_attached));
                 cli_print_json(o);
         } else {
                 char when[64] = "never";
@@ -229,6 +272,11 @@ int verb_status(Cli *c, int argc, char *argv[])
                 if (n_power) {
                         printf("\n");
                         cli_print_table(power_columns, POWER_COLUMNS, power, n_power);
+                }
+                if (n_attached) {
+                        printf("\nOn the isolated CPUs by [Attach] rules:\n");
+                        cli_print_table((const char *const[]){"PID", "TID", "NAME", "RULE"},
+                                        ATTACHED_COLUMNS, attached, n_attached);
                 }
                 if (n_failures) {
                         printf("\nFailures:\n");

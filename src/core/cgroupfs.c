@@ -72,11 +72,21 @@ int cgroup_procs(const char *dir, unsigned **ret, size_t *ret_n)
         return 0;
 }
 
-int cgroup_move(const char *dir, unsigned pid)
+static int write_id(const char *dir, const char *file, unsigned id)
 {
-        _cleanup_free_ char *path = xasprintf("%s/cgroup.procs", dir);
+        _cleanup_free_ char *path = xasprintf("%s/%s", dir, file);
         char buf[16];
 
-        snprintf(buf, sizeof buf, "%u", pid);
+        snprintf(buf, sizeof buf, "%u", id);
         return sys_write(path, buf);
+}
+
+int cgroup_move(const char *dir, unsigned pid)
+{
+        return write_id(dir, "cgroup.procs", pid);
+}
+
+int cgroup_move_thread(const char *dir, unsigned tid)
+{
+        return write_id(dir, "tasks", tid);
 }

@@ -26,3 +26,6 @@ void cgroup_info_clear(CgroupInfo *c);
 int cgroup_procs(const char *dir, unsigned **ret, size_t *ret_n);
 /* Moves one process into the cgroup directory. */
 int cgroup_move(const char *dir, unsigned pid);
+/* Moves one thread into the cgroup directory (v1's tasks file: v1 lets the threads of a process sit in
+ * different cpusets). */
+int cgroup_move_thread(const char *dir, unsigned tid);

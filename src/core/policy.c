@@ -125,7 +125,9 @@ static int load_conf(char *const *search_path, const char *name, char ***stack, 
 
 static bool section_known(const char *name)
 {
-        if (streq(name, "Profile") || streq(name, "CPU"))
+        const char *attach = startswith(name, "Attach");
+
+        if (streq(name, "Profile") || streq(name, "CPU") || (attach && (*attach == 0 || *attach == ' ')))
                 return true;
         for (int i = 0; i < N_TUNERS; i++)
                 for (const char *const *s = tuners[i]->sections; s && *s; s++) {
@@ -204,6 +206,14 @@ int policy_load(char *const *search_path, const char *name, Policy **ret, char *
         p = xmalloc0(sizeof(Policy));
         p->name = xstrdup(name);
         parse_core(p, c, &errors);
+        p->attach = attach_rules_parse(c, &errors);
+        if (p->attach && p->isolate.kind == CPU_SPEC_UNSET)
+                for (size_t i = 0; i < c->n_sections; i++)
+                        if (startswith(c->sections[i].name, "Attach "))
+                                strv_push(&errors, conf_section_error(&c->sections[i],
+                                                                      "attach rules need isolated CPUs, and "
+                                                                      "this profile isolates none ([CPU] "
+                                                                      "Isolate=)"));
         for (int i = 0; i < N_TUNERS; i++)
                 if (!tuners[i]->config_from)
                         p->config[i] = tuners[i]->parse(c, &errors);
@@ -238,6 +248,7 @@ void policy_free(Policy *p)
                 if (p->config[i] && !tuners[i]->config_from)
                         tuners[i]->free_config(p->config[i]);
         cpu_spec_clear(&p->isolate);
+        attach_rules_free(p->attach);
         free(p->name);
         free(p->description);
         free(p);

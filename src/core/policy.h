@@ -1,6 +1,7 @@
 /* SPDX-License-Identifier: GPL-2.0-or-later */
 #pragma once
 
+#include "core/attach.h"
 #include "core/topology.h"
 #include "core/tuner.h"
 
@@ -30,6 +31,7 @@ typedef struct Policy {
         char *description;
         int rank; /* [Profile] Rank=: among held profiles and the base one, the highest is in force */
         CpuSpec isolate;
+        AttachRules *attach; /* [Attach NAME] rules; NULL when none */
         void *config[N_TUNERS];
 } Policy;
 

@@ -178,6 +178,8 @@ void reconcile_pass_with(const Policy *policy, const Topology *topology, Journal
                            .housekeeping = ret->housekeeping,
                            .attached = in ? in->attached : NULL,
                            .n_attached = in ? in->n_attached : 0,
+                           .threads = in ? in->threads : NULL,
+                           .n_threads = in ? in->n_threads : 0,
                            .irq = in ? in->irq : NULL,
                            .tasks = &tasks,
                            .pass_start_usec = start,

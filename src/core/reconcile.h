@@ -41,6 +41,8 @@ void reconcile_pass(const Policy *policy, const Topology *topology, Journal *jou
 typedef struct PassInput {
         const unsigned *attached; /* processes attached to the isolated CPUs */
         size_t n_attached;
+        const AttachedThread *threads; /* threads [Attach] rules place one by one */
+        size_t n_threads;
         struct IrqState *irq;
         bool stop_conflicts;
         SettingContext *kinds; /* what setting kinds keep between passes; NULL: one for this pass */

@@ -495,6 +495,109 @@ const SettingKind setting_kind_affinity = {
     .equal = affinity_equal,
 };
 
+/* "/proc/PID/task/TID/cpuset" */
+static int tid_of(const char *object, unsigned *ret)
+{
+        unsigned pid;
+        const char *t = strstr(object, "/task/");
+
+        if (pid_of(object, &pid) < 0 || !t || sscanf(t, "/task/%u/", ret) != 1)
+                return -EINVAL;
+        return 0;
+}
+
+/* "CPUSET CPULIST" -> the cpuset, and the CPU list when there is one. */
+static char *thread_split(const char *value, const char **ret_cpus)
+{
+        size_t n = strcspn(value, " ");
+
+        *ret_cpus = value[n] ? value + n + strspn(value + n, " ") : NULL;
+        if (*ret_cpus && !**ret_cpus)
+                *ret_cpus = NULL;
+        return xstrndup(value, n);
+}
+
+static int thread_read(SettingContext *ctx, const char *object, const char *hint, char **ret)
+{
+        _cleanup_free_ char *cpuset = NULL, *cpus = NULL, *affinity = NULL;
+        unsigned tid;
+        int r;
+
+        r = tid_of(object, &tid);
+        if (r < 0)
+                return r;
+        r = sys_read(object, &cpuset);
+        if (r < 0)
+                return r == -ESRCH ? -ENOENT : r;
+        affinity = xasprintf("/proc/%u/affinity", tid);
+        r = affinity_read(ctx, affinity, NULL, &cpus);
+        if (r < 0)
+                return r;
+        *ret = xasprintf("%s %s", strstrip(cpuset), cpus);
+        return 0;
+}
+
+/* The move gives the thread the cpuset's CPUs (within the affinity it asked for itself, on kernels since
+ * 6.2); an affinity is only written when the value names one and the move left another. */
+static int thread_write(SettingContext *ctx, const char *object, const char *value)
+{
+        _cleanup_free_ char *want = NULL, *now = NULL, *affinity = NULL;
+        const char *cpus, *now_cpus;
+        CgroupInfo info;
+        unsigned tid;
+        int r;
+
+        r = tid_of(object, &tid);
+        if (r < 0)
+                return r;
+        want = thread_split(value, &cpus);
+        r = thread_read(ctx, object, value, &now);
+        if (r < 0)
+                return r;
+        _cleanup_free_ char *now_cpuset = thread_split(now, &now_cpus);
+        if (!streq(now_cpuset, want)) {
+                r = cgroup_discover(&info);
+                if (r < 0)
+                        return r;
+                if (info.mode != CGROUP_V1) {
+                        cgroup_info_clear(&info);
+                        return -EOPNOTSUPP; /* v2 keeps the threads of a process together */
+                }
+                _cleanup_free_ char *dir = xasprintf("%s%s", info.mount, streq(want, "/") ? "" : want);
+                cgroup_info_clear(&info);
+                r = cgroup_move_thread(dir, tid);
+                if (r < 0)
+                        return r == -ESRCH ? -ENOENT : r;
+        }
+        if (!cpus)
+                return 0;
+        affinity = xasprintf("/proc/%u/affinity", tid);
+        free(now);
+        now = NULL;
+        r = affinity_read(ctx, affinity, NULL, &now);
+        if (r < 0)
+                return r;
+        return affinity_equal(now, cpus) ? 0 : affinity_write(ctx, affinity, cpus);
+}
+
+static bool thread_equal(const char *current, const char *desired)
+{
+        const char *cur_cpus, *want_cpus;
+        _cleanup_free_ char *cur = thread_split(current, &cur_cpus),
+                            *want = thread_split(desired, &want_cpus);
+
+        if (!streq(cur, want))
+                return false;
+        return !want_cpus || (cur_cpus && affinity_equal(cur_cpus, want_cpus));
+}
+
+const SettingKind setting_kind_thread = {
+    .name = "thread",
+    .read = thread_read,
+    .write = thread_write,
+    .equal = thread_equal,
+};
+
 /* "systemd:UNIT:AllowedCPUs" */
 static char *unit_of(const char *object)
 {

@@ -104,7 +104,7 @@ const SettingKind *setting_kind_from_name(const char *name)
             &setting_kind_member,       &setting_kind_affinity,  &setting_kind_unit_cpus,
             &setting_kind_slice,        &setting_kind_partition, &setting_kind_subtree,
             &setting_kind_sched,        &setting_kind_service,   &setting_kind_pmqos,
-            &setting_kind_irq_affinity,
+            &setting_kind_irq_affinity, &setting_kind_thread,
         };
 
         for (size_t i = 0; i < ELEMENTSOF(kinds); i++)

@@ -71,6 +71,11 @@ extern const SettingKind setting_kind_member;
  * with sched_setaffinity(2). Only on the live system, never under a root prefix. */
 extern const SettingKind setting_kind_affinity;
 
+/* /proc/PID/task/TID/cpuset (cgroup v1): one thread's cpuset and CPUs as "CPUSET CPULIST"
+ * ("/rtctl-housekeeping 0"). A value without CPUs leaves them to the cpuset; restore names both, so the
+ * thread gets the cpuset and the affinity it had. */
+extern const SettingKind setting_kind_thread;
+
 /* cgroup v2 DIR/cgroup.subtree_control: "cpuset" (enabled for the children) or "no cpuset". */
 extern const SettingKind setting_kind_subtree;
 /* cgroup v2 cpuset.cpus.partition; an invalid partition is made member first, then checked anew. */

@@ -95,7 +95,8 @@ static void load(TaskScan *s)
                 s->tasks[s->n++] = t;
         }
         /* readdir(/proc) lists PIDs in order already; a sort keeps lookups right if it ever does not. */
-        qsort(s->tasks, s->n, sizeof(TaskInfo), cmp_pid);
+        if (s->n > 1)
+                qsort(s->tasks, s->n, sizeof(TaskInfo), cmp_pid);
 }
 
 const TaskInfo *task_scan_all(TaskScan *s, size_t *ret_n)

@@ -1,6 +1,7 @@
 /* SPDX-License-Identifier: GPL-2.0-or-later */
 #pragma once
 
+#include "core/attach.h"
 #include "core/config.h"
 #include "core/setting.h"
 #include "core/topology.h"
@@ -13,6 +14,10 @@ typedef struct PlanContext {
         /* Processes put on the isolated CPUs at run time (AttachProcess), still alive. */
         const unsigned *attached;
         size_t n_attached;
+        /* Every thread of the processes an [Attach] rule with a thread glob matched (not of those attached
+         * whole), each with whether the rule wants it on the isolated CPUs. */
+        const AttachedThread *threads;
+        size_t n_threads;
         /* What the IRQ tuners keep between passes (rates, refusals, pins); NULL in a one-off plan. */
         struct IrqState *irq;
         /* The pass's one reading of /proc, loaded when a tuner first asks. */
@@ -74,6 +79,8 @@ typedef struct Tuner {
 extern const Tuner tuner_block;
 extern const Tuner tuner_sysctl;
 extern const Tuner tuner_cpuset;
+/* The cpuset tuner's one "device": replanning it plans the attached processes and threads alone. */
+#define CPUSET_ATTACH_DEVICE "attach"
 extern const Tuner tuner_kthread;
 extern const Tuner tuner_irq;
 extern const Tuner tuner_irqthread;

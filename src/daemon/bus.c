@@ -554,6 +554,8 @@ static const sd_bus_vtable manager_vtable[] = {
     SD_BUS_PROPERTY("HousekeepingCPUs", "s", property_cpus, 0, SD_BUS_VTABLE_PROPERTY_EMITS_CHANGE),
     SD_BUS_PROPERTY("LastPass", "(tuut)", property_last_pass, 0, SD_BUS_VTABLE_PROPERTY_EMITS_CHANGE),
     SD_BUS_PROPERTY("AttachedProcesses", "au", property_attached, 0, SD_BUS_VTABLE_PROPERTY_EMITS_CHANGE),
+    SD_BUS_PROPERTY("AttachedThreads", "a(uuss)", bus_property_attached_threads, 0,
+                    SD_BUS_VTABLE_PROPERTY_EMITS_CHANGE),
     SD_BUS_PROPERTY("CPUPower", "a(usssuuss)", property_cpus_power, 0,
                     SD_BUS_VTABLE_PROPERTY_EMITS_INVALIDATION),
     SD_BUS_PROPERTY("DMALatencyRequest", "i", property_dma_latency, 0, SD_BUS_VTABLE_PROPERTY_EMITS_CHANGE),

@@ -60,6 +60,7 @@ static void activate(Manager *m, Policy *p, const char *reason)
                 status_forget_tuner(&m->status, "journal");
         policy_free(m->policy);
         m->policy = p;
+        manager_rules_apply(m);
         dirty_mark_all(&m->dirty);
         manager_schedule_pass(m, reason);
 }

@@ -6,6 +6,7 @@
 #include <time.h>
 
 #include "core/systemd.h"
+#include "daemon/bus-attach.h"
 #include "daemon/bus.h"
 #include "daemon/manager.h"
 #include "daemon/polkit.h"
@@ -58,6 +59,7 @@ void manager_free(Manager *m)
         polkit_free(m->polkit);
         sd_bus_flush_close_unref(m->bus);
         uevent_monitor_free(m->uevents);
+        manager_rules_free(m);
         sd_event_source_disable_unref(m->pass_source);
         sd_event_source_disable_unref(m->settle_source);
         sd_event_source_disable_unref(m->rebalance_source);
@@ -345,20 +347,23 @@ static int on_pass(sd_event_source *s, void *userdata)
 {
         Manager *m = userdata;
         _cleanup_free_ char *reason = TAKE_PTR(m->pass_reason);
-        _cleanup_free_ unsigned *pids = NULL;
         Dirty dirty = m->dirty;
+        AttachInput attach;
         PassResult res;
 
         m->dirty = (Dirty){};
-        manager_prune_attached(m);
-        pids = manager_attached_pids(m);
+        manager_attach_input(m, &attach);
         reconcile_pass_with(m->policy, m->topology, m->journal, &dirty, false,
-                            &(PassInput){.attached = pids,
-                                         .n_attached = m->n_attached,
+                            &(PassInput){.attached = attach.pids,
+                                         .n_attached = attach.n_pids,
+                                         .threads = attach.threads,
+                                         .n_threads = attach.n_threads,
                                          .irq = &m->irq,
                                          .stop_conflicts = m->conf.stop_conflicts,
                                          .kinds = &m->kinds},
                             &res);
+        manager_rules_note_pass(m, &attach);
+        attach_input_clear(&attach);
         irq_state_note_results(&m->irq, &res.plan);
         irq_state_commit(&m->irq);
         status_update(&m->status, &dirty, &res);
@@ -384,14 +389,15 @@ static int on_pass(sd_event_source *s, void *userdata)
         arm_rebalance(m);
 
         bus_emit_applied(m, strempty(reason));
+        bus_attach_emit_changed(m);
         finish(m);
         return 0;
 }
 
 void manager_dry_run(Manager *m, const Policy *p, PassResult *ret)
 {
-        _cleanup_free_ unsigned *pids = manager_attached_pids(m);
         IrqState irq = m->irq; /* read only: the pass sets only seen, which is this copy's */
+        AttachInput attach;
         Dirty all = {};
 
         irq.seen = NULL;
@@ -400,14 +406,18 @@ void manager_dry_run(Manager *m, const Policy *p, PassResult *ret)
                 irq.n_pins = 0;
         }
         dirty_mark_all(&all);
+        manager_attach_input(m, &attach);
         reconcile_pass_with(p, m->topology, m->journal, &all, true,
-                            &(PassInput){.attached = pids,
-                                         .n_attached = m->n_attached,
+                            &(PassInput){.attached = attach.pids,
+                                         .n_attached = attach.n_pids,
+                                         .threads = attach.threads,
+                                         .n_threads = attach.n_threads,
                                          .irq = &irq,
                                          .stop_conflicts = m->conf.stop_conflicts,
                                          .kinds = &m->kinds},
                             ret);
         dirty_clear(&all);
+        attach_input_clear(&attach);
         irq_table_free(irq.seen);
 }
 

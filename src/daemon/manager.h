@@ -11,14 +11,35 @@
 #include "core/policy.h"
 #include "core/reconcile.h"
 #include "core/topology.h"
+#include "daemon/bus-attach.h" /* for bus.c's vtable, which the lead keeps */
 #include "daemon/events.h"
 #include "daemon/manager-status.h"
+#include "daemon/proc-events.h"
+
+typedef struct sd_login_monitor sd_login_monitor;
 
 /* A process put on the isolated CPUs; the start time tells it from a later process with its PID. */
 typedef struct Attached {
         unsigned pid;
         unsigned long long starttime;
 } Attached;
+
+/* A process an [Attach] rule matched: found by a scan or a process event, never saved. */
+typedef struct RuleMatch {
+        unsigned pid;
+        unsigned long long starttime;
+        unsigned rule; /* index in the policy's rules */
+        char comm[16];
+} RuleMatch;
+
+/* What a pass places on the isolated CPUs: whole processes (attached, or matched by a rule with
+ * Threads=all) and single threads (rules with a thread glob). */
+typedef struct AttachInput {
+        unsigned *pids;
+        size_t n_pids;
+        AttachedThread *threads;
+        size_t n_threads;
+} AttachInput;
 
 /* A profile an application asked for, for as long as its bus name lives (HoldProfile). */
 /* A method call answered when the pass it asked for is done: with (changes, failures), or with the
@@ -47,6 +68,7 @@ typedef struct Polkit Polkit;
  *   manager-profile.c  profiles: load, switch, reload, restore, the remembered one, which one is in force
  *   manager-hold.c     holds: profiles applications ask for while their bus name lives
  *   manager-attach.c   processes attached to the isolated CPUs
+ *   manager-rules.c    [Attach] rules: the /proc scan, process events, the active user
  *   manager-irq.c      IRQ pins and the IRQ listing
  *   manager-events.c   what uevents and resume mark dirty
  *   bus.c              the D-Bus API, marshalling what this struct holds
@@ -87,6 +109,15 @@ typedef struct Manager {
         bool after_jobs[N_TUNERS]; /* replanned once systemd finished the jobs a pass queued */
         Attached *attached;
         size_t n_attached;
+        ProcMonitor *procs; /* process events, while the policy has [Attach] rules */
+        sd_login_monitor *login;
+        sd_event_source *login_source;
+        RuleMatch *matches;
+        size_t n_matches;
+        uid_t *active_uids; /* users of the active session of each seat */
+        size_t n_active_uids;
+        AttachedThread *rule_threads; /* the threads rules put on the isolated CPUs in the last pass */
+        size_t n_rule_threads;
         IrqState irq;
         Waiter *waiting; /* calls answered when the pass and what it started are done */
         size_t n_waiting;
@@ -168,6 +199,19 @@ void manager_prune_attached(Manager *m);
 void manager_load_attached(Manager *m);
 /* The PIDs, for a pass (free the array). */
 unsigned *manager_attached_pids(const Manager *m);
+
+/* manager-rules.c */
+/* The policy changed: follow process events while it has rules (subscribing first), scan /proc once. */
+void manager_rules_apply(Manager *m);
+void manager_rules_free(Manager *m);
+/* A thread ended: if a rule had placed it, it leaves status and the journal. */
+void manager_rules_thread_gone(Manager *m, unsigned pid, unsigned tid);
+/* What the next pass places (prunes processes that are gone). Free with attach_input_clear(). */
+void manager_attach_input(Manager *m, AttachInput *ret);
+void manager_rules_note_pass(Manager *m, const AttachInput *in);
+void attach_input_clear(AttachInput *a);
+const char *manager_rule_name(const Manager *m, const RuleMatch *x);
+bool manager_rule_whole(const Manager *m, const RuleMatch *x);
 
 /* manager-irq.c */
 /* A run-time IRQ placement, kept until restore or a profile change. cpus "" drops it. -ENOENT no such

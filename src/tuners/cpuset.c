@@ -75,7 +75,59 @@ static void note_unmovable(const PlanContext *ctx, const char *root, PlanNotes *
                                          stuck, names, stuck > 8 ? ", ..." : ""));
 }
 
-static int plan_v1(const PlanContext *ctx, const CgroupInfo *cg, Plan *plan, PlanNotes *notes)
+/* Threads one by one: v1 keeps a cpuset per thread, and its tasks file moves one. */
+static void plan_threads_v1(const PlanContext *ctx, Plan *plan)
+{
+        for (size_t i = 0; i < ctx->n_threads; i++) {
+                const AttachedThread *t = &ctx->threads[i];
+                _cleanup_free_ char *object = xasprintf("/proc/%u/task/%u/cpuset", t->pid, t->tid),
+                                    *cur = NULL;
+
+                if (t->isolate) {
+                        add(plan, &setting_kind_thread, PHASE_ATTACH, TAKE_PTR(object),
+                            xstrdup("/" ISOLATED_CG));
+                        continue;
+                }
+                /* A thread is born in its creator's cpuset: one an isolated thread started, under a name
+                 * the rule does not want, goes to the housekeeping CPUs. */
+                if (sys_read(object, &cur) >= 0 && streq(strstrip(cur), "/" ISOLATED_CG))
+                        add(plan, &setting_kind_thread, PHASE_ATTACH, TAKE_PTR(object),
+                            xstrdup("/" HOUSEKEEPING_CG));
+        }
+}
+
+static void plan_attach_v1(const PlanContext *ctx, const CpuSet *iso, Plan *plan)
+{
+        if (cpuset_empty(iso))
+                return;
+        for (size_t i = 0; i < ctx->n_attached; i++)
+                add(plan, &setting_kind_member, PHASE_ATTACH, xasprintf("/proc/%u/cpuset", ctx->attached[i]),
+                    xstrdup("/" ISOLATED_CG));
+        plan_threads_v1(ctx, plan);
+}
+
+/* On v2 the threads of a process share one cgroup (threaded subtrees aside, whose root must hold the
+ * whole process), and an isolated partition's CPUs belong to the partition alone: a thread outside it
+ * cannot be given them, and a local partition needs a partition root above it that owns the
+ * housekeeping CPUs as well. See rtctl.profile(5). */
+static void note_threads_v2(const PlanContext *ctx, PlanNotes *notes)
+{
+        _cleanup_strv_free_ char **rules = NULL;
+
+        for (size_t i = 0; i < ctx->n_threads; i++) {
+                if (strv_contains(rules, ctx->threads[i].rule))
+                        continue;
+                strv_push(&rules, xstrdup(ctx->threads[i].rule));
+                plan_notes_add(
+                    notes, "cpuset", xasprintf("attach:%s", ctx->threads[i].rule),
+                    xstrdup("single threads cannot be placed on cgroup v2: every thread of a process "
+                            "shares its cgroup, and no thread outside the isolated partition may "
+                            "use its CPUs; Threads=all attaches the whole process"));
+        }
+}
+
+static int plan_v1(const PlanContext *ctx, const CgroupInfo *cg, bool attach_only, Plan *plan,
+                   PlanNotes *notes)
 {
         const char *root = cg->mount;
         _cleanup_free_ char *mems = NULL, *mems_path = xasprintf("%s/cpuset.mems", root);
@@ -86,6 +138,10 @@ static int plan_v1(const PlanContext *ctx, const CgroupInfo *cg, Plan *plan, Pla
 
         cpuset_and(iso, ctx->topology->online);
         cpuset_and(hk, ctx->topology->online);
+        if (attach_only) {
+                plan_attach_v1(ctx, iso, plan);
+                return 0;
+        }
         r = sys_read(mems_path, &mems);
         if (r < 0)
                 return r;
@@ -115,11 +171,7 @@ static int plan_v1(const PlanContext *ctx, const CgroupInfo *cg, Plan *plan, Pla
         add(plan, &setting_kind_procs, PHASE_MOVE, xasprintf("%s/cgroup.procs", hk_dir),
             xasprintf("all from %s", root));
         note_unmovable(ctx, root, notes);
-
-        if (!cpuset_empty(iso))
-                for (size_t i = 0; i < ctx->n_attached; i++)
-                        add(plan, &setting_kind_member, PHASE_ATTACH,
-                            xasprintf("/proc/%u/cpuset", ctx->attached[i]), xstrdup("/" ISOLATED_CG));
+        plan_attach_v1(ctx, iso, plan);
         return 0;
 }
 
@@ -132,13 +184,32 @@ static int plan_v1(const PlanContext *ctx, const CgroupInfo *cg, Plan *plan, Pla
  * kernel's reason. A dash in a slice name means nesting to systemd: the slice is plain rtctl.slice. */
 #define ISOLATED_SLICE "rtctl.slice"
 
-static int plan_v2_systemd(const PlanContext *ctx, const CgroupInfo *cg, Plan *plan, PlanNotes *notes)
+static void plan_attach_v2_systemd(const PlanContext *ctx, const CgroupInfo *cg, Plan *plan,
+                                   PlanNotes *notes)
 {
-        _cleanup_closedir_ DIR *d = sys_opendir(cg->mount);
+        for (size_t i = 0; i < ctx->n_attached; i++)
+                add(plan, &setting_kind_member, PHASE_ATTACH, xasprintf("/proc/%u/cgroup", ctx->attached[i]),
+                    xasprintf("/" ISOLATED_SLICE "/rtctl-attached-%u.scope", ctx->attached[i]));
+        note_threads_v2(ctx, notes);
+        if (ctx->n_attached > 0)
+                add(plan, &setting_kind_partition, PHASE_PARTITION,
+                    xasprintf("%s/" ISOLATED_SLICE "/cpuset.cpus.partition", cg->mount),
+                    xstrdup("isolated"));
+}
+
+static int plan_v2_systemd(const PlanContext *ctx, const CgroupInfo *cg, bool attach_only, Plan *plan,
+                           PlanNotes *notes)
+{
+        _cleanup_closedir_ DIR *d = NULL;
         _cleanup_free_ char *hk = cpuset_format_list(ctx->housekeeping),
                             *iso = cpuset_format_list(ctx->isolated);
         struct dirent *de;
 
+        if (attach_only) {
+                plan_attach_v2_systemd(ctx, cg, plan, notes);
+                return 0;
+        }
+        d = sys_opendir(cg->mount);
         if (!d)
                 return -errno;
         add(plan, &setting_kind_slice, PHASE_DIRS, xstrdup("systemd:" ISOLATED_SLICE), xstrdup("present"));
@@ -151,24 +222,32 @@ static int plan_v2_systemd(const PlanContext *ctx, const CgroupInfo *cg, Plan *p
         }
         add(plan, &setting_kind_unit_cpus, PHASE_CPUS, xstrdup("systemd:" ISOLATED_SLICE ":AllowedCPUs"),
             xstrdup(iso));
-        for (size_t i = 0; i < ctx->n_attached; i++)
-                add(plan, &setting_kind_member, PHASE_ATTACH, xasprintf("/proc/%u/cgroup", ctx->attached[i]),
-                    xasprintf("/" ISOLATED_SLICE "/rtctl-attached-%u.scope", ctx->attached[i]));
-        if (ctx->n_attached > 0)
-                add(plan, &setting_kind_partition, PHASE_PARTITION,
-                    xasprintf("%s/" ISOLATED_SLICE "/cpuset.cpus.partition", cg->mount),
-                    xstrdup("isolated"));
+        plan_attach_v2_systemd(ctx, cg, plan, notes);
         return 0;
 }
 
 /* cgroup v2 without systemd: the same split through cgroupfs. rtctl-housekeeping takes every process of
  * the root cgroup that can move (v2 keeps kernel threads in the root: the kthread tuner sets their
  * CPUs), rtctl-isolated is an isolated partition for attached processes. */
-static int plan_v2_cgroupfs(const PlanContext *ctx, const CgroupInfo *cg, Plan *plan, PlanNotes *notes)
+static void plan_attach_v2_cgroupfs(const PlanContext *ctx, Plan *plan, PlanNotes *notes)
+{
+        for (size_t i = 0; i < ctx->n_attached; i++)
+                add(plan, &setting_kind_member, PHASE_ATTACH, xasprintf("/proc/%u/cgroup", ctx->attached[i]),
+                    xstrdup("/" ISOLATED_CG));
+        note_threads_v2(ctx, notes);
+}
+
+static int plan_v2_cgroupfs(const PlanContext *ctx, const CgroupInfo *cg, bool attach_only, Plan *plan,
+                            PlanNotes *notes)
 {
         const char *root = cg->mount;
         _cleanup_free_ char *hk_dir = xasprintf("%s/" HOUSEKEEPING_CG, root);
         _cleanup_free_ char *iso_dir = xasprintf("%s/" ISOLATED_CG, root);
+
+        if (attach_only) {
+                plan_attach_v2_cgroupfs(ctx, plan, notes);
+                return 0;
+        }
 
         add(plan, &setting_kind_subtree, PHASE_DIRS, xasprintf("%s/cgroup.subtree_control", root),
             xstrdup("cpuset"));
@@ -182,15 +261,16 @@ static int plan_v2_cgroupfs(const PlanContext *ctx, const CgroupInfo *cg, Plan *
             xstrdup("isolated"));
         add(plan, &setting_kind_procs, PHASE_MOVE, xasprintf("%s/cgroup.procs", hk_dir),
             xasprintf("all from %s", root));
-        for (size_t i = 0; i < ctx->n_attached; i++)
-                add(plan, &setting_kind_member, PHASE_ATTACH, xasprintf("/proc/%u/cgroup", ctx->attached[i]),
-                    xstrdup("/" ISOLATED_CG));
+        plan_attach_v2_cgroupfs(ctx, plan, notes);
         return 0;
 }
 
+/* device "attach": only the attached processes and threads (an [Attach] rule matched one); the rest of
+ * the split stands as the last whole pass made it. */
 static int cpuset_plan(const PlanContext *ctx, const void *config, const char *device, Plan *plan,
                        PlanNotes *notes)
 {
+        bool attach_only = streq_ptr(device, CPUSET_ATTACH_DEVICE);
         CgroupInfo cg;
         int r;
 
@@ -206,11 +286,11 @@ static int cpuset_plan(const PlanContext *ctx, const void *config, const char *d
                 return 0;
         }
         if (cg.mode == CGROUP_V1)
-                r = plan_v1(ctx, &cg, plan, notes);
+                r = plan_v1(ctx, &cg, attach_only, plan, notes);
         else if (cg.systemd)
-                r = plan_v2_systemd(ctx, &cg, plan, notes);
+                r = plan_v2_systemd(ctx, &cg, attach_only, plan, notes);
         else
-                r = plan_v2_cgroupfs(ctx, &cg, plan, notes);
+                r = plan_v2_cgroupfs(ctx, &cg, attach_only, plan, notes);
         cgroup_info_clear(&cg);
         return r;
 }

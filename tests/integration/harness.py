@@ -165,10 +165,14 @@ class Env:
     def cleanup(self):
         for d in self.daemons:
             d.stop_if_running()
+        # In the ASan+UBSan build a sanitizer's report is a failure of the test that ran the daemon.
+        reports = [d.output() for d in self.daemons
+                   if re.search(r"ERROR: (Address|Leak)Sanitizer|runtime error:", d.output())]
         # Whatever a failed test left behind goes back before the snapshot is taken.
         if self.journal:
             subprocess.run([RTCTL, "restore"], env=self.environ, capture_output=True, timeout=HANG_SECONDS)
         shutil.rmtree(self.dir, ignore_errors=True)
+        assert not reports, "rtctld's sanitizers reported:\n" + "\n".join(reports)
 
 
 class Daemon:

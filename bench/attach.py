@@ -1,0 +1,177 @@
+#!/usr/bin/python3
+"""[Attach] rule latency: from a thread's rename (prctl(PR_SET_NAME)) to its affinity on the isolated CPU.
+
+    flock /run/rtctl-kernel.lock /usr/bin/python3 bench/attach.py [--runs 200] [--json FILE]
+
+A probe process (tests/integration/probe.py, named rtctl-probe) renames one worker thread to a name the
+profile's rule wants; the worker takes CLOCK_MONOTONIC just before its prctl call. A poller process that
+a second rule keeps on the isolated CPU (so its spinning takes no time from rtctld on the housekeeping
+CPU) reads the thread's Cpus_allowed_list until it is the isolated CPU and takes the time again. The
+difference is rename -> proc connector event -> rtctld's match and pass -> the kernel's cpuset move, as
+an audio server's thread sees it. Beside it, the duration of the pass itself (LastPass, rtctld's own
+clock) and the kernel's cost of that move (a thread written to the cpuset's tasks file by hand). After
+each run the thread is renamed back and waited for on the housekeeping CPU. Needs 2+ CPUs, cgroup v1
+cpusets, root, a build tree (RTCTL_BUILD_DIR, default build/)."""
+import argparse
+import json
+import os
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+sys.path.insert(0, os.path.join(HERE, "..", "tests", "integration"))
+
+import machine  # noqa: E402
+from harness import Bus, Env  # noqa: E402
+
+PROBE = os.path.join(HERE, "..", "tests", "integration", "probe.py")
+CPUSET = "/sys/fs/cgroup/cpuset"
+PROFILE = """[Profile]
+Description=bench: cpu1 isolated, a rule for one thread name
+[CPU]
+Isolate=auto:1
+[Attach probe]
+Match=comm:rtctl-probe
+Threads=rt-bench
+[Attach poller]
+Match=comm:rtctl-poller
+Threads=all
+"""
+# Spins on the isolated CPU: "watch PID TID CPUS" -> "T" (CLOCK_MONOTONIC ns when the thread's CPUs
+# became CPUS). Named by prctl before it reads any command, so the rule has taken it by then.
+POLLER = r"""
+import ctypes, sys, time
+ctypes.CDLL(None).prctl(15, b"rtctl-poller", 0, 0, 0)
+print("ready", flush=True)
+for line in sys.stdin:
+    pid, tid, want = line.split()
+    path = "/proc/%s/task/%s/status" % (pid, tid)
+    deadline = time.monotonic() + 60
+    while True:
+        with open(path) as f:
+            s = f.read()
+        t = time.monotonic_ns()
+        cpus = s.split("Cpus_allowed_list:", 1)[1].split()[0]
+        if cpus == want or time.monotonic() > deadline:
+            break
+    print(t if cpus == want else -1, flush=True)
+"""
+
+
+def stats(values):
+    v = sorted(values)
+    p = lambda q: v[min(len(v) - 1, int(round(q * (len(v) - 1))))]  # noqa: E731
+    return {"median": statistics.median(v), "p90": p(0.90), "p99": p(0.99), "min": v[0], "max": v[-1],
+            "n": len(v)}
+
+
+def last_pass_us(env, since_usec):
+    """The duration of the first pass that ended after since_usec (CLOCK_REALTIME)."""
+    deadline = time.monotonic() + 60
+    while True:
+        lp = json.loads(env.rtctl("--json", "status", check=False).stdout)["last_pass"]
+        if lp["timestamp_usec"] >= since_usec:
+            return lp["duration_usec"]
+        assert time.monotonic() < deadline, "no pass after the rename"
+        time.sleep(0.001)
+
+
+def kernel_move_us(pid, tid, runs):
+    """The kernel's own cost of moving one thread between the two cpusets (tasks file writes)."""
+    out = []
+    for _ in range(runs):
+        for dest in ("rtctl-isolated", "rtctl-housekeeping"):
+            fd = os.open("%s/%s/tasks" % (CPUSET, dest), os.O_WRONLY)
+            t0 = time.monotonic_ns()
+            os.write(fd, str(tid).encode())
+            out.append((time.monotonic_ns() - t0) / 1000)
+            os.close(fd)
+    return out
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--runs", type=int, default=200)
+    ap.add_argument("--json", default=None)
+    args = ap.parse_args()
+    if os.geteuid() != 0:
+        sys.exit("bench needs root: it changes real kernel settings")
+    if not os.path.exists(CPUSET + "/tasks"):
+        sys.exit("this bench needs a cgroup v1 cpuset hierarchy (threads are placed one by one only there)")
+
+    tmp = tempfile.mkdtemp(prefix="rtctl-bench-")
+    os.chmod(tmp, 0o755)
+    bus = Bus(tmp)
+    env = Env(tmp, bus)
+    env.profile("attach", PROFILE)
+    before = machine.snapshot()
+    e2e, passes, procs = [], [], []
+    kernel = []
+    try:
+        env.start("--profile", "attach")
+        poller = subprocess.Popen([sys.executable, "-c", POLLER], stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+                                  text=True)
+        procs.append(poller)
+        assert poller.stdout.readline().strip() == "ready"
+        probe = subprocess.Popen([sys.executable, PROBE, "rtctl-probe", "1"], stdin=subprocess.PIPE,
+                                 stdout=subprocess.PIPE, text=True)
+        procs.append(probe)
+        info = json.loads(probe.stdout.readline())
+        pid, tid = info["pid"], info["tids"][0]
+
+        def call(p, line):
+            p.stdin.write(line + "\n")
+            p.stdin.flush()
+            return p.stdout.readline().split()
+
+        # The poller is on the isolated CPU before the first run.
+        deadline = time.monotonic() + 60
+        while machine.task_cpus(poller.pid) != "1":
+            assert time.monotonic() < deadline, "the poller never reached the isolated CPU"
+            time.sleep(0.01)
+        for i in range(args.runs):
+            poller.stdin.write("%d %d 1\n" % (pid, tid))
+            poller.stdin.flush()
+            since = int(time.time() * 1e6)
+            t0 = int(call(probe, "rename 0 rt-bench")[1])
+            t1 = int(poller.stdout.readline())
+            assert t1 > 0, "run %d: the thread never reached the isolated CPU" % i
+            e2e.append((t1 - t0) / 1e6)
+            passes.append(last_pass_us(env, since) / 1000)
+            poller.stdin.write("%d %d 0\n" % (pid, tid))
+            poller.stdin.flush()
+            back = int(time.time() * 1e6)
+            call(probe, "rename 0 idle-0")
+            assert int(poller.stdout.readline()) > 0, "run %d: the thread never came back" % i
+            # The pass that moved it back ends before the next run, so LastPass is the attach pass's.
+            last_pass_us(env, back)
+        kernel = kernel_move_us(pid, tid, 50)
+    finally:
+        for p in procs:
+            p.kill()
+            p.wait()
+        env.cleanup()
+        bus.stop()
+    left = machine.diff(before, machine.snapshot())
+    results = {"rename_to_isolated_ms": stats(e2e), "attach_pass_ms": stats(passes),
+               "kernel_thread_move_us": stats(kernel), "samples": {"rename_to_isolated_ms": e2e,
+                                                                    "attach_pass_ms": passes},
+               "machine_unchanged": not left}
+    print("%-28s %9s %9s %9s %9s %5s" % ("figure", "median", "p90", "p99", "max", "n"))
+    for k in ("rename_to_isolated_ms", "attach_pass_ms", "kernel_thread_move_us"):
+        v = results[k]
+        print("%-28s %9.3f %9.3f %9.3f %9.3f %5d" % (k, v["median"], v["p90"], v["p99"], v["max"], v["n"]))
+    print("machine unchanged: %s" % ("yes" if not left else "NO"))
+    for line in left:
+        print("  " + line)
+    if args.json:
+        with open(args.json, "w") as f:
+            json.dump(results, f, indent=1)
+    return 0 if not left else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,515 @@
+#!/usr/bin/python3
+"""xruns per minute: a JACK client doing a fixed amount of work per cycle (jackd2, dummy driver, 48 kHz)
+under stress-ng, for several tuning configurations and period sizes, in one run.
+
+    bench/xruns.py [--duration 60] [--periods 64,128] [--load 0.45] [--cpu 1]
+                   [--configs none,rtctl:audio,tuned:realtime,hand] [--stress cpu,io,vm]
+                   [--quick] [--json FILE] [--no-lock]
+
+Each cell starts its own jackd (-R -P 70 -d dummy -r 48000 -p PERIOD) and bench/xrun-client, which
+burns --load of the period (calibrated on the idle machine before the load starts: the same number of
+work units in every configuration) in every process() cycle. Counted during --duration seconds, after a
+warm-up:
+
+  server xruns   xrun messages jackd itself writes (a client not finished when the next cycle began,
+                 or the dummy driver's own timer late by more than a period): the primary number
+  client xruns   xrun notifications the client received (jack_set_xrun_callback)
+  late           cycles whose process() ended after the next cycle was due by jack_get_cycle_times;
+                 after an xrun jackd resets its frame timer, and until it re-locks (~1 s here) these
+                 times are off by milliseconds, so one xrun can make hundreds of cycles look late:
+                 a secondary number
+  busy           how long process() ran (its own clock, no frame timer), in % of the period: the work
+                 plus whatever preempted it
+
+Before any of it, the counter check: a client doing 150 % of a period must be seen to xrun.
+
+Configurations:
+  none           no tuning: jackd and the client where the scheduler puts them
+  rtctl:PROFILE  rtctld from the build tree (private bus, base profile off); each cell runs under
+                 `rtctl run --profile PROFILE --`, which holds PROFILE while the cell runs and puts it
+                 (so jackd and the client) on the isolated CPUs before it starts
+  tuned:PROFILE  tuned 2.20 in the foreground with PROFILE (realtime: isolated_cores=CPU), in a private
+                 /etc/tuned (see latency.py); jackd and the client pinned to CPU, as tuned's
+                 documentation tells a user to do (taskset)
+  hand           the hand-tuned ideal: a v1 cpuset with CPU alone for jackd and the client, every other
+                 task in a housekeeping cpuset, load balancing off for CPU, IRQs, the default IRQ
+                 affinity, unbound workqueues and the watchdog off CPU, /dev/cpu_dma_latency held at 0,
+                 CPU's pm_qos_resume_latency_us at n/a; all put back
+
+Needs root, jackd2, stress-ng, a build tree with bench/xrun-client (libjack-jackd2-dev at meson setup
+time), tuned for tuned:*. Takes the kernel lock /run/rtctl-kernel.lock for the whole run and proves
+with a before/after snapshot that the machine is as it was."""
+import argparse
+import glob
+import json
+import os
+import shutil
+import signal
+import subprocess
+import sys
+import tempfile
+import time
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+sys.path.insert(0, HERE)
+
+import latency  # noqa: E402
+import rivals  # noqa: E402
+from rivals import log, parse_cpulist, write  # noqa: E402
+import machine  # noqa: E402
+import harness  # noqa: E402
+
+JACKD = "jackd"
+STRESS_NG = "stress-ng"
+CLIENT = os.path.join(harness.BUILD, "bench", "xrun-client")
+SERVER = "rtctl-bench-xruns"
+RATE = 48000
+JACKD_PRIO = 70
+OVERLOAD = 1.5
+CPUSET = "/sys/fs/cgroup/cpuset"
+
+
+# One cell: jackd and the client, started together so that whatever placement the configuration gave
+# the (stopped) shell, both inherit it.
+CELL = r"""
+srv=$1 period=$2 dir=$3 prio=$4; shift 4
+jackd -n "$srv" -R -P "$prio" -d dummy -r %d -p "$period" -C 2 -P 2 >"$dir/jackd.out" 2>"$dir/jackd.err" &
+jack=$!
+echo $jack >"$dir/jackd.pid"
+JACK_DEFAULT_SERVER=$srv "$@" --server-log "$dir/jackd.err" >"$dir/client.json" 2>"$dir/client.err"
+rc=$?
+kill -TERM $jack
+wait $jack
+exit $rc
+""" % RATE
+
+
+# ----------------------------------------------------------------------------------------- configurations
+
+class Config(latency.Config):
+    def wrap(self, cmd):
+        """The cell's command line as this configuration runs it."""
+        return cmd
+
+    def env(self):
+        return None
+
+
+class NoTuning(Config):
+    name = "none"
+
+
+class Rtctl(latency.Rtctl, Config):
+    """rtctld (base profile off) with each cell run as `rtctl run --profile PROFILE -- CELL`, as an audio
+    user would: the profile is held for the cell's lifetime and the cell put on the isolated CPUs before
+    it starts, so jackd and the client, started by it, run there."""
+
+    def apply(self):
+        pass
+
+    def revert(self):
+        pass
+
+    def attach(self, pid):
+        pass
+
+    def wrap(self, cmd):
+        return [harness.RTCTL, "run", "--profile", self.profile, "--"] + cmd
+
+    def env(self):
+        return latency.Rtctl.shared["env"].environ
+
+
+class Tuned(latency.Tuned, Config):
+    """tuned with PROFILE; the cell pinned to the measured CPU, which the realtime profile isolates."""
+
+    def setup(self, ctx):
+        super().setup(ctx)
+        self.cpu = ctx.cpu
+
+    def apply(self):
+        seen = set(latency.Tuned.shared.output().splitlines())
+        super().apply()
+        # What tuned's plugins could not do here (it goes on without it): evidence for the report.
+        self.notes = [line for line in latency.Tuned.shared.output().splitlines() if line not in seen
+                      and "tuned.plugins" in line and (" ERROR " in line or " WARNING " in line)]
+
+    def attach(self, pid):
+        os.sched_setaffinity(pid, {self.cpu})
+
+
+class Hand(latency.Hand, Config):
+    """What an expert does by hand on a 2-CPU machine with cgroup v1 cpusets: latency.py's hand tuning
+    (IRQs, workqueues, C-states), with cpusets instead of task affinities and the watchdog moved too."""
+
+    def setup(self, ctx):
+        super().setup(ctx)
+        self.rt = os.path.join(CPUSET, "rtctl-bench-rt")
+        self.hk = os.path.join(CPUSET, "rtctl-bench-hk")
+
+    def apply(self):
+        if not os.path.exists(os.path.join(CPUSET, "cpuset.cpus")):
+            raise RuntimeError("hand: no cgroup v1 cpuset at " + CPUSET)
+        super().apply()
+        self.watchdog = machine.read("/proc/sys/kernel/watchdog_cpumask")
+        write("/proc/sys/kernel/watchdog_cpumask", latency.cpulist(latency.online_cpus() - {self.cpu}))
+
+    def tasks_off(self, hk):
+        """Two cpusets: the CPU alone, the rest for every other task; root's sched_load_balance off
+        leaves the CPU without a scheduling domain, so nothing is balanced onto it."""
+        self.affinities = rivals.task_affinities()
+        mems = machine.read(os.path.join(CPUSET, "cpuset.mems"))
+        for d, cpus, balance in ((self.hk, latency.cpulist(hk), "1"), (self.rt, str(self.cpu), "0")):
+            os.mkdir(d)
+            write(d + "/cpuset.cpus", cpus)
+            write(d + "/cpuset.mems", mems)
+            write(d + "/cpuset.sched_load_balance", balance)
+        self.balance = machine.read(CPUSET + "/cpuset.sched_load_balance")
+        write(CPUSET + "/cpuset.sched_load_balance", "0")
+        for tid in self._tasks(CPUSET):
+            try:
+                write(self.hk + "/tasks", tid)
+                self.log["tasks_moved"] += 1
+            except OSError:
+                self.log["tasks_refused"] += 1  # kernel threads bound to a CPU (EINVAL)
+
+    @staticmethod
+    def _tasks(d):
+        with open(d + "/tasks") as f:
+            return [t.strip() for t in f if t.strip()]
+
+    def _dissolve(self):
+        """Every task back into the root cpuset (tasks born meanwhile too), then the cpusets go."""
+        for d in (self.rt, self.hk):
+            if not os.path.isdir(d):
+                continue
+            for _ in range(20):
+                tids = self._tasks(d)
+                if not tids:
+                    break
+                for tid in tids:
+                    try:
+                        write(CPUSET + "/tasks", tid)
+                    except OSError:
+                        pass
+            os.rmdir(d)
+
+    def attach(self, pid):
+        write(self.rt + "/cgroup.procs", str(pid))
+
+    def revert(self):
+        write("/proc/sys/kernel/watchdog_cpumask", self.watchdog)
+        super().revert()
+
+    def tasks_back(self):
+        write(CPUSET + "/cpuset.sched_load_balance", self.balance)
+        self._dissolve()
+        # Joining a v1 cpuset replaced each task's CPU mask with the cpuset's: put back the masks.
+        now = rivals.task_affinities()
+        for key, cpus in self.affinities.items():
+            if key in now and now[key] != cpus:
+                try:
+                    os.sched_setaffinity(key[0], parse_cpulist(cpus))
+                except OSError:
+                    pass
+
+    def teardown(self):
+        super().teardown()
+        self._dissolve()  # after a failure half-way through apply()
+
+
+def make_config(spec):
+    return latency.make_config(spec, {"none": NoTuning, "hand": Hand, "rtctl": Rtctl, "tuned": Tuned})
+
+
+# ----------------------------------------------------------------------------------------- one cell
+
+def descendants(root):
+    children = {}
+    for st in glob.glob("/proc/[0-9]*/stat"):
+        s = machine.read(st)
+        if s:
+            children.setdefault(int(s.rsplit(")", 1)[1].split()[1]), []).append(int(st.split("/")[2]))
+    out, todo = [], [root]
+    while todo:
+        p = todo.pop()
+        out.append(p)
+        todo.extend(children.get(p, []))
+    return out
+
+
+def placement(root):
+    """Where the cell's jackd and client threads may run, and at which policy: evidence for the JSON."""
+    out = {}
+    for pid in descendants(root):
+        comm = machine.read("/proc/%d/comm" % pid)
+        if comm not in ("jackd", "xrun-client"):
+            continue
+        threads = []
+        for t in glob.glob("/proc/%d/task/[0-9]*" % pid):
+            st = machine.read(t + "/stat")
+            status = machine.read(t + "/status") or ""
+            if not st:
+                continue
+            f = st.rsplit(")", 1)[1].split()
+            cpus = next((line.split(":", 1)[1].strip() for line in status.splitlines()
+                         if line.startswith("Cpus_allowed_list:")), "?")
+            threads.append({"comm": st[st.index("(") + 1:st.rindex(")")], "policy": int(f[38]),
+                            "prio": int(f[37]), "cpus": cpus})
+        out[comm] = {"pid": pid, "cpuset": machine.read("/proc/%d/cpuset" % pid), "threads": threads}
+    return out
+
+
+def placement_line(p):
+    parts = []
+    for comm in ("jackd", "xrun-client"):
+        if comm not in p:
+            parts.append("%s: ?" % comm)
+            continue
+        rt = [t for t in p[comm]["threads"] if t["policy"] in (1, 2)]
+        other = sorted({t["cpus"] for t in p[comm]["threads"] if t["policy"] not in (1, 2)})
+        parts.append("%s %s: %s%s" % (comm, p[comm]["cpuset"], ", ".join(
+            "FIFO %d on %s" % (t["prio"], t["cpus"]) for t in rt) or "no RT thread",
+            (" (others on %s)" % "/".join(other)) if other else ""))
+    return "; ".join(parts)
+
+
+def stop_jackd(d):
+    """The cell's jackd, by the PID the cell wrote, when it is still that jackd."""
+    pid = machine.read(os.path.join(d, "jackd.pid"))
+    if not pid or machine.read("/proc/%s/comm" % pid) != "jackd":
+        return
+    os.kill(int(pid), signal.SIGTERM)
+    deadline = time.monotonic() + 10
+    while machine.read("/proc/%s/comm" % pid) == "jackd" and time.monotonic() < deadline:
+        time.sleep(0.05)
+    if machine.read("/proc/%s/comm" % pid) == "jackd":
+        os.kill(int(pid), signal.SIGKILL)
+
+
+def run_cell(cfg, cpu, period, units, seconds, warmup, workdir, tag):
+    d = os.path.join(workdir, tag)
+    os.makedirs(d)
+    cell = ["/bin/sh", "-c", CELL, "cell", SERVER, str(period), d, str(JACKD_PRIO),
+            CLIENT, "--units", str(units), "--warmup", str(warmup), "--seconds", str(seconds)]
+    p = latency.start_stopped(cfg.wrap(cell), env=cfg.env(), stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
+                              text=True, start_new_session=True)
+    try:
+        cfg.attach(p.pid)
+    except Exception:
+        os.killpg(p.pid, signal.SIGKILL)
+        p.wait()
+        raise
+    os.kill(p.pid, signal.SIGCONT)
+    evidence = state = None
+    try:
+        # Placement and the machine's state, looked at once the client counts.
+        t_look = time.monotonic() + warmup + 1.5
+        while p.poll() is None and time.monotonic() < t_look:
+            time.sleep(0.1)
+        if p.poll() is None:
+            evidence = placement(p.pid)
+            state = latency.describe(cpu)
+        out, _ = p.communicate(timeout=seconds + warmup + 60)
+    except BaseException:
+        # The cell is its own session: this ends its client; jackd makes a session of its own.
+        os.killpg(p.pid, signal.SIGKILL)
+        p.wait()
+        stop_jackd(d)
+        raise
+    try:
+        with open(os.path.join(d, "client.json")) as f:
+            res = json.load(f)
+    except (OSError, ValueError):
+        res = None
+    if p.returncode != 0 or res is None:
+        raise RuntimeError("cell %s failed (%s): %s\nclient: %s\njackd: %s" % (
+            tag, p.returncode, out, machine.read(os.path.join(d, "client.err")),
+            (machine.read(os.path.join(d, "jackd.err")) or "")[-2000:]))
+    res["placement"] = evidence
+    res["state"] = state
+    res["jackd_log_tail"] = (machine.read(os.path.join(d, "jackd.err")) or "").splitlines()[-5:]
+    return res
+
+
+def per_min(n, res):
+    return 60.0 * n / res["seconds"] if res["seconds"] else float("nan")
+
+
+def row_of(config, res):
+    pu = res["period_us"]
+    return {"config": config, "period": res["period_frames"], "period_us": pu, "seconds": res["seconds"],
+            "cycles": res["cycles"],
+            "server_xruns": res["server_xruns"], "server_xruns_per_min": round(per_min(res["server_xruns"], res), 2),
+            "client_xruns": res["client_xruns"], "client_xruns_per_min": round(per_min(res["client_xruns"], res), 2),
+            "late_cycles": res["late_cycles"], "late_per_min": round(per_min(res["late_cycles"], res), 2),
+            "missed_cycles": res["missed_cycles"],
+            "busy_p50_pct": round(100.0 * res["busy_us"]["p50"] / pu, 1),
+            "busy_p99_pct": round(100.0 * res["busy_us"]["p99"] / pu, 1),
+            "busy_max_pct": round(100.0 * res["busy_us"]["max"] / pu, 1),
+            "finish_p99_pct": round(100.0 * res["finish_us"]["p99"] / pu, 1),
+            "wake_p99_us": res["wake_us"]["p99"], "wake_p99_9_us": res["wake_us"]["p99_9"]}
+
+
+def print_table(rows):
+    print("%-18s %6s %7s %8s %12s %12s %9s %8s %8s %8s %9s" % (
+        "configuration", "period", "cycles", "xruns", "server x/min", "client x/min", "late/min", "busy p50",
+        "p99", "max", "wake p99"))
+    for r in rows:
+        print("%-18s %6d %7d %8d %12.2f %12.2f %9.1f %7.1f%% %7.1f%% %7.1f%% %7dus" % (
+            r["config"], r["period"], r["cycles"], r["server_xruns"], r["server_xruns_per_min"],
+            r["client_xruns_per_min"], r["late_per_min"], r["busy_p50_pct"], r["busy_p99_pct"], r["busy_max_pct"],
+            r["wake_p99_us"]))
+
+
+# ----------------------------------------------------------------------------------------- main
+
+def jack_shm():
+    return sorted(f for f in os.listdir("/dev/shm") if f.startswith("jack"))
+
+
+def calibrate(cpu):
+    p = subprocess.run([CLIENT, "--calibrate", "--cpu", str(cpu)], capture_output=True, text=True, check=True)
+    return json.loads(p.stdout)
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--duration", type=int, default=60, help="seconds counted per configuration and period")
+    ap.add_argument("--warmup", type=float, default=3, help="seconds after the client starts before counting")
+    ap.add_argument("--periods", default="64,128", help="frames per period (default 64,128)")
+    ap.add_argument("--load", type=float, default=0.45, help="work per cycle, fraction of the period on the idle machine")
+    ap.add_argument("--cpu", type=int, default=1, help="the CPU tuned configurations set apart (default 1)")
+    ap.add_argument("--configs", default="none,rtctl:audio,tuned:realtime,hand")
+    ap.add_argument("--stress", default="cpu,io,vm", help="stress-ng stressors, N = online CPUs each")
+    ap.add_argument("--check-seconds", type=int, default=10, help="length of the counter check")
+    ap.add_argument("--quick", action="store_true", help="smoke test: 5 s per cell")
+    ap.add_argument("--json", default=None)
+    ap.add_argument("--no-lock", action="store_true")
+    args = ap.parse_args()
+    if args.quick:
+        args.duration, args.check_seconds, args.warmup = 5, 5, 2
+    if os.geteuid() != 0:
+        sys.exit("xruns needs root: it runs jackd SCHED_FIFO and changes kernel settings")
+    for tool, pkg in ((JACKD, "jackd2"), (STRESS_NG, "stress-ng")):
+        if not shutil.which(tool):
+            sys.exit("%s is missing: apt-get install %s (tools/deps.sh)" % (tool, pkg))
+    if not os.access(CLIENT, os.X_OK):
+        sys.exit("%s is missing: install libjack-jackd2-dev (tools/deps.sh), then meson setup --reconfigure and "
+                 "ninja -C %s" % (CLIENT, harness.BUILD))
+    configs = [make_config(c.strip()) for c in args.configs.split(",") if c.strip()]
+    if any(isinstance(c, Tuned) for c in configs) and not os.path.exists(rivals.TUNED):
+        sys.exit("tuned is missing: apt-get install tuned (tools/deps.sh)")
+    periods = [int(p) for p in args.periods.split(",")]
+    if args.cpu not in latency.online_cpus() or args.cpu == 0:
+        sys.exit("--cpu must be an online CPU other than 0")
+    if subprocess.run(["pgrep", "-x", "jackd"], capture_output=True).returncode == 0:
+        sys.exit("a jackd is running already: stop it first")
+
+    t_start = time.monotonic()
+    tmp = tempfile.mkdtemp(prefix="rtctl-xruns-")
+    os.chmod(tmp, 0o755)
+    results = {"periods": periods, "rate": RATE, "load": args.load, "duration_s": args.duration,
+               "jackd": "jackd -n %s -R -P %d -d dummy -r %d -p PERIOD -C 2 -P 2" % (SERVER, JACKD_PRIO, RATE),
+               "configs": [c.name for c in configs], "cells": [], "leftovers": {}}
+    rows = []
+    check_ok = None
+    with rivals.kernel_lock(not args.no_lock):
+        shm_before = jack_shm()
+        before = rivals.snapshot()
+        before["/dev/shm jack*"] = shm_before
+        cal = calibrate(args.cpu)
+        ns = cal["ns_per_unit_median"]
+        units = {p: int(args.load * (1e9 * p / RATE) / ns) for p in periods}
+        results["calibration"] = cal
+        results["units"] = units
+        log("calibration on cpu%d, idle: %.2f ns per work unit; units per cycle: %s" % (
+            args.cpu, ns, ", ".join("%d frames %d (%.0f us)" % (p, u, u * ns / 1000) for p, u in units.items())))
+        ctx = latency.Context(tmp, args.cpu, configs)
+        stress = None
+        try:
+            with rivals.irqs_restored():
+                for c in configs:
+                    c.setup(ctx)
+                planned = (len(configs) * len(periods) + 1) * (args.duration + args.warmup + 10) + 120
+                stress, stress_cmd = latency.start_stress(args, planned * 1.5)
+                results["stress"] = " ".join(stress_cmd)
+                log("stress: %s" % results["stress"])
+
+                # The counter check: an overloaded client must be seen.
+                p = max(periods)
+                over = int(OVERLOAD * (1e9 * p / RATE) / ns)
+                res = run_cell(NoTuning(), args.cpu, p, over, args.check_seconds, args.warmup, tmp, "check")
+                r = row_of("check", res)
+                check_ok = r["server_xruns"] > 0 and r["client_xruns"] > 0
+                results["counter_check"] = dict(r, units=over, ok=check_ok)
+                check_line = "counter check: overloaded client (%d%% of a %d-frame period) -> %.1f xruns/min " \
+                             "(server), %.1f (client), %.1f late cycles/min: %s" % (
+                                 OVERLOAD * 100, p, r["server_xruns_per_min"], r["client_xruns_per_min"],
+                                 r["late_per_min"], "OK" if check_ok else "FAILED: the counters see nothing")
+                log(check_line)
+
+                for c in configs:
+                    with latency.applied(c, lambda left: results["leftovers"].__setitem__(c.name, left)):
+                        time.sleep(1)
+                        for p in periods:
+                            tag = "%s-%d" % (c.name.replace(":", "_"), p)
+                            res = run_cell(c, args.cpu, p, units[p], args.duration, args.warmup, tmp, tag)
+                            r = row_of(c.name, res)
+                            rows.append(r)
+                            results["cells"].append({"row": r, "raw": res})
+                            log("%-18s %4d frames: server %6.2f xruns/min, client %6.2f, late %6.1f/min, "
+                                "busy p99 %5.1f%% max %6.1f%% | %s" % (
+                                    c.name, p, r["server_xruns_per_min"], r["client_xruns_per_min"],
+                                    r["late_per_min"], r["busy_p99_pct"], r["busy_max_pct"],
+                                    placement_line(res["placement"] or {})))
+                        if getattr(c, "notes", None):
+                            results.setdefault("notes", {})[c.name] = c.notes
+        finally:
+            if stress:
+                latency.stop_stress(stress)
+            for c in configs:
+                c.teardown()
+            ctx.cleanup()
+            for f in set(jack_shm()) - set(shm_before):  # jackd2 leaves its shm registry
+                path = os.path.join("/dev/shm", f)
+                shutil.rmtree(path) if os.path.isdir(path) else os.unlink(path)
+        after = rivals.snapshot()
+        after["/dev/shm jack*"] = jack_shm()
+    left = rivals.diff(before, after)
+    results.update({"table": rows, "machine_unchanged": not left, "machine_diff": left,
+                    "runtime_s": round(time.monotonic() - t_start, 1),
+                    "kernel": os.uname().release, "cpus": len(latency.online_cpus())})
+    print("stress: %s (for the whole run)" % results.get("stress"))
+    print("jackd: %s; client: %s units of work per cycle (%.0f%% of the period on the idle cpu%d)\n" % (
+        results["jackd"], ", ".join("%d frames %d" % kv for kv in results["units"].items()), args.load * 100,
+        args.cpu))
+    if "counter_check" in results:
+        print(check_line + "\n")
+    print_table(rows)
+    print("\nxruns = jackd's own xrun messages in the window (the primary number); client x/min = xrun callbacks "
+          "the client got;\nlate = cycles process() ended after the next was due by jack_get_cycle_times (inflated "
+          "for ~1 s after each\nxrun while jackd's frame timer re-locks); busy = process() run time, % of the "
+          "period; wake = process() start after\nthe cycle start (same caveat as late)")
+    print("\nplacement of the audio threads while counting:")
+    for cell in results["cells"]:
+        print("  %-18s %4d: %s" % (cell["row"]["config"], cell["row"]["period"],
+                                   placement_line(cell["raw"]["placement"] or {})))
+    print("\nstate while counting (period %d):" % periods[0])
+    for cell in results["cells"]:
+        st = cell["raw"]["state"]
+        if st and cell["row"]["period"] == periods[0]:
+            print("  %-18s dma_latency=%s pm_qos=%s irqs_on_cpu=%s tasks_on_cpu=%s wq=%s" % (
+                cell["row"]["config"], st["cpu_dma_latency_us"], st["pm_qos_resume_latency_us"],
+                st["irqs_allowed_on_cpu"], st["tasks_allowed_on_cpu"], st["workqueue_cpumask"]))
+    for name, lst in results.get("notes", {}).items():
+        print("%s complained while applying:" % name, *lst, sep="\n  ")
+    for name, lst in results["leftovers"].items():
+        print("%s left behind after its revert (repaired by the bench): %s" % (name, "; ".join(lst)))
+    latency.print_end(results, left, args.json)
+    shutil.rmtree(tmp, ignore_errors=True)
+    return 0 if not left and check_ok else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())

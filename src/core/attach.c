@@ -1,0 +1,354 @@
+/* SPDX-License-Identifier: GPL-2.0-or-later */
+#include <ctype.h>
+#include <fnmatch.h>
+#include <pwd.h>
+
+#include "core/attach.h"
+#include "shared/sysfs.h"
+
+/* The kernel keeps TASK_COMM_LEN - 1 characters of a name. */
+#define COMM_MAX 15
+
+static void term_clear(AttachTerm *t)
+{
+        strv_free(t->globs);
+        free(t->uids);
+}
+
+static void rule_clear(AttachRule *r)
+{
+        for (size_t i = 0; i < r->n_terms; i++)
+                term_clear(&r->terms[i]);
+        free(r->terms);
+        free(r->name);
+        free(r->threads);
+}
+
+void attach_rules_free(AttachRules *r)
+{
+        if (!r)
+                return;
+        for (size_t i = 0; i < r->n; i++)
+                rule_clear(&r->rules[i]);
+        free(r->rules);
+        free(r);
+}
+
+/* A glob longer than the kernel keeps can never match a comm unless a wildcard absorbs the cut. */
+static bool comm_glob_ok(const char *g)
+{
+        return strlen(g) <= COMM_MAX || strpbrk(g, "*?[") != NULL;
+}
+
+static int parse_user(const char *s, AttachTerm *t, char **ret_error)
+{
+        unsigned uid;
+
+        if (streq(s, "active")) {
+                t->active = true;
+                return 0;
+        }
+        if (safe_atou(s, &uid) < 0) {
+                /* Read when the profile is loaded, never on an event. */
+                struct passwd *pw = getpwnam(s);
+                if (!pw) {
+                        *ret_error = xasprintf("no user named '%s' (a user name, a UID or active)", s);
+                        return -EINVAL;
+                }
+                uid = pw->pw_uid;
+        }
+        t->uids = realloc(t->uids, sizeof(uid_t) * (t->n_uids + 1));
+        if (!t->uids)
+                abort();
+        t->uids[t->n_uids++] = (uid_t)uid;
+        return 0;
+}
+
+static int parse_term(const char *word, AttachTerm *ret, char **ret_error)
+{
+        const char *colon = strchr(word, ':');
+        _cleanup_strv_free_ char **alts = NULL;
+        _cleanup_free_ char *key = NULL;
+        AttachTerm t = {};
+
+        if (!colon || colon == word || !colon[1]) {
+                *ret_error =
+                    xasprintf("'%s' is not a condition: expected comm:GLOB, exe:PATH or user:NAME", word);
+                return -EINVAL;
+        }
+        key = xstrndup(word, (size_t)(colon - word));
+        if (streq(key, "comm"))
+                t.kind = ATTACH_COMM;
+        else if (streq(key, "exe"))
+                t.kind = ATTACH_EXE;
+        else if (streq(key, "user"))
+                t.kind = ATTACH_USER;
+        else {
+                *ret_error = xasprintf("unknown condition '%s': expected comm:, exe: or user:", key);
+                return -EINVAL;
+        }
+        if (colon[1] == '|' || endswith(word, "|") || strstr(word, "||")) {
+                *ret_error = xasprintf("'%s' has an empty alternative", word);
+                return -EINVAL;
+        }
+        alts = strv_split(colon + 1, "|");
+        for (char **a = alts; a && *a; a++) {
+                int r = 0;
+                if (t.kind == ATTACH_USER)
+                        r = parse_user(*a, &t, ret_error);
+                else if (t.kind == ATTACH_COMM && !comm_glob_ok(*a)) {
+                        *ret_error =
+                            xasprintf("comm:%s can never match: the kernel keeps %d characters of a "
+                                      "process name (write comm:%.*s*)",
+                                      *a, COMM_MAX, COMM_MAX - 1, *a);
+                        r = -EINVAL;
+                } else if (t.kind == ATTACH_EXE && (*a)[0] != '/') {
+                        *ret_error = xasprintf("exe:%s is not an absolute path", *a);
+                        r = -EINVAL;
+                } else
+                        strv_push(&t.globs, xstrdup(*a));
+                if (r < 0) {
+                        term_clear(&t);
+                        return r;
+                }
+        }
+        *ret = t;
+        return 0;
+}
+
+static void rule_error(char ***errors, const ConfKey *k, char *msg)
+{
+        strv_push(errors, conf_key_error(k, "%s", msg));
+        free(msg);
+}
+
+static bool parse_rule(ConfSection *s, const char *name, AttachRule *ret, char ***errors)
+{
+        ConfKey *match = conf_key(s, "Match"), *threads = conf_key(s, "Threads");
+        _cleanup_strv_free_ char **words = NULL;
+        AttachRule r = {.name = xstrdup(name)};
+        bool ok = true;
+
+        if (!match || isempty(match->value)) {
+                strv_push(errors, conf_section_error(s, "Match= is missing: a rule must say which processes "
+                                                        "it attaches (comm:, exe:, user:)"));
+                ok = false;
+        } else {
+                words = strv_split(match->value, " \t");
+                for (char **w = words; w && *w; w++) {
+                        char *err = NULL;
+                        AttachTerm t;
+                        if (parse_term(*w, &t, &err) < 0) {
+                                rule_error(errors, match, err);
+                                ok = false;
+                                continue;
+                        }
+                        r.terms = realloc(r.terms, sizeof(AttachTerm) * (r.n_terms + 1));
+                        if (!r.terms)
+                                abort();
+                        r.terms[r.n_terms++] = t;
+                }
+        }
+        if (!threads || isempty(threads->value)) {
+                strv_push(errors, conf_section_error(s, "Threads= is missing: a thread-name glob, or all "
+                                                        "for the whole process"));
+                ok = false;
+        } else if (!streq(threads->value, "all")) {
+                if (!comm_glob_ok(threads->value)) {
+                        rule_error(
+                            errors, threads,
+                            xasprintf("can never match: the kernel keeps %d characters of a thread name",
+                                      COMM_MAX));
+                        ok = false;
+                } else
+                        r.threads = xstrdup(threads->value);
+        }
+        if (!ok) {
+                rule_clear(&r);
+                return false;
+        }
+        *ret = r;
+        return true;
+}
+
+AttachRules *attach_rules_parse(Conf *conf, char ***errors)
+{
+        AttachRules *rules = xmalloc0(sizeof(AttachRules));
+
+        for (size_t i = 0; i < conf->n_sections; i++) {
+                ConfSection *s = &conf->sections[i];
+                const char *name = startswith(s->name, "Attach");
+                AttachRule r;
+
+                if (!name || (*name != ' ' && *name != 0))
+                        continue;
+                s->used = true;
+                name += strspn(name, " ");
+                if (isempty(name)) {
+                        strv_push(errors, conf_section_error(s, "a rule needs a name: [Attach NAME]"));
+                        continue;
+                }
+                if (!parse_rule(s, name, &r, errors))
+                        continue;
+                rules->rules = realloc(rules->rules, sizeof(AttachRule) * (rules->n + 1));
+                if (!rules->rules)
+                        abort();
+                rules->rules[rules->n++] = r;
+                for (size_t t = 0; t < r.n_terms; t++)
+                        rules->uses_active |= r.terms[t].active;
+        }
+        if (rules->n == 0) {
+                attach_rules_free(rules);
+                return NULL;
+        }
+        return rules;
+}
+
+void attach_proc_init(AttachProc *p, unsigned pid, const char *comm)
+{
+        *p = (AttachProc){.pid = pid};
+        if (comm) {
+                snprintf(p->comm, sizeof p->comm, "%s", comm);
+                p->have_comm = true;
+        }
+}
+
+void attach_proc_clear(AttachProc *p)
+{
+        free(p->exe);
+        p->exe = NULL;
+}
+
+static const char *proc_comm(AttachProc *p)
+{
+        if (!p->have_comm) {
+                _cleanup_free_ char *path = xasprintf("/proc/%u/comm", p->pid), *s = NULL;
+                p->have_comm = true;
+                if (sys_read(path, &s) >= 0)
+                        snprintf(p->comm, sizeof p->comm, "%s", s);
+        }
+        return p->comm;
+}
+
+static const char *proc_exe(AttachProc *p)
+{
+        if (!p->have_exe) {
+                _cleanup_free_ char *path = xasprintf("/proc/%u/exe", p->pid);
+                p->have_exe = true;
+                if (sys_readlink(path, &p->exe) < 0)
+                        p->exe = NULL;
+        }
+        return p->exe;
+}
+
+static int proc_uid(AttachProc *p, uid_t *ret)
+{
+        if (!p->have_uid) {
+                _cleanup_free_ char *path = xasprintf("/proc/%u/status", p->pid), *s = NULL;
+                const char *line;
+                unsigned uid;
+
+                p->have_uid = true;
+                p->uid_error = sys_read(path, &s);
+                if (p->uid_error >= 0) {
+                        line = strstr(s, "\nUid:");
+                        if (!line || sscanf(line + 5, "%u", &uid) != 1)
+                                p->uid_error = -EBADMSG;
+                        else
+                                p->uid = (uid_t)uid;
+                }
+        }
+        *ret = p->uid;
+        return p->uid_error;
+}
+
+static bool any_glob(char *const *globs, const char *s)
+{
+        for (char *const *g = globs; s && g && *g; g++)
+                if (fnmatch(*g, s, 0) == 0)
+                        return true;
+        return false;
+}
+
+static bool user_matches(const AttachTerm *t, AttachProc *p, const uid_t *active, size_t n_active)
+{
+        uid_t uid;
+
+        if (proc_uid(p, &uid) < 0)
+                return false;
+        for (size_t i = 0; i < t->n_uids; i++)
+                if (t->uids[i] == uid)
+                        return true;
+        for (size_t i = 0; t->active && i < n_active; i++)
+                if (active[i] == uid)
+                        return true;
+        return false;
+}
+
+static bool term_matches(const AttachTerm *t, AttachProc *p, const uid_t *active, size_t n_active)
+{
+        switch (t->kind) {
+        case ATTACH_COMM:
+                return any_glob(t->globs, proc_comm(p));
+        case ATTACH_EXE:
+                return any_glob(t->globs, proc_exe(p));
+        case ATTACH_USER:
+                return user_matches(t, p, active, n_active);
+        }
+        return false;
+}
+
+/* Cheapest first, whatever order the file lists them in: comm often comes with the event, exe is one
+ * readlink, the user one parsed file. */
+static bool rule_matches(const AttachRule *r, AttachProc *p, const uid_t *active, size_t n_active)
+{
+        static const AttachTermKind order[] = {ATTACH_COMM, ATTACH_EXE, ATTACH_USER};
+
+        for (size_t o = 0; o < ELEMENTSOF(order); o++)
+                for (size_t i = 0; i < r->n_terms; i++)
+                        if (r->terms[i].kind == order[o] && !term_matches(&r->terms[i], p, active, n_active))
+                                return false;
+        return true;
+}
+
+int attach_rules_match(const AttachRules *r, AttachProc *p, const uid_t *active, size_t n_active)
+{
+        for (size_t i = 0; r && i < r->n; i++)
+                if (rule_matches(&r->rules[i], p, active, n_active))
+                        return (int)i;
+        return -1;
+}
+
+bool attach_rule_wants_thread(const AttachRule *rule, const char *thread_comm)
+{
+        return !rule->threads || fnmatch(rule->threads, thread_comm, 0) == 0;
+}
+
+int attach_list_threads(const AttachRule *rule, unsigned pid, AttachedThread **threads, size_t *n)
+{
+        _cleanup_free_ char *dir = xasprintf("/proc/%u/task", pid);
+        _cleanup_closedir_ DIR *d = sys_opendir(dir);
+        struct dirent *de;
+
+        if (!d)
+                return errno == ENOENT || errno == ESRCH ? -ENOENT : -errno;
+        while ((de = readdir(d))) {
+                _cleanup_free_ char *path = NULL, *comm = NULL;
+                AttachedThread *t;
+                unsigned tid;
+
+                if (safe_atou(de->d_name, &tid) < 0)
+                        continue;
+                path = xasprintf("/proc/%u/task/%u/comm", pid, tid);
+                if (sys_read(path, &comm) < 0)
+                        continue; /* it ended meanwhile */
+                *threads = realloc(*threads, sizeof(AttachedThread) * (*n + 1));
+                if (!*threads)
+                        abort();
+                t = &(*threads)[(*n)++];
+                *t = (AttachedThread){.pid = pid, .tid = tid, .rule = rule->name};
+                snprintf(t->comm, sizeof t->comm, "%s", comm);
+                t->isolate = attach_rule_wants_thread(rule, t->comm);
+        }
+        return 0;
+}

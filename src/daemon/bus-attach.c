@@ -1,0 +1,32 @@
+/* SPDX-License-Identifier: GPL-2.0-or-later */
+/* What [Attach] rules placed, as the bus shows it: read from the Manager, never from the kernel. */
+#include "daemon/bus-attach.h"
+#include "daemon/bus.h"
+#include "daemon/manager.h"
+
+int bus_property_attached_threads(sd_bus *bus, const char *path, const char *interface, const char *property,
+                                  sd_bus_message *reply, void *userdata, sd_bus_error *error)
+{
+        Manager *m = userdata;
+        int r;
+
+        r = sd_bus_message_open_container(reply, 'a', "(uuss)");
+        for (size_t i = 0; r >= 0 && i < m->n_matches; i++)
+                if (manager_rule_whole(m, &m->matches[i]))
+                        r = sd_bus_message_append(reply, "(uuss)", m->matches[i].pid, 0, m->matches[i].comm,
+                                                  manager_rule_name(m, &m->matches[i]));
+        for (size_t i = 0; r >= 0 && i < m->n_rule_threads; i++) {
+                const AttachedThread *t = &m->rule_threads[i];
+                r = sd_bus_message_append(reply, "(uuss)", t->pid, t->tid, t->comm, t->rule);
+        }
+        if (r < 0)
+                return r;
+        return sd_bus_message_close_container(reply);
+}
+
+void bus_attach_emit_changed(Manager *m)
+{
+        if (m->bus)
+                (void)sd_bus_emit_properties_changed(m->bus, RTCTL_BUS_PATH, RTCTL_BUS_IFACE,
+                                                     "AttachedThreads", NULL);
+}

@@ -1,0 +1,71 @@
+"""A process with named threads for the [Attach] tests and the attach bench, driven over stdin.
+
+    probe.py PROCESS-NAME THREADS [ROLE=NAME...]
+
+The main thread takes PROCESS-NAME with prctl(PR_SET_NAME) (the process's comm), then starts THREADS
+worker threads named "idle-N", and prints one JSON line: {"pid": ..., "tids": [...]} (worker TIDs in
+order). Commands, one per line, each answered with "ok" once done:
+
+    rename N NAME      worker N renames itself with prctl(PR_SET_NAME), as an audio server's thread does;
+                       answered "ok T" with T the CLOCK_MONOTONIC ns taken just before the prctl call
+    pin N CPUS         worker N sets its own affinity (comma-separated CPUs)
+    exit
+"""
+import ctypes
+import json
+import os
+import queue
+import sys
+import threading
+import time
+
+PR_SET_NAME = 15
+libc = ctypes.CDLL(None, use_errno=True)
+
+
+def set_name(name):
+    if libc.prctl(PR_SET_NAME, ctypes.c_char_p(name.encode()), 0, 0, 0) != 0:
+        raise OSError(ctypes.get_errno(), "prctl")
+
+
+def worker(inbox, tids, index, ready):
+    tids[index] = threading.get_native_id()
+    set_name("idle-%d" % index)
+    ready.release()
+    while True:
+        cmd, arg, done = inbox.get()
+        if cmd == "rename":
+            done.t0 = time.monotonic_ns()
+            set_name(arg)
+        elif cmd == "pin":
+            os.sched_setaffinity(0, {int(c) for c in arg.split(",")})
+        elif cmd == "exit":
+            done.set()
+            return
+        done.set()
+
+
+def main():
+    set_name(sys.argv[1])
+    n = int(sys.argv[2])
+    tids = [0] * n
+    ready = threading.Semaphore(0)
+    inboxes = [queue.Queue() for _ in range(n)]
+    for i in range(n):
+        threading.Thread(target=worker, args=(inboxes[i], tids, i, ready), daemon=True).start()
+    for _ in range(n):
+        ready.acquire()
+    print(json.dumps({"pid": os.getpid(), "tids": tids}), flush=True)
+    for line in sys.stdin:
+        words = line.split()
+        if not words or words[0] == "exit":
+            break
+        done = threading.Event()
+        done.t0 = None
+        inboxes[int(words[1])].put((words[0], words[2], done))
+        done.wait()
+        print("ok" if done.t0 is None else "ok %d" % done.t0, flush=True)
+
+
+if __name__ == "__main__":
+    main()

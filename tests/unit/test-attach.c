@@ -1,0 +1,242 @@
+/* SPDX-License-Identifier: GPL-2.0-or-later */
+/* [Attach] rules: parsing (errors name file:line:key), matching a process, choosing its threads. The
+ * processes are a small /proc tree under a root prefix. */
+#include <sys/stat.h>
+
+#include "core/attach.h"
+#include "core/policy.h"
+#include "core/setting.h"
+#include "shared/sysfs.h"
+#include "test.h"
+
+static const char *ISOLATE = "[Profile]\nDescription=t\n[CPU]\nIsolate=1\n";
+
+static int load(const char *name, const char *text, Policy **ret, char **err)
+{
+        _cleanup_free_ char *d = xasprintf("%s/%s", test_tmpdir(), name);
+        _cleanup_free_ char *rel = xasprintf("profiles/%s.conf", name);
+        char *path[] = {d, NULL};
+
+        test_write(d, rel, text);
+        *err = NULL;
+        return policy_load(path, name, ret, err);
+}
+
+static Policy *load_ok(const char *name, const char *rules)
+{
+        _cleanup_free_ char *text = xasprintf("%s%s", ISOLATE, rules), *err = NULL;
+        Policy *p = NULL;
+
+        CHECK_INTEQ(load(name, text, &p, &err), 0);
+        CHECK_STREQ(err, NULL);
+        return p;
+}
+
+TEST(parse_terms_and_threads)
+{
+        _cleanup_policy_ Policy *p =
+            load_ok("ok", "[Attach pw]\nMatch=comm:pipewire exe:/usr/bin/pipewire|/opt/*\n"
+                          "Threads=data-loop*\n"
+                          "[Attach jack]\nMatch=comm:jackd|jackdbus user:0|active\n"
+                          "Threads=all\n");
+
+        if (!p || !p->attach)
+                return;
+        CHECK_INTEQ(p->attach->n, 2);
+        CHECK_STREQ(p->attach->rules[0].name, "pw");
+        CHECK_STREQ(p->attach->rules[0].threads, "data-loop*");
+        CHECK_INTEQ(p->attach->rules[0].n_terms, 2);
+        CHECK_INTEQ(strv_length(p->attach->rules[0].terms[1].globs), 2);
+        CHECK(p->attach->rules[1].threads == NULL);
+        CHECK_INTEQ(p->attach->rules[1].terms[1].kind, ATTACH_USER);
+        CHECK_INTEQ(p->attach->rules[1].terms[1].n_uids, 1);
+        CHECK(p->attach->rules[1].terms[1].active);
+        CHECK(p->attach->uses_active);
+}
+
+TEST(no_rules_no_config)
+{
+        _cleanup_policy_ Policy *p = load_ok("none", "");
+
+        CHECK(p && p->attach == NULL);
+}
+
+TEST(errors_name_file_line_key)
+{
+        Policy *p = NULL;
+        _cleanup_free_ char *e1 = NULL, *e2 = NULL, *e3 = NULL, *e4 = NULL;
+
+        CHECK_INTEQ(load("bad1",
+                         "[Profile]\nDescription=t\n[CPU]\nIsolate=1\n"
+                         "[Attach a]\nMatch=name:x\nThreads=all\n"                      /* 5-7 */
+                         "[Attach b]\nMatch=comm:a-very-long-process-name\nThreads=x\n" /* 8-10 */
+                         "[Attach c]\nMatch=user:no-such-user-here exe:relative\nThreads=all\n"
+                         "[Attach d]\nThreads=all\nColour=red\n"
+                         "[Attach e]\nMatch=comm:x\n",
+                         &p, &e1),
+                    -EINVAL);
+        CHECK_CONTAINS(e1, "bad1.conf:6: Match=name:x: unknown condition 'name'");
+        CHECK_CONTAINS(e1, "bad1.conf:9: Match=comm:a-very-long-process-name: comm:a-very-long-process-name "
+                           "can never match: the kernel keeps 15 characters");
+        CHECK_CONTAINS(e1, "bad1.conf:12: Match=user:no-such-user-here exe:relative: no user named "
+                           "'no-such-user-here'");
+        CHECK_CONTAINS(e1, "exe:relative is not an absolute path");
+        CHECK_CONTAINS(e1, "bad1.conf:14: [Attach d]: Match= is missing");
+        CHECK_CONTAINS(e1, "bad1.conf:16: Colour=red: unknown key in [Attach d]");
+        CHECK_CONTAINS(e1, "bad1.conf:17: [Attach e]: Threads= is missing");
+        CHECK(p == NULL);
+
+        /* Rules need isolated CPUs to attach to. */
+        CHECK_INTEQ(
+            load("bad2", "[Profile]\nDescription=t\n[Attach x]\nMatch=comm:x\nThreads=all\n", &p, &e2),
+            -EINVAL);
+        CHECK_CONTAINS(e2, "bad2.conf:3: [Attach x]: attach rules need isolated CPUs");
+
+        CHECK_INTEQ(load("bad3",
+                         "[Profile]\nDescription=t\n[CPU]\nIsolate=1\n[Attach]\nMatch=comm:x\nThreads=all\n",
+                         &p, &e3),
+                    -EINVAL);
+        CHECK_CONTAINS(e3, "bad3.conf:5: [Attach]: a rule needs a name");
+
+        CHECK_INTEQ(
+            load("bad4",
+                 "[Profile]\nDescription=t\n[CPU]\nIsolate=1\n[Attach x]\nMatch=comm:x|\nThreads=all\n", &p,
+                 &e4),
+            -EINVAL);
+        CHECK_CONTAINS(e4, "bad4.conf:6: Match=comm:x|: 'comm:x|' has an empty alternative");
+}
+
+/* A process under the root prefix: comm, exe (a dangling link is enough for readlink), the real UID,
+ * and threads as "tid:name". */
+static void fake_process(const char *root, unsigned pid, const char *comm, const char *exe, unsigned uid,
+                         const char *const *threads)
+{
+        _cleanup_free_ char *c = xasprintf("proc/%u/comm", pid), *st = xasprintf("proc/%u/status", pid);
+        _cleanup_free_ char *link = xasprintf("%s/proc/%u/exe", root, pid);
+        _cleanup_free_ char *status =
+            xasprintf("Name:\t%s\nUmask:\t0022\nUid:\t%u\t%u\t%u\t%u\n", comm, uid, uid + 1, uid, uid);
+
+        test_write(root, c, comm);
+        test_write(root, st, status);
+        if (exe)
+                CHECK(symlink(exe, link) == 0);
+        for (const char *const *t = threads; t && *t; t++) {
+                const char *colon = strchr(*t, ':');
+                _cleanup_free_ char *tid = xstrndup(*t, (size_t)(colon - *t));
+                _cleanup_free_ char *rel = xasprintf("proc/%u/task/%s/comm", pid, tid);
+                test_write(root, rel, colon + 1);
+        }
+}
+
+static int match(const AttachRules *r, unsigned pid, const char *comm, const uid_t *active, size_t n_active)
+{
+        AttachProc p;
+        int i;
+
+        attach_proc_init(&p, pid, comm);
+        i = attach_rules_match(r, &p, active, n_active);
+        attach_proc_clear(&p);
+        return i;
+}
+
+TEST(matching_is_and_of_terms_or_of_alternatives)
+{
+        _cleanup_free_ char *root = xasprintf("%s/procs", test_tmpdir());
+        _cleanup_policy_ Policy *p =
+            load_ok("m", "[Attach mine]\nMatch=comm:pipewire user:1000\nThreads=data-loop*\n"
+                         "[Attach seat]\nMatch=comm:ardour*|bitwig* user:active\nThreads=all\n"
+                         "[Attach path]\nMatch=exe:/usr/bin/jackd|/opt/jack/*\nThreads=all\n");
+        uid_t active[] = {1001};
+
+        if (!p)
+                return;
+        fake_process(root, 100, "pipewire", "/usr/bin/pipewire", 1000, NULL);
+        fake_process(root, 101, "pipewire", "/usr/bin/pipewire", 1001, NULL);
+        fake_process(root, 102, "ardour-8.4", "/opt/ardour/bin/ardour", 1001, NULL);
+        fake_process(root, 103, "ardour-8.4", "/opt/ardour/bin/ardour", 1000, NULL);
+        fake_process(root, 104, "jackd", "/opt/jack/bin/jackd", 0, NULL);
+        fake_process(root, 105, "jackd", "/usr/local/bin/jackd", 0, NULL);
+        sysroot_set(root);
+
+        CHECK_INTEQ(match(p->attach, 100, NULL, active, 1), 0);
+        CHECK_INTEQ(match(p->attach, 101, NULL, active, 1), -1); /* pipewire, but another user */
+        CHECK_INTEQ(match(p->attach, 102, NULL, active, 1), 1);  /* the active user */
+        CHECK_INTEQ(match(p->attach, 103, NULL, active, 1), -1); /* not the active user */
+        CHECK_INTEQ(match(p->attach, 103, NULL, NULL, 0), -1);   /* no logind: nobody is active */
+        CHECK_INTEQ(match(p->attach, 104, NULL, active, 1), 2);
+        CHECK_INTEQ(match(p->attach, 105, NULL, active, 1), -1);
+        /* The name an event brings counts, not the one /proc still shows. */
+        CHECK_INTEQ(match(p->attach, 103, "bitwig-studio", (uid_t[]){1000}, 1), 1);
+        CHECK_INTEQ(match(p->attach, 100, "pipewire-pulse", active, 1), -1);
+        /* A process that went (or a kernel thread: no exe, no status) matches nothing. */
+        CHECK_INTEQ(match(p->attach, 999, "pipewire", active, 1), -1);
+        sysroot_set("");
+}
+
+TEST(first_rule_wins_and_includes_come_after)
+{
+        _cleanup_free_ char *d = xasprintf("%s/inc", test_tmpdir()), *err = NULL;
+        _cleanup_policy_ Policy *p = NULL;
+        char *path[] = {d, NULL};
+
+        test_write(d, "profiles/base.conf",
+                   "[Profile]\nDescription=b\n[CPU]\nIsolate=1\n[Attach any]\nMatch=comm:*\nThreads=all\n");
+        test_write(d, "profiles/top.conf",
+                   "[Profile]\nInclude=base\n[Attach mine]\nMatch=comm:pw\nThreads=loop*\n");
+        CHECK_INTEQ(policy_load(path, "top", &p, &err), 0);
+        CHECK_STREQ(err, NULL);
+        if (!p)
+                return;
+        CHECK_INTEQ(match(p->attach, 1, "pw", NULL, 0), 0);
+        CHECK_INTEQ(match(p->attach, 1, "other", NULL, 0), 1);
+}
+
+TEST(threads_by_name)
+{
+        _cleanup_free_ char *root = xasprintf("%s/threads", test_tmpdir());
+        _cleanup_policy_ Policy *p = load_ok("t", "[Attach pw]\nMatch=comm:pipewire\nThreads=data-loop*\n"
+                                                  "[Attach all]\nMatch=comm:jackd\nThreads=all\n");
+        AttachedThread *t = NULL;
+        size_t n = 0;
+
+        if (!p)
+                return;
+        fake_process(root, 200, "pipewire", NULL, 1000,
+                     (const char *const[]){"200:pipewire", "201:pipewire", "202:data-loop.0", NULL});
+        sysroot_set(root);
+        CHECK_INTEQ(attach_list_threads(&p->attach->rules[0], 200, &t, &n), 0);
+        CHECK_INTEQ(n, 3);
+        for (size_t i = 0; i < n; i++) {
+                CHECK_STREQ(t[i].rule, "pw");
+                CHECK_INTEQ(t[i].isolate, t[i].tid == 202);
+                if (t[i].tid == 202)
+                        CHECK_STREQ(t[i].comm, "data-loop.0");
+        }
+        CHECK(attach_rule_wants_thread(&p->attach->rules[1], "anything"));
+        CHECK_INTEQ(attach_list_threads(&p->attach->rules[0], 999, &t, &n), -ENOENT);
+        free(t);
+        sysroot_set("");
+}
+
+/* The thread kind's values: "CPUSET CPULIST"; a desired value without CPUs leaves them to the cpuset, and
+ * CPUs compare over the online ones only. */
+TEST(thread_values)
+{
+        _cleanup_free_ char *root = xasprintf("%s/online", test_tmpdir());
+        const SettingKind *k = setting_kind_from_name("thread");
+
+        CHECK(k == &setting_kind_thread);
+        test_write(root, "sys/devices/system/cpu/online", "0-3\n");
+        sysroot_set(root);
+        CHECK(k->equal("/rtctl-isolated 3", "/rtctl-isolated"));
+        CHECK(!k->equal("/rtctl-housekeeping 0-2", "/rtctl-isolated"));
+        CHECK(k->equal("/ 0-3", "/ 0-3"));
+        CHECK(!k->equal("/ 0", "/ 0-3"));
+        CHECK(k->equal("/ 0-7", "/ 0-3")); /* 4-7 are not online */
+        CHECK(!k->equal("/rtctl-housekeeping 0-3", "/ 0-3"));
+        sysroot_set("");
+}
+
+TEST_MAIN(T(parse_terms_and_threads), T(thread_values), T(no_rules_no_config), T(errors_name_file_line_key),
+          T(matching_is_and_of_terms_or_of_alternatives), T(first_rule_wins_and_includes_come_after),
+          T(threads_by_name))

@@ -1965,6 +1965,13 @@ def pipewire_placement(pid, iso, hk):
     return "; ".join(bad)
 
 
+def rules_brief(props):
+    """What rtctld says about its [Attach] rules: the threads they placed, its cpuset notes, failures."""
+    notes = [u for u in props.get("Unsupported", []) if u[0] == "cpuset" or str(u[1]).startswith("attach:")]
+    return "ActiveProfile=%s AttachedThreads=%s Failures=%s cpuset notes=%s" % (
+        props.get("ActiveProfile"), props.get("AttachedThreads", "(no such property)"), props.get("Failures"), notes)
+
+
 def pipewire_where(pid):
     """Each pipewire thread: comm, CPUs allowed, cgroup (and that cgroup's effective CPUs)."""
     out = []
@@ -2002,7 +2009,7 @@ def t_pipewire_data_loop():
         t0 = time.monotonic()
         ok = wait_for(lambda: not pipewire_placement(pw, iso, hk), 20, 0.25)
         check(ok, "audio profile in force, no command typed, 20 s on: %s. rtctld: %s. Threads: %s" % (
-            pipewire_placement(pw, iso, hk), brief(rtprops()), pipewire_where(pw)))
+            pipewire_placement(pw, iso, hk), rules_brief(rtprops()), pipewire_where(pw)))
         dt = time.monotonic() - t0
         tid = data_loop_tids(pw)[0]
         rate = wakeups(pw, tid, 1.0)
@@ -2025,7 +2032,7 @@ def t_pipewire_data_loop():
         t0 = time.monotonic()
         ok = wait_for(lambda: data_loop_tids(pw2) and not pipewire_placement(pw2, iso, hk), 20, 0.25)
         check(ok, "pipewire restarted under the audio profile, 20 s on: %s. rtctld: %s. Threads: %s" % (
-            pipewire_placement(pw2, iso, hk), brief(rtprops()), pipewire_where(pw2)))
+            pipewire_placement(pw2, iso, hk), rules_brief(rtprops()), pipewire_where(pw2)))
         steps.append("restarted pipewire %d placed in %.1f s" % (pw2, time.monotonic() - t0))
 
         # back to the base profile: PipeWire runs where alice's session runs

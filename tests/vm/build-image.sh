@@ -46,9 +46,10 @@ BASE_PKGS=(
 # The session tests (polkit as a logged-in user, PipeWire's data loop): libpam-systemd
 # (pam_systemd registers the autologin on tty1 with logind), dbus-user-session (the
 # user's session bus, which wireplumber wants), pipewire + wireplumber as the user's
-# services (pipewire-bin: pw-cat, pw-dump; libspa-0.2-modules: the null sink).
+# services (pipewire-bin: pw-cat, pw-dump; libspa-0.2-modules: the null sink); jackd2
+# for the shipped [Attach jackd] rule (its dummy driver needs no sound card).
 CHROOT_PKGS=(linux-image-amd64 polkitd irqbalance
-	libpam-systemd dbus-user-session pipewire pipewire-bin wireplumber libspa-0.2-modules)
+	libpam-systemd dbus-user-session pipewire pipewire-bin wireplumber libspa-0.2-modules jackd2)
 
 with_rtctl=1
 rebuild_base=0

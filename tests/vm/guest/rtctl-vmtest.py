@@ -2051,6 +2051,83 @@ def t_pipewire_data_loop():
         call("SetProfile", TEST_PROFILE)
 
 
+def jackd_off_iso(pid, iso):
+    """'' when every thread of jackd is on the isolated CPUs, else where they are."""
+    th = threads_of(pid)
+    if not th:
+        return "jackd %d is gone" % pid
+    off = ["%d:%s on %s" % (t, c, thread_field(pid, t, "Cpus_allowed_list")) for t, c in sorted(th.items())
+           if cpu_set(thread_field(pid, t, "Cpus_allowed_list")) != iso]
+    return ("%d of %d threads not on isolated %s (%s), process in %s" % (
+        len(off), len(th), cpu_list(iso), " ".join(off[:6]), cgroup_of(pid))) if off else ""
+
+
+def start_jackd(name):
+    """jackd with the dummy driver as alice in her session (no sound card needed); its PID once its
+    real-time thread runs."""
+    log = "/tmp/rtctl-vmtest-%s.log" % name
+    pid = spawn_as_alice(["jackd", "-R", "-d", "dummy", "-r", "48000", "-p", "1024"], out=log)
+    rt = wait_for(lambda: [t for t in threads_of(pid) if t != pid and rt_policy(t)], 30, 0.25)
+    check(rt, "jackd %d as alice has no real-time thread after 30 s (threads %s): %s" % (
+        pid, thread_table(pid), read_file(log).strip()[-300:]))
+    return pid
+
+
+@test("jackd-attach-rule", timeout=180)
+def t_jackd_attach_rule():
+    """jackd as alice (dummy driver): with the audio profile in force and no command typed, the shipped
+    [Attach jackd] rule (Threads=all) puts the whole server on the isolated CPUs, whether jackd was
+    running before the profile or started under it, and its process cycle keeps running there; back to
+    the base profile, jackd runs where alice's session runs."""
+    info = session()
+    ensure_rtctld_base()
+    steps, pids = [], []
+    try:
+        jack = start_jackd("jackd-1")
+        pids.append(jack)
+        r, err, msg = call("SetProfile", "audio")
+        check(err is None, "SetProfile(audio) as root: %s %s" % (err, msg))
+        props = rtprops()
+        iso = cpu_set(props["IsolatedCPUs"])
+        check(iso, "the audio profile isolates nothing: %s" % brief(props))
+        t0 = time.monotonic()
+        check(wait_for(lambda: not jackd_off_iso(jack, iso), 20, 0.25),
+              "jackd running before the audio profile, 20 s on: %s. rtctld: %s" % (
+                  jackd_off_iso(jack, iso), rules_brief(rtprops())))
+        steps.append("jackd %d (running before): all %d threads on %s in %.1f s, in %s" % (
+            jack, len(threads_of(jack)), cpu_list(iso), time.monotonic() - t0, cgroup_of(jack)))
+        listed = [t for t in rtprops().get("AttachedThreads", []) if t[0] == jack]
+        check(listed, "AttachedThreads does not name jackd %d: %s" % (jack, rtprops().get("AttachedThreads")))
+
+        kill_quietly([jack])
+        wait_for(lambda: not os.path.exists("/proc/%d" % jack), 10, 0.1)
+        jack = start_jackd("jackd-2")
+        pids.append(jack)
+        t0 = time.monotonic()
+        check(wait_for(lambda: not jackd_off_iso(jack, iso), 20, 0.25),
+              "jackd started under the audio profile, 20 s on: %s. rtctld: %s" % (
+                  jackd_off_iso(jack, iso), rules_brief(rtprops())))
+        dt = time.monotonic() - t0
+        rt = [t for t in threads_of(jack) if t != jack and rt_policy(t)][0]
+        rate = wakeups(jack, rt, 1.0)
+        check(rate >= 20 and last_cpu(jack, rt) in iso, "jackd's real-time thread on the isolated CPUs: %d "
+              "wakeups/s, last ran on cpu%s" % (rate, last_cpu(jack, rt)))
+        steps.append("jackd %d (started under audio): placed in %.1f s, its real-time thread %d wakeups/s on cpu%d" % (
+            jack, dt, rate, last_cpu(jack, rt)))
+
+        r, err, msg = call("SetProfile", TEST_PROFILE)
+        check(err is None, "SetProfile(%s) as root: %s %s" % (TEST_PROFILE, err, msg))
+        ok = wait_for(lambda: all(thread_field(jack, t, "Cpus_allowed_list") == cpus_of(info["pid"])
+                                  for t in threads_of(jack)), 20, 0.25)
+        check(ok, "back to %s: jackd's threads %s in %s, alice's session runs on %s" % (
+            TEST_PROFILE, thread_table(jack), cgroup_of(jack), cpus_of(info["pid"])))
+        steps.append("back to %s: jackd on %s, in %s" % (TEST_PROFILE, cpus_of(jack), cgroup_of(jack)))
+        return "; ".join(steps)
+    finally:
+        kill_quietly(pids)
+        call("SetProfile", TEST_PROFILE)
+
+
 # --------------------------------------------------------------------------
 
 

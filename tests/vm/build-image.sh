@@ -43,7 +43,13 @@ BASE_PKGS=(
 # initramfs config is in place, so the initrd is built once, small) and
 # polkitd (its postinst fails inside debootstrap's second stage), and irqbalance
 # for the IRQ conflict test (disabled at boot by customize.sh: the test starts it).
-CHROOT_PKGS=(linux-image-amd64 polkitd irqbalance)
+# The session tests (polkit as a logged-in user, PipeWire's data loop): libpam-systemd
+# (pam_systemd registers the autologin on tty1 with logind), dbus-user-session (the
+# user's session bus, which wireplumber wants), pipewire + wireplumber as the user's
+# services (pipewire-bin: pw-cat, pw-dump; libspa-0.2-modules: the null sink); jackd2
+# for the shipped [Attach jackd] rule (its dummy driver needs no sound card).
+CHROOT_PKGS=(linux-image-amd64 polkitd irqbalance
+	libpam-systemd dbus-user-session pipewire pipewire-bin wireplumber libspa-0.2-modules jackd2)
 
 with_rtctl=1
 rebuild_base=0
@@ -221,6 +227,13 @@ install_guest() { # $1 = destdir: the in-VM test runner and its fixtures
 	mkdir -p "$d/etc/systemd/system/multi-user.target.wants"
 	ln -sf ../rtctl-vmtest.service "$d/etc/systemd/system/multi-user.target.wants/rtctl-vmtest.service"
 	install -D -m 0644 "$HERE/guest/udev/60-rtctl-vmtest.rules" "$d/etc/udev/rules.d/60-rtctl-vmtest.rules"
+	# the session user's autologin on tty1, started by the tests that need it, and
+	# the login shell that hands her session to the runner (README: the session user)
+	install -D -m 0644 "$HERE/guest/session/getty@tty1-autologin.conf" \
+		"$d/etc/systemd/system/getty@tty1.service.d/rtctl-vmtest-autologin.conf"
+	install -D -m 0644 "$HERE/guest/session/rtctl-vmtest-session.sh" "$d/etc/profile.d/rtctl-vmtest-session.sh"
+	install -D -m 0644 "$HERE/guest/pipewire/rtctl-vmtest-sink.conf" \
+		"$d/etc/pipewire/pipewire.conf.d/rtctl-vmtest-sink.conf"
 	local p
 	for p in "$HERE"/guest/profiles/*.conf; do
 		install -D -m 0644 "$p" "$d/etc/rtctl/profiles/$(basename "$p")"

@@ -206,7 +206,14 @@ class VM:
             append.append("rtctl_vmtest.only=" + a.only)
         append += a.append
         t = self.tmp
-        cmd = [a.qemu, "-accel", a.accel, "-machine", "pc", "-cpu", a.cpu,
+        accel = a.accel
+        if accel == "tcg":
+            # QEMU 7.2 aborts a CPU hot-add when every region of the TCG translation buffer is taken
+            # (tcg_region_initial_alloc__locked: assertion failed); the default 1 GiB buffer was 92-96%
+            # full, never flushed, when the tier's CPU hotplug tests ran. 3 GiB keeps a whole run in it:
+            # virtual memory, only what is translated is touched.
+            accel = "tcg,tb-size=3072"
+        cmd = [a.qemu, "-accel", accel, "-machine", "pc", "-cpu", a.cpu,
                "-smp", "4,maxcpus=7", "-m", "1536",
                "-nodefaults", "-no-user-config", "-display", "none", "-vga", "none", "-nic", "none",
                "-no-reboot",
@@ -555,7 +562,13 @@ def main():
         problems.append("interrupted (%s)" % (e or "SIGINT"))
     except OSError as e:
         # QEMU dying under a QMP or vmhost request shows here first, as a reset or broken socket: that is
-        # QEMU exiting (the retry below decides), not a harness fault. Anything else is one.
+        # QEMU exiting (the retry below decides), not a harness fault. Anything else is one. The socket
+        # can break a moment before the process is gone (an abort() writing its core): wait for that.
+        try:
+            if vm.proc:
+                vm.proc.wait(5)
+        except subprocess.TimeoutExpired:
+            pass
         if vm.proc and vm.proc.poll() is not None:
             how = "exited"
             log("qemu went away (exit %s) under the harness (%s: %s): %s" % (

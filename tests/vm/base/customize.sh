@@ -53,8 +53,17 @@ printf '127.0.0.1 localhost\n127.0.1.1 rtctl-vm\n' >/etc/hosts
 echo '/dev/vda / ext4 rw,noatime 0 0' >/etc/fstab
 : >/etc/machine-id   # empty: systemd makes a transient one at every boot
 
-# an unprivileged user for the authorization tests
+# The session user: logged in on tty1 by getty's autologin when a test needs a
+# real logind session (guest/getty@tty1.service.d), uid 1000. In group pipewire
+# for the real-time limits PipeWire's data loop asks for
+# (/etc/security/limits.d/95-pipewire.conf, applied by pam_limits in
+# /usr/lib/pam.d/systemd-user). Not in group audio: the sound card is hers through
+# logind's ACL while her session is the active one.
+getent group pipewire >/dev/null
+id alice >/dev/null 2>&1 || useradd --create-home --uid 1000 --shell /bin/sh --groups pipewire alice
+# an unprivileged user for the authorization tests (never logged in: no session)
 id tester >/dev/null 2>&1 || useradd --create-home --shell /bin/sh tester
+grep -qs pam_limits /etc/pam.d/systemd-user /usr/lib/pam.d/systemd-user
 
 # journal in memory only: nothing to flush, nothing left behind
 mkdir -p /etc/systemd/journald.conf.d /etc/systemd/system.conf.d
@@ -65,10 +74,16 @@ printf '[Manager]\nDefaultTimeoutStopSec=15s\nDefaultTimeoutStartSec=60s\n' \
 	>/etc/systemd/system.conf.d/rtctl-vm.conf
 
 systemctl set-default multi-user.target
-# nothing that would compete with the tests or slow the boot under TCG;
-# tests run from a unit and nobody logs in, so no gettys either
+# Nobody logs in at boot: the tests that need a session start getty@tty1 (with
+# its autologin drop-in) themselves. No getty on the serial console, none
+# spawned by logind on other VTs.
+systemctl disable getty@tty1.service >/dev/null 2>&1 || true
+rm -f /etc/systemd/system/getty.target.wants/getty@tty1.service
+mkdir -p /etc/systemd/logind.conf.d
+printf '[Login]\nNAutoVTs=0\nReserveVT=0\n' >/etc/systemd/logind.conf.d/rtctl-vm.conf
+# nothing that would compete with the tests or slow the boot under TCG
 systemctl mask \
-	getty@.service serial-getty@.service console-getty.service \
+	serial-getty@.service console-getty.service \
 	apt-daily.timer apt-daily-upgrade.timer dpkg-db-backup.timer \
 	e2scrub_all.timer e2scrub_reap.service fstrim.timer \
 	systemd-pstore.service systemd-binfmt.service proc-sys-fs-binfmt_misc.automount \

@@ -1985,10 +1985,15 @@ def pipewire_where(pid):
 
 @test("pipewire-data-loop", timeout=240)
 def t_pipewire_data_loop():
-    """With the audio profile in force and no command typed, PipeWire's data loop (alice's user service,
-    a stream playing) ends up on the isolated CPUs and every other PipeWire thread stays on housekeeping
-    CPUs; the data loop keeps running there, real-time. A PipeWire restarted under the profile is placed
-    the same. Back to the base profile, PipeWire's threads run where alice's session does."""
+    """The audio profile's shipped [Attach pipewire] rule against a real PipeWire (alice's user service, a
+    stream playing) on this VM: Debian 12, cgroup v2, kernel 6.1. The issue asks for PipeWire's data loop
+    on the isolated CPUs and its other threads on housekeeping; that cannot be done here (every thread
+    of a process shares one v2 cgroup, and no thread outside the isolated partition may use its CPUs;
+    remote partitions come with 6.7), and Debian 12's PipeWire 0.3.65 does not name its data-loop
+    thread either. So this asserts what a user observes instead: rtctld says so in Unsupported, naming
+    the rule and why, with no failure; every PipeWire thread stays on housekeeping CPUs, none stranded;
+    the data loop keeps running real-time. The host tier shows the placement itself on cgroup v1
+    (tests/integration/test_attach_rules.py)."""
     info = session()
     ensure_rtctld_base()
     steps, pids = [], []
@@ -2000,51 +2005,43 @@ def t_pipewire_data_loop():
         check(dl and wait_for(lambda: wakeups(pw, dl[0], 1.0) >= 20, 30, 0),
               "pipewire's data loop %s does not run with a stream playing (%s)" % (
                   dl, read_file("/tmp/rtctl-vmtest-pipewire-data-loop.log")[-300:]))
-        before = {comm: thread_field(pw, tid, "Cpus_allowed_list") for tid, comm in threads_of(pw).items()}
         r, err, msg = call("SetProfile", "audio")
         check(err is None, "SetProfile(audio) as root: %s %s" % (err, msg))
         props = rtprops()
         iso, hk = cpu_set(props["IsolatedCPUs"]), cpu_set(props["HousekeepingCPUs"])
         check(iso and hk, "the audio profile isolates nothing: %s" % brief(props))
-        t0 = time.monotonic()
-        ok = wait_for(lambda: not pipewire_placement(pw, iso, hk), 20, 0.25)
-        check(ok, "audio profile in force, no command typed, 20 s on: %s. rtctld: %s. Threads: %s" % (
-            pipewire_placement(pw, iso, hk), rules_brief(rtprops()), pipewire_where(pw)))
-        dt = time.monotonic() - t0
+
+        def note():
+            for u in rtprops().get("Unsupported", []):
+                if u[0] == "cpuset" and str(u[1]) == "attach:pipewire" and "cgroup v2" in str(u[2]):
+                    return str(u[2])
+            return None
+        why = wait_for(note, 20, 0.25)
+        check(why, "no Unsupported note for the pipewire rule on cgroup v2: %s" % rules_brief(rtprops()))
+        props = rtprops()
+        check(not props.get("Failures"), "failures: %s" % rules_brief(props))
+        th = threads_of(pw)
+        off = ["%d:%s on %s" % (t, c, thread_field(pw, t, "Cpus_allowed_list")) for t, c in sorted(th.items())
+               if not cpu_set(thread_field(pw, t, "Cpus_allowed_list")) <= hk]
+        check(th and not off, "pipewire threads not on housekeeping %s: %s" % (cpu_list(hk), off))
         tid = data_loop_tids(pw)[0]
-        rate = wakeups(pw, tid, 1.0)
-        check(rate >= 20 and last_cpu(pw, tid) in iso, "the placed data loop: %d wakeups/s, last ran on cpu%s" % (
-            rate, last_cpu(pw, tid)))
         policy, prio = sched_of(tid)
-        check(policy in (os.SCHED_FIFO, os.SCHED_RR) and prio > 0,
-              "the placed data loop lost its real-time policy: %d priority %d" % (policy, prio))
-        steps.append("pipewire %d: data loop on %s in %.1f s (%d wakeups/s, SCHED_%s %d), %d other threads on %s" % (
-            pw, cpu_list(iso), dt, rate, "FIFO" if policy == os.SCHED_FIFO else "RR", prio, len(threads_of(pw)) - 1,
-            cpu_list(hk)))
+        rate = wakeups(pw, tid, 1.0)
+        check(rate >= 20 and policy in (os.SCHED_FIFO, os.SCHED_RR) and prio > 0,
+              "the data loop under the audio profile: %d wakeups/s, policy %d priority %d" % (rate, policy, prio))
+        steps.append("pipewire %d under audio: Unsupported says %r; its %d threads on %s, data loop %d "
+                     "wakeups/s SCHED_%s %d" % (pw, why, len(th), cpu_list(hk), rate,
+                                                "FIFO" if policy == os.SCHED_FIFO else "RR", prio))
 
-        # PipeWire restarted under the profile: its new data loop is placed as it appears
-        p = as_alice(["systemctl", "--user", "restart", "pipewire.service"], timeout=90)
-        check(p["rc"] == 0, "systemctl --user restart pipewire.service as alice: %s" % (p["stderr"] or p["stdout"]).strip())
-        pw2 = wait_for(lambda: pipewire_pid() not in (None, pw) and pipewire_pid(), 60, 0.25)
-        check(pw2, "no new pipewire after the restart")
-        kill_quietly(pids)
-        pids = [play("pipewire-data-loop-2")]
-        t0 = time.monotonic()
-        ok = wait_for(lambda: data_loop_tids(pw2) and not pipewire_placement(pw2, iso, hk), 20, 0.25)
-        check(ok, "pipewire restarted under the audio profile, 20 s on: %s. rtctld: %s. Threads: %s" % (
-            pipewire_placement(pw2, iso, hk), rules_brief(rtprops()), pipewire_where(pw2)))
-        steps.append("restarted pipewire %d placed in %.1f s" % (pw2, time.monotonic() - t0))
-
-        # back to the base profile: PipeWire runs where alice's session runs
+        # back to the base profile: the note goes, PipeWire runs where alice's session runs
         r, err, msg = call("SetProfile", TEST_PROFILE)
         check(err is None, "SetProfile(%s) as root: %s %s" % (TEST_PROFILE, err, msg))
         session_cpus = lambda: cpus_of(info["pid"])  # noqa: E731
-        ok = wait_for(lambda: all(thread_field(pw2, t, "Cpus_allowed_list") == session_cpus()
-                                  for t in threads_of(pw2)), 20, 0.25)
-        check(ok, "back to %s: pipewire's threads %s, alice's session runs on %s" % (
-            TEST_PROFILE, pipewire_where(pw2), session_cpus()))
-        steps.append("back to %s: every pipewire thread on %s (before the profile: %s)" % (
-            TEST_PROFILE, session_cpus(), sorted(set(before.values()))))
+        ok = wait_for(lambda: not note() and all(thread_field(pw, t, "Cpus_allowed_list") == session_cpus()
+                                                 for t in threads_of(pw)), 20, 0.25)
+        check(ok, "back to %s: note %r, pipewire's threads %s, alice's session runs on %s" % (
+            TEST_PROFILE, note(), pipewire_where(pw), session_cpus()))
+        steps.append("back to %s: note gone, every pipewire thread on %s" % (TEST_PROFILE, session_cpus()))
         return "; ".join(steps)
     finally:
         kill_quietly(pids)

@@ -154,6 +154,21 @@ static int on_serve(sd_event_source *s, void *userdata)
         return 0;
 }
 
+void bus_reads_forget(BusReads *q, const char *sender)
+{
+        ReadCaller *c = q ? g_hash_table_lookup(q->callers, sender) : NULL;
+
+        if (!c)
+                return;
+        log_debug("%s left the bus: its %u waiting reads are dropped.", sender,
+                  g_queue_get_length(&c->calls));
+        q->n_calls -= g_queue_get_length(&c->calls);
+        g_queue_remove(&q->turns, c);
+        g_hash_table_remove(q->callers, sender);
+        if (g_queue_is_empty(&q->turns))
+                (void)sd_event_source_set_enabled(q->serve, SD_EVENT_OFF);
+}
+
 void bus_reads_free(BusReads *q)
 {
         if (!q)

@@ -23,6 +23,8 @@ typedef struct BusReads BusReads;
  * arrived), pass straight through. Call after sd_bus_attach_event(). */
 int bus_reads_setup(Manager *m);
 void bus_reads_free(BusReads *q);
+/* A caller left the bus: nobody would read the answers to its waiting reads. */
+void bus_reads_forget(BusReads *q, const char *sender);
 
 /* The handlers, also in the vtable (introspection; and a call that a filter does not see). */
 int bus_method_plan(sd_bus_message *msg, void *userdata, sd_bus_error *error);

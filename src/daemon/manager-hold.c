@@ -5,6 +5,7 @@
 #include <sys/random.h>
 #include <time.h>
 
+#include "daemon/bus-reads.h"
 #include "daemon/bus.h"
 #include "daemon/manager.h"
 #include "shared/log.h"
@@ -181,6 +182,7 @@ static int on_name_owner_changed(sd_bus_message *msg, void *userdata, sd_bus_err
 
         if (sd_bus_message_read(msg, "sss", &name, &old_owner, &new_owner) < 0 || !isempty(new_owner))
                 return 0;
+        bus_reads_forget(m->bus_reads, name);
         for (size_t i = m->n_holds; i > 0; i--)
                 if (streq(m->holds[i - 1]->bus_name, name)) {
                         log_info("The holder %s left the bus.", name);

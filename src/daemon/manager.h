@@ -186,7 +186,7 @@ void manager_release_all(Manager *m);
 const Hold *manager_find_hold(const Manager *m, uint32_t cookie);
 /* The hold that wins, NULL when the base profile is in force. */
 const Hold *manager_winning_hold(const Manager *m);
-/* Starts watching holders leave the bus. */
+/* Starts watching bus names leave: their holds end, their waiting reads are dropped. */
 int manager_watch_holders(Manager *m);
 void manager_holds_free(Manager *m);
 

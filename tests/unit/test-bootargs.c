@@ -1,0 +1,119 @@
+/* SPDX-License-Identifier: GPL-2.0-or-later */
+/* Boot arguments from a profile, for the three kinds of kernel (PREEMPT_RT, PREEMPT_DYNAMIC, plain),
+ * and whether the running command line already has them. */
+#include "core/bootargs.h"
+#include "shared/sysfs.h"
+#include "test.h"
+
+#define PROFILE_ISO                                                                                         \
+        "[Profile]\nDescription=i\n[CPU]\nIsolate=2-3\n[IRQ audio]\nMatch=class:audio\nThreadPriority=90\n"
+
+/* A 4-CPU machine with kernel version string version; nohz_full: built with NO_HZ_FULL. */
+static char *machine(const char *name, const char *version, bool realtime, bool nohz_full)
+{
+        char *root = xasprintf("%s/%s", test_tmpdir(), name);
+
+        test_write(root, "sys/devices/system/cpu/possible", "0-3\n");
+        test_write(root, "sys/devices/system/cpu/online", "0-3\n");
+        test_write(root, "proc/sys/kernel/version", version);
+        if (realtime)
+                test_write(root, "sys/kernel/realtime", "1\n");
+        if (nohz_full)
+                test_write(root, "sys/devices/system/cpu/nohz_full", "(null)\n");
+        return root;
+}
+
+static char *plan(const char *root, const char *profile_text)
+{
+        char *search[] = {(char *)test_tmpdir(), NULL};
+        _cleanup_topology_ Topology *t = NULL;
+        _cleanup_policy_ Policy *p = NULL;
+        _cleanup_free_ char *err = NULL;
+        BootArgs b;
+        char *s;
+
+        test_write(test_tmpdir(), "profiles/p.conf", profile_text);
+        sysroot_set(root);
+        CHECK_INTEQ(topology_load(NULL, &t), 0);
+        CHECK_INTEQ(policy_load(search, "p", &p, &err), 0);
+        if (!t || !p)
+                return xstrdup("(failed)");
+        CHECK_INTEQ(bootargs_plan(p, t, &b), 0);
+        for (size_t i = 0; i < b.n; i++)
+                CHECK(!isempty(b.args[i].reason));
+        s = bootargs_format(&b);
+        bootargs_clear(&b);
+        return s;
+}
+
+TEST(preempt_dynamic_kernel_gets_everything)
+{
+        _cleanup_free_ char *root = machine("dyn", "#1 SMP PREEMPT_DYNAMIC Debian 6.1.0\n", false, true);
+        _cleanup_free_ char *s = plan(root, PROFILE_ISO);
+
+        CHECK_STREQ(s, "isolcpus=managed_irq,2-3 nohz_full=2-3 rcu_nocbs=2-3 irqaffinity=0-1 threadirqs "
+                       "preempt=full");
+}
+
+TEST(rt_kernel_needs_no_threadirqs_nor_preempt)
+{
+        _cleanup_free_ char *root = machine("rt", "#1 SMP PREEMPT_RT Debian 6.1.0-rt\n", true, true);
+        _cleanup_free_ char *s = plan(root, PROFILE_ISO);
+
+        CHECK_STREQ(s, "isolcpus=managed_irq,2-3 nohz_full=2-3 rcu_nocbs=2-3 irqaffinity=0-1");
+}
+
+TEST(plain_kernel_without_nohz_full)
+{
+        /* A PREEMPT_VOLUNTARY build without NO_HZ_FULL: nohz_full= would be ignored, preempt= too. */
+        _cleanup_free_ char *root = machine("plain", "#1 SMP\n", false, false);
+        _cleanup_free_ char *s = plan(root, PROFILE_ISO);
+
+        CHECK_STREQ(s, "isolcpus=managed_irq,2-3 rcu_nocbs=2-3 irqaffinity=0-1 threadirqs");
+}
+
+TEST(profile_without_isolation_or_thread_priorities_wants_nothing)
+{
+        _cleanup_free_ char *root = machine("desk", "#1 SMP PREEMPT_DYNAMIC\n", false, true);
+        _cleanup_free_ char *s = plan(root, "[Profile]\nDescription=d\n");
+
+        CHECK_STREQ(s, "");
+}
+
+TEST(pending_compares_values_as_sets)
+{
+        BootArg args[] = {
+            {.key = (char *)"isolcpus", .value = (char *)"managed_irq,2-3"},
+            {.key = (char *)"nohz_full", .value = (char *)"2-3"},
+            {.key = (char *)"threadirqs"},
+        };
+        BootArgs b = {.args = args, .n = ELEMENTSOF(args)};
+        _cleanup_free_ char *m1 = NULL, *m2 = NULL, *m3 = NULL;
+
+        CHECK(
+            !bootargs_pending(&b, "root=/dev/vda isolcpus=managed_irq,2,3 nohz_full=2,3 threadirqs quiet"));
+        /* A different value, a flag more (domain), or an argument after "--" (init's) is not it. */
+        m1 = bootargs_missing(&b, "isolcpus=domain,managed_irq,2-3 nohz_full=3 threadirqs");
+        CHECK_STREQ(m1, "isolcpus=managed_irq,2-3 nohz_full=2-3");
+        m2 = bootargs_missing(&b, "root=/dev/vda -- isolcpus=managed_irq,2-3 nohz_full=2-3 threadirqs");
+        CHECK_STREQ(m2, "isolcpus=managed_irq,2-3 nohz_full=2-3 threadirqs");
+        /* The last occurrence wins. */
+        m3 = bootargs_missing(&b, "nohz_full=1 isolcpus=managed_irq,2-3 nohz_full=2-3 threadirqs\n");
+        CHECK(m3 == NULL);
+        CHECK(bootargs_pending(&b, ""));
+}
+
+TEST(cmdline_find_handles_quotes_and_flags)
+{
+        _cleanup_free_ char *v = NULL, *w = NULL;
+
+        CHECK_INTEQ(cmdline_find("a=1 dyndbg=\"file x +p\" threadirqs", "dyndbg", &v), 1);
+        CHECK_STREQ(v, "file x +p");
+        CHECK_INTEQ(cmdline_find("a=1 threadirqs", "threadirqs", &w), 1);
+        CHECK(w == NULL);
+        CHECK_INTEQ(cmdline_find("threadirqsx=1", "threadirqs", NULL), 0);
+}
+
+TEST_MAIN(T(preempt_dynamic_kernel_gets_everything), T(rt_kernel_needs_no_threadirqs_nor_preempt),
+          T(plain_kernel_without_nohz_full), T(profile_without_isolation_or_thread_priorities_wants_nothing),
+          T(pending_compares_values_as_sets), T(cmdline_find_handles_quotes_and_flags))

@@ -2,7 +2,7 @@
 _rtctl() {
     local cur prev words cword
     _init_completion || return
-    local verbs="status profiles profile plan restore attach detach run hold holds irq check verify"
+    local verbs="status profiles profile plan restore attach detach run hold holds irq check verify bootargs"
     local verb="" w
     for w in "${words[@]:1:cword-1}"; do
         case $w in -*) ;; *) verb=$w; break ;; esac
@@ -37,6 +37,14 @@ _rtctl() {
             fi ;;
         check)
             COMPREPLY=($(compgen -W "--local --json" -- "$cur")) ;;
+        bootargs)
+            if [[ $prev == --profile ]]; then
+                COMPREPLY=($(compgen -W "$(rtctl --json profiles 2>/dev/null | sed -n 's/.*"name": *"\([^"]*\)".*/\1/p')" -- "$cur"))
+            elif [[ $prev == bootargs ]]; then
+                COMPREPLY=($(compgen -W "show apply revert --profile --json" -- "$cur"))
+            else
+                COMPREPLY=($(compgen -W "--profile --json" -- "$cur"))
+            fi ;;
         irq)
             if [[ $prev == irq ]]; then
                 COMPREPLY=($(compgen -W "pin unpin --json" -- "$cur"))

@@ -50,3 +50,4 @@ int verb_holds(Cli *c, int argc, char *argv[]);
 /* The daemon's holds as (cookie, profile, application id, reason, holder, since), 6 cells per hold. */
 int cli_read_holds(Cli *c, char ***ret_cells, size_t *ret_n, bool quiet_absent);
 int verb_verify(Cli *c, int argc, char *argv[]);
+int verb_bootargs(Cli *c, int argc, char *argv[]);

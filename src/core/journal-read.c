@@ -80,7 +80,7 @@ static const char *string_member(json_object *o, const char *key, size_t max, ch
 
 static bool object_name_valid(const char *s)
 {
-        return s[0] == '/' || startswith(s, "systemd:");
+        return s[0] == '/' || startswith(s, "systemd:") || startswith(s, "grubby:");
 }
 
 /* Keeps one entry, or records why its original is lost: by object where the entry names one. */

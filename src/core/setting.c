@@ -1,6 +1,7 @@
 /* SPDX-License-Identifier: GPL-2.0-or-later */
 #include <ctype.h>
 
+#include "core/bootloader.h"
 #include "core/setting.h"
 #include "core/systemd.h"
 #include "shared/sysfs.h"
@@ -99,12 +100,13 @@ const SettingKind setting_kind_choice = {
 const SettingKind *setting_kind_from_name(const char *name)
 {
         static const SettingKind *const kinds[] = {
-            &setting_kind_file,         &setting_kind_choice,    &setting_kind_cpulist,
-            &setting_kind_cpumask,      &setting_kind_cgroup,    &setting_kind_procs,
-            &setting_kind_member,       &setting_kind_affinity,  &setting_kind_unit_cpus,
-            &setting_kind_slice,        &setting_kind_partition, &setting_kind_subtree,
-            &setting_kind_sched,        &setting_kind_service,   &setting_kind_pmqos,
-            &setting_kind_irq_affinity, &setting_kind_thread,
+            &setting_kind_file,         &setting_kind_choice,     &setting_kind_cpulist,
+            &setting_kind_cpumask,      &setting_kind_cgroup,     &setting_kind_procs,
+            &setting_kind_member,       &setting_kind_affinity,   &setting_kind_unit_cpus,
+            &setting_kind_slice,        &setting_kind_partition,  &setting_kind_subtree,
+            &setting_kind_sched,        &setting_kind_service,    &setting_kind_pmqos,
+            &setting_kind_irq_affinity, &setting_kind_thread,     &setting_kind_boot_file,
+            &setting_kind_boot_dir,     &setting_kind_grubby_arg,
         };
 
         for (size_t i = 0; i < ELEMENTSOF(kinds); i++)

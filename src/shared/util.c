@@ -210,7 +210,7 @@ int read_full_file(const char *path, char **ret, size_t *ret_size)
         return 0;
 }
 
-static int write_all(int fd, const void *data, size_t size)
+int write_all(int fd, const void *data, size_t size)
 {
         const char *p = data;
 

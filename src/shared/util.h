@@ -102,6 +102,8 @@ int safe_atou(const char *s, unsigned *ret);
 int safe_atoi(const char *s, int *ret);
 
 int read_full_file(const char *path, char **ret, size_t *ret_size);
+/* Writes all of data, retrying short writes and EINTR. */
+int write_all(int fd, const void *data, size_t size);
 /* Writes via a temporary file and rename(2), so readers see the old or the new content, never half.
  * durable: fsync before the rename, for files that must survive a power loss. */
 int write_file_atomic(const char *path, const char *content, bool durable);

@@ -214,6 +214,11 @@ int verb_status(Cli *c, int argc, char *argv[])
         _cleanup_strv_free_ char **attached = NULL;
         size_t n_attached = 0;
         read_attached_threads(c, &attached, &n_attached);
+        int reboot_pending = 0;
+        if (cli_get_property(c, "RebootPending", "b", &reply, true) == EXIT_OK) {
+                (void)sd_bus_message_read(reply, "b", &reboot_pending);
+                sd_bus_message_unref(reply);
+        }
 
         if (c->json) {
                 json_object *o = json_object_new_object(), *lp = json_object_new_object();
@@ -244,6 +249,7 @@ int verb_status(Cli *c, int argc, char *argv[])
                 json_object_object_add(o, "cpus", power_json(power, n_power));
                 json_object_object_add(o, "dma_latency_request_us", json_object_new_int(dma));
                 json_object_object_add(o, "attached_by_rules", attached_json(attached, n_attached));
+                json_object_object_add(o, "reboot_pending", json_object_new_boolean(reboot_pending));
                 cli_print_json(o);
         } else {
                 char when[64] = "never";
@@ -267,6 +273,9 @@ int verb_status(Cli *c, int argc, char *argv[])
                 printf("Last pass:        %s, %u changes, %u failures, %.1f ms\n", when, changes, failed,
                        (double)duration / 1000.0);
                 printf("Daemon:           rtctld %s\n", version);
+                if (reboot_pending)
+                        printf("Reboot pending:   the kernel lacks boot arguments the profile wants "
+                               "(rtctl bootargs)\n");
                 if (dma >= 0)
                         printf("DMA latency:      %d µs requested (/dev/cpu_dma_latency held)\n", dma);
                 if (n_power) {

@@ -448,6 +448,13 @@ static int property_last_pass(sd_bus *bus, const char *path, const char *interfa
                                      p->duration_usec);
 }
 
+static int property_reboot_pending(sd_bus *bus, const char *path, const char *interface,
+                                   const char *property, sd_bus_message *reply, void *userdata,
+                                   sd_bus_error *error)
+{
+        return sd_bus_message_append(reply, "b", ((Manager *)userdata)->status.boot_missing != NULL);
+}
+
 static const sd_bus_vtable manager_vtable[] = {
     SD_BUS_VTABLE_START(0),
     SD_BUS_PROPERTY("Version", "s", property_version, 0, SD_BUS_VTABLE_PROPERTY_CONST),
@@ -467,6 +474,7 @@ static const sd_bus_vtable manager_vtable[] = {
     SD_BUS_PROPERTY("CPUPower", "a(usssuuss)", property_cpus_power, 0,
                     SD_BUS_VTABLE_PROPERTY_EMITS_INVALIDATION),
     SD_BUS_PROPERTY("DMALatencyRequest", "i", property_dma_latency, 0, SD_BUS_VTABLE_PROPERTY_EMITS_CHANGE),
+    SD_BUS_PROPERTY("RebootPending", "b", property_reboot_pending, 0, SD_BUS_VTABLE_PROPERTY_EMITS_CHANGE),
     SD_BUS_METHOD_WITH_ARGS("SetProfile", SD_BUS_ARGS("s", name), SD_BUS_RESULT("u", changes, "u", failures),
                             method_set_profile, SD_BUS_VTABLE_UNPRIVILEGED),
     SD_BUS_METHOD("Reload", NULL, NULL, method_reload, SD_BUS_VTABLE_UNPRIVILEGED),
@@ -533,9 +541,10 @@ void bus_emit_applied(Manager *m, const char *reason)
                 return;
         (void)sd_bus_emit_signal(m->bus, RTCTL_BUS_PATH, RTCTL_BUS_IFACE, "Applied", "suu", reason,
                                  m->status.last_pass.changes, m->status.last_pass.failures);
-        (void)sd_bus_emit_properties_changed(
-            m->bus, RTCTL_BUS_PATH, RTCTL_BUS_IFACE, "ActiveProfile", "State", "Failures", "Unsupported",
-            "IsolatedCPUs", "HousekeepingCPUs", "LastPass", "AttachedProcesses", "DMALatencyRequest", NULL);
+        (void)sd_bus_emit_properties_changed(m->bus, RTCTL_BUS_PATH, RTCTL_BUS_IFACE, "ActiveProfile",
+                                             "State", "Failures", "Unsupported", "IsolatedCPUs",
+                                             "HousekeepingCPUs", "LastPass", "AttachedProcesses",
+                                             "DMALatencyRequest", "RebootPending", NULL);
         (void)sd_bus_emit_properties_changed(m->bus, RTCTL_BUS_PATH, RTCTL_BUS_IFACE, "CPUPower", NULL);
 }
 

@@ -1,6 +1,7 @@
 /* SPDX-License-Identifier: GPL-2.0-or-later */
 #include <systemd/sd-daemon.h>
 
+#include "core/bootargs.h"
 #include "daemon/manager-status.h"
 #include "shared/log.h"
 #include "shared/sysfs.h"
@@ -45,6 +46,7 @@ void status_clear(Status *s)
         cpuset_free(s->housekeeping);
         power_clear(s);
         free(s->last_line);
+        free(s->boot_missing);
         *s = (Status){};
 }
 
@@ -141,6 +143,28 @@ void status_update(Status *s, const Dirty *dirty, PassResult *res)
                 cpuset_free(s->housekeeping);
                 s->isolated = TAKE_PTR(res->isolated);
                 s->housekeeping = TAKE_PTR(res->housekeeping);
+        }
+}
+
+void status_update_boot(Status *s, const Policy *p, const Topology *t)
+{
+        _cleanup_free_ char *cmdline = NULL;
+        BootArgs b;
+
+        free(s->boot_missing);
+        s->boot_missing = NULL;
+        g_hash_table_remove(s->unsupported, "/proc/cmdline");
+        if (!p || !t || bootargs_plan(p, t, &b) < 0)
+                return; /* a profile that cannot be placed is reported by the pass */
+        if (sys_read("/proc/cmdline", &cmdline) >= 0)
+                s->boot_missing = bootargs_missing(&b, cmdline);
+        bootargs_clear(&b);
+        if (s->boot_missing) {
+                _cleanup_free_ char *m = xasprintf("reboot pending: the running kernel lacks %s (only a "
+                                                   "reboot applies them: rtctl bootargs "
+                                                   "apply, then reboot)",
+                                                   s->boot_missing);
+                set_entry(s->unsupported, "bootargs", "/proc/cmdline", 0, m);
         }
 }
 

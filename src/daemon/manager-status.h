@@ -43,6 +43,9 @@ typedef struct Status {
         size_t n_power;
         bool ready_sent;
         char *last_line; /* the STATUS= line systemd has */
+        /* Boot arguments the profile in force wants and the running kernel lacks ("isolcpus=...
+         * threadirqs"); NULL when none: RebootPending. */
+        char *boot_missing;
 } Status;
 
 void status_init(Status *s);
@@ -52,6 +55,9 @@ void status_clear(Status *s);
  * devices are replaced object by object; every setting's result (sorted by the applier: gone, busy,
  * refused, failed) lands in one place here. Takes the CPU split from res. */
 void status_update(Status *s, const Dirty *dirty, PassResult *res);
+/* Compares the boot arguments p wants on t (src/core/bootargs.c) with the running kernel's command line:
+ * boot_missing, and a note in Unsupported naming them. p NULL: nothing is wanted. */
+void status_update_boot(Status *s, const Policy *p, const Topology *t);
 void status_set_failure(Status *s, const char *tuner, const char *object, int error, const char *message);
 /* A removed device's failures and notes go with it ("/sys/block/loop9/"). */
 void status_forget_under(Status *s, const char *prefix);

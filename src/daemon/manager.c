@@ -388,6 +388,9 @@ static int on_pass(sd_event_source *s, void *userdata)
         irq_state_note_results(&m->irq, &res.plan);
         irq_state_commit(&m->irq);
         status_update(&m->status, &dirty, &res);
+        /* The profile changed, or the CPUs: the boot arguments it wants may have too. */
+        if (touches_cpus(&dirty) || !m->policy)
+                status_update_boot(&m->status, m->policy, m->topology);
         if (touches_cpus(&dirty) || !m->status.power)
                 status_refresh_power(&m->status, m->topology->online);
         follow_up(m, &res);

@@ -111,13 +111,14 @@ static int irqthread_plan(const PlanContext *ctx, const void *config, const char
                 }
         if (unthreaded)
                 plan_notes_add(
-                    notes, "irqthread", xstrdup("/proc/cmdline"),
+                    notes, "irqthread", xstrdup("/proc/interrupts"),
                     threaded_kernel()
                         ? xasprintf("%u IRQs the rules match (IRQ %u first) have no thread", unthreaded,
                                     first)
-                        : xasprintf("IRQs are not threaded: %u IRQs the rules match (IRQ %u first) "
-                                    "run in hard IRQ context; needs boot parameters: threadirqs",
-                                    unthreaded, first));
+                        : xasprintf(
+                              "IRQs are not threaded: %u IRQs the rules match (IRQ %u first) "
+                              "run in hard IRQ context; needs the boot argument threadirqs (rtctl bootargs)",
+                              unthreaded, first));
         return 0;
 }
 

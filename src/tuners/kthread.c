@@ -2,7 +2,7 @@
 /* The kernel's own movable work off the isolated CPUs: unbound kernel threads' affinity, the unbound
  * workqueue and writeback cpumasks, the lockup detector's CPUs. Threads the kernel binds to one CPU
  * (PF_NO_SETAFFINITY) are counted, not failed. What only boot parameters can move (nohz_full,
- * rcu_nocbs, isolcpus) is named as such. */
+ * rcu_nocbs, isolcpus) is src/core/bootargs.c's: status calls it a pending reboot. */
 #include "core/cgroupfs.h"
 #include "core/tuner.h"
 #include "shared/sysfs.h"
@@ -100,27 +100,6 @@ static void plan_threads(const PlanContext *ctx, Plan *plan, PlanNotes *notes)
                               pinned));
 }
 
-static void plan_boot_only(const PlanContext *ctx, PlanNotes *notes)
-{
-        _cleanup_free_ char *cmdline = NULL, *iso = cpuset_format_list(ctx->isolated), *missing = NULL;
-        static const char *const params[] = {"nohz_full", "rcu_nocbs"};
-
-        if (sys_read("/proc/cmdline", &cmdline) < 0)
-                return;
-        for (size_t i = 0; i < ELEMENTSOF(params); i++) {
-                _cleanup_free_ char *want = xasprintf("%s=%s", params[i], iso);
-                if (!strstr(cmdline, want)) {
-                        char *m = xasprintf("%s%s%s", strempty(missing), missing ? " " : "", want);
-                        free(missing);
-                        missing = m;
-                }
-        }
-        if (missing)
-                plan_notes_add(
-                    notes, "kthread", xstrdup("/proc/cmdline"),
-                    xasprintf("needs boot parameters: %s (only a reboot can apply them)", missing));
-}
-
 static int kthread_plan(const PlanContext *ctx, const void *config, const char *device, Plan *plan,
                         PlanNotes *notes)
 {
@@ -140,7 +119,6 @@ static int kthread_plan(const PlanContext *ctx, const void *config, const char *
                 plan_add(plan, &setting_kind_cpulist, "kthread", 0,
                          xstrdup("/proc/sys/kernel/watchdog_cpumask"),
                          cpuset_format_list(ctx->housekeeping));
-        plan_boot_only(ctx, notes);
         return 0;
 }
 

@@ -47,6 +47,7 @@ def test_properties(env):
     assert ("desktop", "Desktop: I/O schedulers by disk type, no CPU isolation") in \
         [tuple(p) for p in props["Profiles"]]
     assert props["Failures"] == dbus.Array([], signature="(ssis)")
+    assert props["RebootPending"] is not None and not props["RebootPending"]  # no isolation: nothing
     assert props["HousekeepingCPUs"] == open("/sys/devices/system/cpu/possible").read().strip()
     ts, changes, failures, duration = props["LastPass"]
     assert ts > 0 and failures == 0

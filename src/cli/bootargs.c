@@ -58,7 +58,8 @@ static int compute(const char *profile, BootArgs *ret)
 
 static int show(Cli *c, const char *profile, const BootArgs *b)
 {
-        _cleanup_free_ char *running = NULL, *missing = NULL, *loader_err = NULL, *want = bootargs_format(b);
+        _cleanup_free_ char *running = NULL, *missing = NULL, *loader_err = NULL, *journal_err = NULL;
+        _cleanup_free_ char *want = bootargs_format(b);
         _cleanup_journal_ Journal *journal = NULL;
         BootLoader loader = {};
         bool have_loader;
@@ -68,7 +69,8 @@ static int show(Cli *c, const char *profile, const BootArgs *b)
         strstrip(running);
         missing = bootargs_missing(b, running);
         have_loader = bootloader_detect(&loader, &loader_err) >= 0;
-        (void)bootargs_journal_open(&journal, NULL);
+        if (bootargs_journal_open(&journal, &journal_err) < 0)
+                fprintf(stderr, "Cannot read the boot journal: %s\n", journal_err);
 
         if (c->json) {
                 json_object *o = json_object_new_object(), *a = json_object_new_array();

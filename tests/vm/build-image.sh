@@ -47,9 +47,12 @@ BASE_PKGS=(
 # (pam_systemd registers the autologin on tty1 with logind), dbus-user-session (the
 # user's session bus, which wireplumber wants), pipewire + wireplumber as the user's
 # services (pipewire-bin: pw-cat, pw-dump; libspa-0.2-modules: the null sink); jackd2
-# for the shipped [Attach jackd] rule (its dummy driver needs no sound card).
+# for the shipped [Attach jackd] rule (its dummy driver needs no sound card); grub-pc
+# for `rtctl bootargs apply` + update-grub (installed, never booted from: the guest
+# boots its kernel directly, so grub-install never runs).
 CHROOT_PKGS=(linux-image-amd64 polkitd irqbalance
-	libpam-systemd dbus-user-session pipewire pipewire-bin wireplumber libspa-0.2-modules jackd2)
+	libpam-systemd dbus-user-session pipewire pipewire-bin wireplumber libspa-0.2-modules jackd2
+	grub-pc)
 
 with_rtctl=1
 rebuild_base=0

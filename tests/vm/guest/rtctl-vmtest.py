@@ -2125,6 +2125,104 @@ def t_jackd_attach_rule():
         call("SetProfile", TEST_PROFILE)
 
 
+def reboot_pending():
+    return bool(manager()[1].Get("org.rtctl.Manager1", "RebootPending",
+                                 dbus_interface="org.freedesktop.DBus.Properties"))
+
+
+def grub_linux_lines():
+    """The kernel command lines of /boot/grub/grub.cfg's menu entries."""
+    return [l.strip() for l in read_file("/boot/grub/grub.cfg").splitlines() if l.strip().startswith("linux")]
+
+
+def files_under(d):
+    out = {}
+    for name in sorted(os.listdir(d)) if os.path.isdir(d) else []:
+        with open(os.path.join(d, name), "rb") as f:
+            out[name] = f.read()
+    return out
+
+
+@test("bootargs-grub", timeout=300)
+def t_bootargs_grub():
+    """rtctl bootargs apply on Debian's real GRUB tooling: the drop-in, then update-grub puts the
+    arguments on every linux line of grub.cfg; revert takes them out and leaves /etc/default/grub.d as
+    it was, byte for byte. RebootPending follows the profile in force."""
+    require_rtctld()
+    check(os.path.exists("/usr/sbin/update-grub"), "grub-pc is not in the image (no update-grub)")
+    # A grub.cfg from the unchanged configuration to compare with (the image never ran update-grub).
+    p = run(["update-grub"], timeout=120)
+    check(p.returncode == 0, "update-grub before apply: %s" % p.stderr.strip()[-300:])
+    baseline = grub_linux_lines()
+    check(baseline, "update-grub wrote no linux line: %s" % p.stderr.strip()[-300:])
+    dropins = files_under("/etc/default/grub.d")
+    shown = json.loads(run([RTCTL, "--json", "bootargs", "--profile", "vmiso"], check_rc=True).stdout)
+    want = shown["wanted"].split()
+    check(shown["boot_loader"] == "grub", "boot loader %r, want grub" % shown["boot_loader"])
+    check(any(w.startswith("isolcpus=managed_irq,") for w in want) and "preempt=full" in want,
+          "wanted %s" % shown["wanted"])
+    check("threadirqs" not in shown["missing"], "the VM boots with threadirqs, yet it is missing: %s" % shown)
+
+    t0 = time.monotonic()
+    p = run([RTCTL, "bootargs", "apply", "--profile", "vmiso"], timeout=180)
+    applied_in = time.monotonic() - t0
+    check(p.returncode == 0, "apply exited %d: %s" % (p.returncode, p.stderr.strip()[-500:]))
+    # GRUB_CMDLINE_LINUX_DEFAULT is for the normal entries; recovery ones ("single") go without.
+    lines = [l for l in grub_linux_lines() if "single" not in l.split()]
+    check(lines and all(all(w in l.split() for w in want) for l in lines),
+          "grub.cfg linux lines lack %s: %s" % (want, lines))
+    p = run([RTCTL, "bootargs", "revert"], timeout=180)
+    check(p.returncode == 0, "revert exited %d: %s" % (p.returncode, p.stderr.strip()[-500:]))
+    check(grub_linux_lines() == baseline, "after revert grub.cfg differs: %s vs %s" % (grub_linux_lines(), baseline))
+    check(files_under("/etc/default/grub.d") == dropins, "/etc/default/grub.d is not as it was")
+    check(not os.path.exists("/var/lib/rtctl/bootargs.json"), "the boot journal is still there")
+
+    # RebootPending: this boot lacks vmiso's isolation arguments, and the test profile wants none.
+    try:
+        r, err, msg = call("SetProfile", "vmiso")
+        check(err is None, "SetProfile(vmiso): %s %s" % (err, msg))
+        check(reboot_pending(), "RebootPending is false under vmiso on a kernel booted without %s" % want)
+    finally:
+        call("SetProfile", TEST_PROFILE)
+    check(not reboot_pending(), "RebootPending is still true under %s" % TEST_PROFILE)
+    return "wanted %s; apply + update-grub in %.1f s; revert restored grub.cfg and grub.d" % (
+        " ".join(want), applied_in)
+
+
+@test("bootargs-booted")
+def t_bootargs_booted():
+    """Booted with the arguments rtctl bootargs computes for vmiso (run.sh --only bootargs-booted
+    --append ...: a second boot, so not part of the default run), the kernel took them and
+    RebootPending is false."""
+    cmdline = read("/proc/cmdline", "")
+    if "isolcpus=" not in cmdline:
+        raise Skip("needs a boot with the computed arguments: run.sh --only bootargs-booted --append ARG ... "
+                   "(the arguments bootargs-grub reports)")
+    require_rtctld()
+    shown = json.loads(run([RTCTL, "--json", "bootargs", "--profile", "vmiso"], check_rc=True).stdout)
+    check(shown["missing"] == [], "booted without %s (cmdline %s)" % (shown["missing"], cmdline))
+    iso = [w.split("=", 1)[1] for w in shown["wanted"].split() if w.startswith("nohz_full=")]
+    check(iso, "no nohz_full wanted: %s" % shown["wanted"])
+    nohz, isolated = read("/sys/devices/system/cpu/nohz_full", ""), read("/sys/devices/system/cpu/isolated", "")
+    check(nohz == iso[0], "/sys/devices/system/cpu/nohz_full is %r, want %r" % (nohz, iso[0]))
+    # isolcpus without the domain flag: the scheduler domains stay whole (`isolated` lists only
+    # domain-isolated CPUs), the run-time cpuset partition does that part and can be undone.
+    check(isolated == "", "/sys/devices/system/cpu/isolated is %r: isolcpus took a domain flag" % isolated)
+    dmesg = run(["dmesg"], timeout=30).stdout
+    check(re.search(r"Offload RCU callbacks from CPUs: %s\.?$" % re.escape(iso[0]), dmesg, re.M),
+          "no 'Offload RCU callbacks from CPUs: %s' in the kernel log" % iso[0])
+    try:
+        r, err, msg = call("SetProfile", "vmiso")
+        check(err is None, "SetProfile(vmiso): %s %s" % (err, msg))
+        props = manager()[1].GetAll("org.rtctl.Manager1", dbus_interface="org.freedesktop.DBus.Properties")
+        check(str(props["IsolatedCPUs"]) == iso[0], "IsolatedCPUs %s, booted with %s" % (props["IsolatedCPUs"], iso[0]))
+        check(not props["RebootPending"], "RebootPending is true: %s" % plain(props["Unsupported"]))
+    finally:
+        call("SetProfile", TEST_PROFILE)
+    return "nohz_full=%s, isolated (domain) %r, RCU callbacks offloaded from %s, RebootPending false under vmiso" % (
+        nohz, isolated, iso[0])
+
+
 # --------------------------------------------------------------------------
 
 

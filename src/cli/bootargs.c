@@ -2,6 +2,8 @@
 /* bootargs [show|apply|revert] [--profile NAME]: what only a reboot gives (src/core/bootargs.c), put on
  * the kernel command line through the machine's boot tooling (src/core/bootloader.c). Runs here, not in
  * rtctld: the daemon may not write /etc or run update-grub (ProtectSystem=strict). */
+#include <unistd.h>
+
 #include "cli/cli.h"
 #include "cli/local.h"
 #include "core/bootloader.h"
@@ -25,7 +27,7 @@ static char *active_profile(Cli *c)
 }
 
 /* EXIT_OK and ret filled, or an exit code after saying why. */
-static int compute(const char *profile, BootArgs *ret)
+static int compute(const char *profile, BootArgs *ret, KernelFlavour *ret_kernel)
 {
         _cleanup_strv_free_ char **search = conf_search_path();
         _cleanup_topology_ Topology *topo = NULL;
@@ -35,6 +37,7 @@ static int compute(const char *profile, BootArgs *ret)
         int r;
 
         *ret = (BootArgs){};
+        kernel_flavour_read(ret_kernel);
         if (isempty(profile))
                 return EXIT_OK; /* no profile in force: nothing wanted */
         r = policy_load(search, profile, &policy, &err);
@@ -48,6 +51,7 @@ static int compute(const char *profile, BootArgs *ret)
                 return EXIT_FAILED;
         }
         kernel_flavour_read(&k);
+        *ret_kernel = k;
         r = bootargs_plan_for(policy, topo, &k, ret, &err);
         if (r < 0) {
                 fprintf(stderr, "Profile %s cannot be placed on this machine: %s\n", profile, err);
@@ -56,8 +60,19 @@ static int compute(const char *profile, BootArgs *ret)
         return EXIT_OK;
 }
 
-static int show(Cli *c, const char *profile, const BootArgs *b)
+/* What the kernel would ignore is left out: said, so nobody adds it by hand in vain. */
+static const char *left_out(const BootArgs *b, const KernelFlavour *k)
 {
+        for (size_t i = 0; i < b->n; i++)
+                if (streq(b->args[i].key, "isolcpus") && !k->nohz_full)
+                        return "nohz_full: this kernel is built without NO_HZ_FULL (no "
+                               "/sys/devices/system/cpu/nohz_full) and would ignore it";
+        return NULL;
+}
+
+static int show(Cli *c, const char *profile, const BootArgs *b, const KernelFlavour *k)
+{
+        const char *note = left_out(b, k);
         _cleanup_free_ char *running = NULL, *missing = NULL, *loader_err = NULL, *journal_err = NULL;
         _cleanup_free_ char *want = bootargs_format(b);
         _cleanup_journal_ Journal *journal = NULL;
@@ -94,6 +109,7 @@ static int show(Cli *c, const char *profile, const BootArgs *b)
                 json_object_object_add(o, "wanted", json_object_new_string(want));
                 json_object_object_add(o, "running", json_object_new_string(running));
                 json_object_object_add(o, "missing", m);
+                json_object_object_add(o, "left_out", note ? json_object_new_string(note) : NULL);
                 json_object_object_add(o, "reboot_pending", json_object_new_boolean(missing != NULL));
                 json_object_object_add(
                     o, "boot_loader", have_loader ? json_object_new_string(bootloader_name(&loader)) : NULL);
@@ -118,6 +134,8 @@ static int show(Cli *c, const char *profile, const BootArgs *b)
                         }
                         cli_print_table((const char *const[]){"ARGUMENT", "RUNNING", "WHY"}, 3, cells, b->n);
                 }
+                if (note)
+                        printf("Left out:       %s\n", note);
                 printf("\nRunning kernel: %s\n", running);
                 if (missing)
                         printf("Missing:        %s\n", missing);
@@ -197,7 +215,8 @@ static int apply_or_revert(Cli *c, bool apply, const BootArgs *b)
                 bootloader_plan_revert(journal, &plan);
         r = bootloader_apply(&loader, &plan, journal, &st, &err);
         if (r < 0) {
-                fprintf(stderr, "Cannot %s boot arguments: %s\n", apply ? "apply" : "revert", err);
+                fprintf(stderr, "Cannot %s boot arguments: %s%s\n", apply ? "apply" : "revert", err,
+                        (r == -EACCES || r == -EPERM) && geteuid() != 0 ? " (run it as root)" : "");
                 code = EXIT_FAILED;
         } else
                 print_changes(c, apply ? "Applied" : "Reverted", &loader, &plan, &st);
@@ -211,6 +230,7 @@ int verb_bootargs(Cli *c, int argc, char *argv[])
         _cleanup_free_ char *active = NULL;
         const char *profile = NULL, *action = "show";
         BootArgs b = {};
+        KernelFlavour k;
         int code;
 
         for (int i = 1; i < argc; i++) {
@@ -236,10 +256,10 @@ int verb_bootargs(Cli *c, int argc, char *argv[])
         }
         if (!profile)
                 profile = active = active_profile(c);
-        code = compute(profile, &b);
+        code = compute(profile, &b, &k);
         if (code != EXIT_OK)
                 return code;
-        code = streq(action, "show") ? show(c, profile, &b) : apply_or_revert(c, true, &b);
+        code = streq(action, "show") ? show(c, profile, &b, &k) : apply_or_revert(c, true, &b);
         bootargs_clear(&b);
         return code;
 }

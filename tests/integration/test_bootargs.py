@@ -49,6 +49,8 @@ def test_show_compares_with_this_kernels_cmdline(env):
     missing = [a for a in expected_args() if a not in words]
     assert out["missing"] == missing
     assert out["reboot_pending"] == bool(missing)
+    # A kernel without NO_HZ_FULL would ignore nohz_full: left out, and said so.
+    assert (out["left_out"] is None) == os.path.exists("/sys/devices/system/cpu/nohz_full")
     text = env.rtctl("bootargs", "--profile", "iso", check=True).stdout
     assert "Running kernel: " + running_cmdline() in text
     for a in expected_args():

@@ -35,8 +35,8 @@ image_dir=$("$HERE/build-image.sh" "${build_args[@]}" "$build_dir" | tail -n1)
 echo "[run.sh] image ready in $((SECONDS - t0)) s: $image_dir"
 t1=$SECONDS
 rc=0
-first=$(mktemp)
-trap 'rm -f "$first"' EXIT
+first=$(mktemp) second=$(mktemp)
+trap 'rm -f "$first" "$second"' EXIT
 /usr/bin/python3 "$HERE/run-vm.py" --image-dir "$image_dir" "${run_args[@]}" | tee "$first" || rc=${PIPESTATUS[0]}
 # Exit 3: QEMU went away before the guest runner finished, which QEMU 7.2 under TCG does now and then
 # on device hotplug. That is the emulator, not a test: one more run decides (its line is the result),
@@ -59,9 +59,9 @@ if [[ " ${run_args[*]:-} " != *" --only"* ]]; then
 		appends=()
 		for w in $words; do appends+=(--append "$w"); done
 		echo "[run.sh] second boot, with: $words"
-		second=$(/usr/bin/python3 "$HERE/run-vm.py" --image-dir "$image_dir" --only bootargs-booted "${appends[@]}" \
-			"${run_args[@]}" | tee /dev/stderr | tail -n1) || true
-		read -r p2 f2 s2 < <(sed -n 's/^\([0-9]*\) passed, \([0-9]*\) failed, \([0-9]*\) skipped$/\1 \2 \3/p' <<<"$second") || true
+		/usr/bin/python3 "$HERE/run-vm.py" --image-dir "$image_dir" --only bootargs-booted "${appends[@]}" \
+			"${run_args[@]}" | tee "$second" || true
+		read -r p2 f2 s2 < <(tail -n1 "$second" | sed -n 's/^\([0-9]*\) passed, \([0-9]*\) failed, \([0-9]*\) skipped$/\1 \2 \3/p') || true
 		[ -n "${p2:-}" ] || { p2=0 f2=1 s2=0; }
 	fi
 	read -r p1 f1 s1 < <(tail -n1 "$first" | sed -n 's/^\([0-9]*\) passed, \([0-9]*\) failed, \([0-9]*\) skipped$/\1 \2 \3/p') || true

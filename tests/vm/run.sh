@@ -47,10 +47,10 @@ if [ "$rc" = 3 ] && [ "${RTCTL_VM_NO_RETRY:-0}" != 1 ]; then
 	/usr/bin/python3 "$HERE/run-vm.py" --image-dir "$image_dir" "${run_args[@]}" | tee "$first" || rc=${PIPESTATUS[0]}
 	[ "$rc" = 3 ] && rc=1
 fi
-# The default run boots a second time, with the boot arguments the first boot's bootargs-grub computed
+# With RTCTL_VM_SECOND_BOOT=1 the run boots a second time, with the boot arguments the first boot's bootargs-grub computed
 # (rtctl bootargs for the isolating test profile), and bootargs-booted shows the kernel took them. Its
 # line and the first boot's add up to the tier's last line.
-if [[ " ${run_args[*]:-} " != *" --only"* ]]; then
+if [ "${RTCTL_VM_SECOND_BOOT:-0}" = 1 ] && [[ " ${run_args[*]:-} " != *" --only"* ]]; then
 	words=$(sed -n 's/^PASS bootargs-grub - wanted \([^;]*\);.*/\1/p' "$first" | head -n1)
 	if [ -z "$words" ]; then
 		echo "[run.sh] bootargs-booted: FAIL: bootargs-grub reported no computed arguments to boot with"

@@ -2229,7 +2229,8 @@ def t_bootargs_booted():
 def selected():
     m = re.search(r"(?:^|\s)rtctl_vmtest\.only=(\S+)", read("/proc/cmdline", ""))
     if not m:
-        # bootargs-booted needs a boot with the arguments bootargs-grub computed: run.sh's second boot.
+        # bootargs-booted needs a boot with the computed arguments (run.sh --only bootargs-booted
+        # --append ..., or RTCTL_VM_SECOND_BOOT=1): not part of the default run.
         return [(n, f) for n, f in TESTS if n != "bootargs-booted"]
     pats = m.group(1).split(",")
     return [(n, f) for n, f in TESTS if n == "harness-boot" or any(fnmatch.fnmatch(n, p) for p in pats)]

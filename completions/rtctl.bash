@@ -2,7 +2,7 @@
 _rtctl() {
     local cur prev words cword
     _init_completion || return
-    local verbs="status profiles profile plan restore attach detach run hold holds irq check verify bootargs"
+    local verbs="status profiles profile plan restore attach detach run hold holds irq check verify bootargs latency"
     local verb="" w
     for w in "${words[@]:1:cword-1}"; do
         case $w in -*) ;; *) verb=$w; break ;; esac
@@ -36,7 +36,13 @@ _rtctl() {
                 COMPREPLY=($(compgen -W "--reason --" -- "$cur"))
             fi ;;
         check)
-            COMPREPLY=($(compgen -W "--local --json" -- "$cur")) ;;
+            if [[ $prev == --user ]]; then
+                COMPREPLY=($(compgen -u -- "$cur"))
+            elif [[ $prev == --profile ]]; then
+                COMPREPLY=($(compgen -W "$(rtctl --json profiles 2>/dev/null | sed -n 's/.*"name": *"\([^"]*\)".*/\1/p')" -- "$cur"))
+            else
+                COMPREPLY=($(compgen -W "--local --user --profile --json" -- "$cur"))
+            fi ;;
         bootargs)
             if [[ $prev == --profile ]]; then
                 COMPREPLY=($(compgen -W "$(rtctl --json profiles 2>/dev/null | sed -n 's/.*"name": *"\([^"]*\)".*/\1/p')" -- "$cur"))
@@ -45,6 +51,16 @@ _rtctl() {
             else
                 COMPREPLY=($(compgen -W "--profile --json" -- "$cur"))
             fi ;;
+        latency)
+            case $prev in
+                --cpus) COMPREPLY=($(compgen -W "isolated housekeeping all" -- "$cur")) ;;
+                --method) COMPREPLY=($(compgen -W "auto timerlat timer" -- "$cur")) ;;
+                --duration|--slice) COMPREPLY=($(compgen -W "10s 30s 1m" -- "$cur")) ;;
+                --compare)
+                    COMPREPLY=($(compgen -W "$(rtctl --json profiles 2>/dev/null | sed -n 's/.*"name": *"\([^"]*\)".*/\1/p')" -- "$cur")) ;;
+                --svg) _filedir svg ;;
+                *) COMPREPLY=($(compgen -W "--cpus --duration --method --compare --slice --svg --json" -- "$cur")) ;;
+            esac ;;
         irq)
             if [[ $prev == irq ]]; then
                 COMPREPLY=($(compgen -W "pin unpin --json" -- "$cur"))

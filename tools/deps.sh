@@ -4,7 +4,7 @@ set -eu
 pkgs=(
   # build
   gcc meson ninja-build pkg-config
-  libsystemd-dev libglib2.0-dev libjson-c-dev libnl-3-dev
+  libsystemd-dev libglib2.0-dev libjson-c-dev libnl-3-dev zlib1g-dev
   # tests
   python3 python3-pytest python3-dbus python3-dbusmock dbus util-linux clang-format kmod
   jackd2 procps
@@ -12,6 +12,10 @@ pkgs=(
   python3-gi
   # bench/xruns.py (bench/ only, never tools/test): the JACK client library, load, a rival
   libjack-jackd2-dev stress-ng tuned
+  # bench/latency.py and bench/latency-check.py: cyclictest
+  rt-tests
+  # tests/fuzz (meson -Dfuzz=true): clang and its libFuzzer runtime (libclang_rt.fuzzer)
+  clang libclang-rt-14-dev
 )
 missing=()
 for p in "${pkgs[@]}"; do

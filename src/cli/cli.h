@@ -51,3 +51,4 @@ int verb_holds(Cli *c, int argc, char *argv[]);
 int cli_read_holds(Cli *c, char ***ret_cells, size_t *ret_n, bool quiet_absent);
 int verb_verify(Cli *c, int argc, char *argv[]);
 int verb_bootargs(Cli *c, int argc, char *argv[]);
+int verb_latency(Cli *c, int argc, char *argv[]);

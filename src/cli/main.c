@@ -32,11 +32,16 @@ static void help(void)
             "  irq pin IRQ CPUS       Keep an IRQ on CPUS until restore or a profile change\n"
             "                         (--isolated to allow isolated CPUs); irq unpin IRQ\n"
             "  verify                 Whether everything the profile sets is still in place\n"
-            "  check [--local]        Audit the machine for audio work (works without rtctld)\n"
+            "  check [--local] [--user NAME] [--profile NAME]\n"
+            "                         Audit the machine for audio work (works without rtctld)\n"
             "  bootargs [show|apply|revert] [--profile NAME]\n"
             "                         Kernel arguments only a reboot applies: show them and what the\n"
             "                         running kernel has; put them in (or take them out of) the boot\n"
-            "                         loader's configuration (as root; works without rtctld)\n\n"
+            "                         loader's configuration (as root; works without rtctld)\n"
+            "  latency [--cpus CPUS] [--duration 30s] [--method auto|timerlat|timer]\n"
+            "          [--compare PROFILE] [--svg FILE]\n"
+            "                         Wake-up latency per CPU (avg, p99, p99.9, max, histogram);\n"
+            "                         --compare alternates the profile in force with PROFILE\n\n"
             "Options:\n"
             "  -h --help              Show this help\n"
             "     --version           Show the version\n"
@@ -174,7 +179,7 @@ static const struct {
     {"restore", verb_restore}, {"plan", verb_plan},         {"attach", verb_attach},
     {"detach", verb_attach},   {"irq", verb_irq},           {"check", verb_check},
     {"hold", verb_hold},       {"run", verb_hold},          {"holds", verb_holds},
-    {"verify", verb_verify},   {"bootargs", verb_bootargs},
+    {"verify", verb_verify},   {"bootargs", verb_bootargs}, {"latency", verb_latency},
 };
 
 int main(int argc, char *argv[])

@@ -138,7 +138,9 @@ int verb_restore(Cli *c, int argc, char *argv[])
         return code;
 }
 
-static void print_plan(Cli *c, char **cells, size_t rows)
+/* cells: object, current, desired per write; notes: object, why per object left alone. In JSON a left
+ * alone object is {"object", "left_alone": why}, after the writes. */
+static void print_plan(Cli *c, char **cells, size_t rows, char **notes, size_t n_notes)
 {
         if (c->json) {
                 json_object *a = json_object_new_array();
@@ -149,20 +151,32 @@ static void print_plan(Cli *c, char **cells, size_t rows)
                         json_object_object_add(o, "desired", json_object_new_string(cells[i * 3 + 2]));
                         json_object_array_add(a, o);
                 }
+                for (size_t i = 0; i < n_notes; i++) {
+                        json_object *o = json_object_new_object();
+                        json_object_object_add(o, "object", json_object_new_string(notes[i * 2]));
+                        json_object_object_add(o, "left_alone", json_object_new_string(notes[i * 2 + 1]));
+                        json_object_array_add(a, o);
+                }
                 cli_print_json(a);
-        } else if (rows == 0)
-                puts("Nothing to change.");
+                return;
+        }
+        if (rows == 0)
+                puts(n_notes ? "Nothing to change, but:" : "Nothing to change.");
         else
                 cli_print_table((const char *const[]){"OBJECT", "CURRENT", "DESIRED"}, 3, cells, rows);
+        if (n_notes && rows)
+                puts("\nLeft alone:");
+        for (size_t i = 0; i < n_notes; i++)
+                printf("  %s: %s\n", notes[i * 2], notes[i * 2 + 1]);
 }
 
 int verb_plan(Cli *c, int argc, char *argv[])
 {
-        _cleanup_strv_free_ char **cells = NULL;
+        _cleanup_strv_free_ char **cells = NULL, **notes = NULL;
         _cleanup_free_ char *err = NULL, *local_name = NULL;
         const char *profile = "";
         sd_bus_message *reply = NULL;
-        size_t rows = 0;
+        size_t rows = 0, n_notes = 0, n_cells = 0, n_note_cells = 0; /* strv_append's lengths */
         PassResult res;
         int code;
 
@@ -177,18 +191,26 @@ int verb_plan(Cli *c, int argc, char *argv[])
                 }
         }
 
-        code = cli_call(c, "Plan", &reply, true, "s", profile);
+        code = cli_call(c, "PlanWithNotes", &reply, true, "s", profile);
         if (code == EXIT_OK) {
                 const char *o, *cur, *want;
-                if (sd_bus_message_enter_container(reply, 'a', "(sss)") >= 0)
+                if (sd_bus_message_enter_container(reply, 'a', "(sss)") >= 0) {
                         while (sd_bus_message_read(reply, "(sss)", &o, &cur, &want) > 0) {
-                                strv_push(&cells, xstrdup(o));
-                                strv_push(&cells, xstrdup(cur));
-                                strv_push(&cells, xstrdup(want));
+                                strv_append(&cells, &n_cells, xstrdup(o));
+                                strv_append(&cells, &n_cells, xstrdup(cur));
+                                strv_append(&cells, &n_cells, xstrdup(want));
                                 rows++;
                         }
+                        (void)sd_bus_message_exit_container(reply);
+                }
+                if (sd_bus_message_enter_container(reply, 'a', "(ss)") >= 0)
+                        while (sd_bus_message_read(reply, "(ss)", &o, &want) > 0) {
+                                strv_append(&notes, &n_note_cells, xstrdup(o));
+                                strv_append(&notes, &n_note_cells, xstrdup(want));
+                                n_notes++;
+                        }
                 sd_bus_message_unref(reply);
-                print_plan(c, cells, rows);
+                print_plan(c, cells, rows, notes, n_notes);
                 return EXIT_OK;
         }
         if (code != EXIT_NO_DAEMON)
@@ -206,13 +228,19 @@ int verb_plan(Cli *c, int argc, char *argv[])
                 Setting *s = &res.plan.settings[i];
                 if (s->result != SETTING_PENDING)
                         continue;
-                strv_push(&cells, xstrdup(s->object));
-                strv_push(&cells, xstrdup(strempty(s->current)));
-                strv_push(&cells, xstrdup(s->desired));
+                strv_append(&cells, &n_cells, xstrdup(s->object));
+                strv_append(&cells, &n_cells, xstrdup(strempty(s->current)));
+                strv_append(&cells, &n_cells, xstrdup(s->desired));
                 rows++;
         }
+        for (size_t i = 0; i < res.notes.n; i++) {
+                const Unsupported *u = &res.notes.items[i];
+                strv_append(&notes, &n_note_cells, xstrdup(u->object));
+                strv_append(&notes, &n_note_cells, unsupported_describe(u));
+                n_notes++;
+        }
         pass_result_clear(&res);
-        print_plan(c, cells, rows);
+        print_plan(c, cells, rows, notes, n_notes);
         return EXIT_OK;
 }
 

@@ -214,6 +214,13 @@ int verb_status(Cli *c, int argc, char *argv[])
         _cleanup_strv_free_ char **attached = NULL;
         size_t n_attached = 0;
         read_attached_threads(c, &attached, &n_attached);
+        _cleanup_free_ char *why = NULL;
+        if (cli_get_property(c, "IsolationReason", "s", &reply, true) == EXIT_OK) {
+                const char *s = NULL;
+                if (sd_bus_message_read(reply, "s", &s) >= 0)
+                        why = xstrdup(s);
+                sd_bus_message_unref(reply);
+        }
         int reboot_pending = 0;
         if (cli_get_property(c, "RebootPending", "b", &reply, true) == EXIT_OK) {
                 (void)sd_bus_message_read(reply, "b", &reboot_pending);
@@ -239,6 +246,7 @@ int verb_status(Cli *c, int argc, char *argv[])
                 json_object_object_add(o, "state", json_object_new_string(state));
                 json_object_object_add(o, "isolated_cpus", json_object_new_string(iso));
                 json_object_object_add(o, "housekeeping_cpus", json_object_new_string(hk));
+                json_object_object_add(o, "isolation_reason", json_object_new_string(strempty(why)));
                 json_object_object_add(lp, "timestamp_usec", json_object_new_uint64(ts));
                 json_object_object_add(lp, "changes", json_object_new_int((int)changes));
                 json_object_object_add(lp, "failures", json_object_new_int((int)failed));
@@ -269,6 +277,8 @@ int verb_status(Cli *c, int argc, char *argv[])
                                holds[i * 6 + 2], holds[i * 6 + 3]);
                 printf("State:            %s\n", state);
                 printf("Isolated CPUs:    %s\n", *iso ? iso : "(none)");
+                if (!isempty(why))
+                        printf("Isolation:        %s\n", why);
                 printf("Housekeeping CPUs: %s\n", hk);
                 printf("Last pass:        %s, %u changes, %u failures, %.1f ms\n", when, changes, failed,
                        (double)duration / 1000.0);

@@ -94,7 +94,9 @@ static int parse_term(const char *word, AttachTerm *ret, char **ret_error)
         alts = strv_split(colon + 1, "|");
         for (char **a = alts; a && *a; a++) {
                 int r = 0;
-                if (t.kind == ATTACH_USER)
+                if (t.kind != ATTACH_USER && (*ret_error = glob_error(*a)))
+                        r = -EINVAL;
+                else if (t.kind == ATTACH_USER)
                         r = parse_user(*a, &t, ret_error);
                 else if (t.kind == ATTACH_COMM && !comm_glob_ok(*a)) {
                         *ret_error =
@@ -154,7 +156,11 @@ static bool parse_rule(ConfSection *s, const char *name, AttachRule *ret, char *
                                                         "for the whole process"));
                 ok = false;
         } else if (!streq(threads->value, "all")) {
-                if (!comm_glob_ok(threads->value)) {
+                char *bad = glob_error(threads->value);
+                if (bad) {
+                        rule_error(errors, threads, bad);
+                        ok = false;
+                } else if (!comm_glob_ok(threads->value)) {
                         rule_error(
                             errors, threads,
                             xasprintf("can never match: the kernel keeps %d characters of a thread name",

@@ -1,78 +1,66 @@
 /* SPDX-License-Identifier: GPL-2.0-or-later */
-/* The audit behind `rtctl check` and Check(): kernel, rival services, RT throttling, cpufreq, and the
- * priority order of the sound card's interrupt thread and the audio server's threads. */
+/* The audit behind `rtctl check` and Check(): rival services, RT throttling, cpufreq, and the priority
+ * order of the sound card's interrupt thread, the audio server's threads and rtkit's ceiling; the other
+ * families are in audit-*.c (audit-internal.h lists them). */
 #include <dirent.h>
 #include <sched.h>
 
-#include "core/audit.h"
+#include "core/audit-internal.h"
 #include "core/irqs.h"
 #include "core/tasks.h"
 #include "core/topology.h"
 #include "shared/sysfs.h"
 
-static void add(Audit *a, const char *check, const char *status, char *detail)
+void audit_add(Audit *a, const char *check, const char *status, char *detail, char *fix)
 {
         a->items = realloc(a->items, sizeof(AuditFinding) * (a->n + 1));
         if (!a->items)
                 abort();
-        a->items[a->n++] = (AuditFinding){.check = check, .status = status, .detail = detail};
-}
-
-static bool cmdline_has(const char *cmdline, const char *word)
-{
-        size_t n = strlen(word);
-
-        for (const char *p = cmdline; (p = strstr(p, word)); p += n)
-                if ((p == cmdline || p[-1] == ' ') &&
-                    (p[n] == 0 || p[n] == ' ' || p[n] == '=' || p[n] == '\n'))
-                        return true;
-        return false;
-}
-
-static void check_kernel(Audit *a)
-{
-        _cleanup_free_ char *cmdline = NULL, *rt = NULL, *preempt = NULL;
-        bool realtime;
-
-        (void)sys_read("/proc/cmdline", &cmdline);
-        realtime = sys_read("/sys/kernel/realtime", &rt) >= 0 && streq(strstrip(rt), "1");
-        if (realtime)
-                add(a, "irq-threads", "ok",
-                    xstrdup("PREEMPT_RT kernel: every IRQ handler runs in a thread"));
-        else if (cmdline && cmdline_has(cmdline, "threadirqs"))
-                add(a, "irq-threads", "ok",
-                    xstrdup("threadirqs: IRQ handlers run in threads rtctl can prioritise"));
-        else
-                add(a, "irq-threads", "warn",
-                    xstrdup(
-                        "IRQs are not threaded: the sound card's IRQ cannot be given a priority above the "
-                        "rest; needs boot parameters: threadirqs"));
-
-        if (realtime)
-                add(a, "preemption", "ok", xstrdup("PREEMPT_RT"));
-        else if (sys_read("/sys/kernel/debug/sched/preempt", &preempt) >= 0)
-                add(a, "preemption", strstr(preempt, "(full)") ? "ok" : "warn",
-                    xasprintf("preemption model: %s%s", strstrip(preempt),
-                              strstr(preempt, "(full)") ? "" : "; needs boot parameters: preempt=full"));
-        else if (cmdline && strstr(cmdline, "preempt=full"))
-                add(a, "preemption", "ok", xstrdup("preempt=full"));
-        else
-                add(a, "preemption", "info",
-                    xstrdup(
-                        "preemption model unknown (debugfs not mounted); preempt=full is best for audio"));
+        a->items[a->n++] = (AuditFinding){.check = check, .status = status, .detail = detail, .fix = fix};
 }
 
 static void check_services(Audit *a, TaskScan *tasks)
 {
+        /* The same rivals as the conflict tuner's (src/tuners/conflict.c), with what each moves. */
+        static const struct {
+                const char *comm, *does, *fix;
+        } power[] = {
+            {"power-profiles-daemon", "sets the governor, EPP and boost",
+             "systemctl mask --now power-profiles-daemon, or OnConflict=stop in rtctl.conf"},
+            {"tuned", "sets governors, EPP and /dev/cpu_dma_latency",
+             "systemctl disable --now tuned, or OnConflict=stop in rtctl.conf"},
+            {"gamemoded", "sets the governor while a game runs", "stop gamemoded (a user service)"},
+        };
         unsigned pid = task_scan_find_comm(tasks, "irqbalance");
+        _cleanup_free_ char *found = NULL, *fixes = NULL;
 
         if (pid)
-                add(a, "irqbalance", "warn",
-                    xasprintf("irqbalance runs (PID %u): it moves IRQs onto any CPU; let rtctl place them "
-                              "(an [IRQ] section; OnConflict=stop in rtctl.conf stops it)",
-                              pid));
+                audit_add(a, "irqbalance", "warn",
+                          xasprintf("irqbalance runs (PID %u): it moves IRQs onto any CPU; let rtctl place "
+                                    "them (an [IRQ] section; OnConflict=stop in rtctl.conf stops it)",
+                                    pid),
+                          xstrdup("systemctl disable --now irqbalance, or OnConflict=stop in rtctl.conf"));
         else
-                add(a, "irqbalance", "ok", xstrdup("not running"));
+                audit_add(a, "irqbalance", "ok", xstrdup("not running"), NULL);
+
+        for (size_t i = 0; i < ELEMENTSOF(power); i++) {
+                char *more;
+                if (!(pid = task_scan_find_comm(tasks, power[i].comm)))
+                        continue;
+                more = xasprintf("%s%s%s (PID %u) %s", found ? found : "", found ? "; " : "", power[i].comm,
+                                 pid, power[i].does);
+                free(found);
+                found = more;
+                more = xasprintf("%s%s%s", fixes ? fixes : "", fixes ? "; " : "", power[i].fix);
+                free(fixes);
+                fixes = more;
+        }
+        if (found)
+                audit_add(a, "power-rivals", "warn",
+                          xasprintf("%s: it undoes the profile's [Power] settings", found), TAKE_PTR(fixes));
+        else
+                audit_add(a, "power-rivals", "ok",
+                          xstrdup("no power-profiles-daemon, tuned or gamemoded running"), NULL);
 }
 
 static void check_rt(Audit *a)
@@ -86,11 +74,11 @@ static void check_rt(Audit *a)
         if (sys_read("/proc/sys/kernel/sched_rt_period_us", &period) >= 0)
                 (void)safe_atoi(strstrip(period), &p);
         if (r < 0)
-                add(a, "rt-throttling", "info",
-                    xstrdup("off: a runaway SCHED_FIFO task can starve its CPU"));
+                audit_add(a, "rt-throttling", "info",
+                          xstrdup("off: a runaway SCHED_FIFO task can starve its CPU"), NULL);
         else
-                add(a, "rt-throttling", "ok",
-                    xasprintf("real-time tasks may use %d of every %d µs per CPU", r, p));
+                audit_add(a, "rt-throttling", "ok",
+                          xasprintf("real-time tasks may use %d of every %d µs per CPU", r, p), NULL);
 }
 
 static void check_cpufreq(Audit *a)
@@ -113,14 +101,17 @@ static void check_cpufreq(Audit *a)
                 }
         }
         if (policies == 0)
-                add(a, "cpufreq", "info",
-                    xstrdup("no cpufreq driver: frequency is not under the kernel's control"));
+                audit_add(a, "cpufreq", "info",
+                          xstrdup("no cpufreq driver: frequency is not under the kernel's control"), NULL);
         else if (slow)
-                add(a, "cpufreq", "info",
-                    xasprintf("%u of %u policies not at the performance governor (%s)", slow, policies,
-                              example));
+                audit_add(a, "cpufreq", "info",
+                          xasprintf("%u of %u policies not at the performance governor (%s): the first "
+                                    "period after a quiet spell runs at a low clock",
+                                    slow, policies, example),
+                          xstrdup("Governor=performance in the profile's [Power] section"));
         else
-                add(a, "cpufreq", "ok", xasprintf("all %u policies at the performance governor", policies));
+                audit_add(a, "cpufreq", "ok",
+                          xasprintf("all %u policies at the performance governor", policies), NULL);
 }
 
 int thread_sched_parse(const char *stat, ThreadSched *ret)
@@ -222,30 +213,47 @@ void audit_inversion(Audit *a, const ThreadSched *threads, size_t n, const unsig
         irq_s = irq ? describe(irq) : NULL;
         server_s = server ? describe(server) : NULL;
         if (!irq && !server)
-                add(a, "inversion", "info",
-                    xstrdup("neither an audio IRQ thread nor a real-time audio server thread runs"));
+                audit_add(a, "inversion", "info",
+                          xstrdup("neither an audio IRQ thread nor a real-time audio server thread runs"),
+                          NULL);
         else if (!irq)
-                add(a, "inversion", "info",
-                    xasprintf(
-                        "no audio IRQ thread (no sound card IRQ, or IRQs not threaded) to compare with "
-                        "the audio server's %s",
-                        server_s));
+                audit_add(
+                    a, "inversion", "info",
+                    xasprintf("no audio IRQ thread (no sound card IRQ, or IRQs not threaded) to compare "
+                              "with the audio server's %s",
+                              server_s),
+                    xstrdup("boot argument threadirqs (rtctl bootargs)"));
         else if (!server)
-                add(a, "inversion", "info",
-                    xasprintf(
-                        "no real-time audio server thread (PipeWire's data-loop, jackd) to compare with "
-                        "%s",
-                        irq_s));
+                audit_add(
+                    a, "inversion", "info",
+                    xasprintf("no real-time audio server thread (PipeWire's data-loop, jackd) to compare "
+                              "with %s",
+                              irq_s),
+                    NULL);
         else if (rank(server) >= rank(irq))
-                add(a, "inversion", "warn",
+                audit_add(
+                    a, "inversion", "warn",
                     xasprintf("%s is not below the sound card's interrupt thread %s: the interrupt that "
                               "wakes the audio graph waits for it; give the audio IRQ a higher priority "
                               "(ThreadPriority= in an [IRQ] section matching class:audio)",
-                              server_s, irq_s));
+                              server_s, irq_s),
+                    xstrdup("ThreadPriority= above the server's in the profile's [IRQ audio] section"));
+        else if (rank(server) <= RTKIT_CEILING)
+                /* rtkit hands any desktop client up to its ceiling: a browser's or a game's thread can then
+                 * equal the server and take turns with it. */
+                audit_add(a, "inversion", "warn",
+                          xasprintf("the audio server's %s is at or below rtkit's ceiling (%d), where any "
+                                    "desktop client's real-time thread can equal it",
+                                    server_s, RTKIT_CEILING),
+                          xstrdup("an rtprio limit for the audio server's user (@audio - rtprio 95 in "
+                                  "/etc/security/limits.d/) so it does not go through rtkit; PipeWire's "
+                                  "module-rt rt.prio=88"));
         else
-                add(a, "inversion", "ok",
-                    xasprintf("the sound card's interrupt thread %s is above the audio server's %s", irq_s,
-                              server_s));
+                audit_add(a, "inversion", "ok",
+                          xasprintf("the sound card's interrupt thread %s is above the audio server's %s, "
+                                    "above rtkit's ceiling (%d)",
+                                    irq_s, server_s, RTKIT_CEILING),
+                          NULL);
 }
 
 static int read_thread(unsigned pid, const char *process_comm, const char *tid, ThreadSched *ret)
@@ -328,16 +336,39 @@ static void check_inversion(Audit *a, TaskScan *tasks)
         audit_inversion(a, threads, n, irqs, n_irqs);
 }
 
-void audit_run(Audit *ret)
+/* What only a reboot applies: the profile's boot arguments (src/core/bootargs.c) against /proc/cmdline. */
+static void check_reboot(Audit *a, const AuditOptions *o)
+{
+        if (!o->boot_known)
+                return;
+        if (o->boot_missing)
+                audit_add(a, "reboot-pending", "warn",
+                          xasprintf("profile %s wants boot arguments the running kernel lacks: %s",
+                                    o->profile, o->boot_missing),
+                          xstrdup("rtctl bootargs apply, then reboot"));
+        else
+                audit_add(
+                    a, "reboot-pending", "ok",
+                    xasprintf("the running kernel has every boot argument profile %s wants", o->profile),
+                    NULL);
+}
+
+void audit_run(const AuditOptions *o, Audit *ret)
 {
         TaskScan tasks = {};
+        KernelInfo k;
 
         *ret = (Audit){};
-        check_kernel(ret);
+        kernel_info_load(&k);
+        audit_kernel(ret, &k);
+        kernel_info_clear(&k);
         check_services(ret, &tasks);
         check_rt(ret);
         check_cpufreq(ret);
+        audit_machine(ret);
         check_inversion(ret, &tasks);
+        audit_isolation(ret, o, &tasks);
+        check_reboot(ret, o);
         task_scan_clear(&tasks);
 }
 
@@ -351,8 +382,11 @@ bool audit_warns(const Audit *a)
 
 void audit_clear(Audit *a)
 {
-        for (size_t i = 0; i < a->n; i++)
+        for (size_t i = 0; i < a->n; i++) {
                 free(a->items[i].detail);
+                free(a->items[i].fix);
+        }
         free(a->items);
+        strv_free(a->strings);
         *a = (Audit){};
 }

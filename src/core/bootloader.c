@@ -123,31 +123,10 @@ const SettingKind setting_kind_boot_file = {
     .equal = same,
 };
 
-static int boot_dir_read(SettingContext *ctx, const char *object, const char *hint, char **ret)
-{
-        _cleanup_free_ char *p = sys_path(object);
-        struct stat st;
-
-        *ret = xstrdup(stat(p, &st) >= 0 && S_ISDIR(st.st_mode) ? "present" : "absent");
-        return 0;
-}
-
-static int boot_dir_write(SettingContext *ctx, const char *object, const char *value)
-{
-        _cleanup_free_ char *p = sys_path(object);
-
-        if (streq(value, "present"))
-                return mkdir(p, 0755) < 0 && errno != EEXIST ? -errno : 0;
-        /* Something the user put there since keeps the directory. */
-        if (rmdir(p) < 0 && errno != ENOENT && errno != ENOTEMPTY && errno != EEXIST)
-                return -errno;
-        return 0;
-}
-
 const SettingKind setting_kind_boot_dir = {
     .name = "boot-dir",
-    .read = boot_dir_read,
-    .write = boot_dir_write,
+    .read = setting_dir_read,
+    .write = setting_dir_write,
     .equal = same,
 };
 

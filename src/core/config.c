@@ -19,6 +19,8 @@ static void section_clear(ConfSection *s)
         free(s->keys);
         free(s->name);
         free(s->file);
+        if (s->index)
+                g_hash_table_destroy(s->index);
 }
 
 void conf_free(Conf *c)
@@ -28,7 +30,20 @@ void conf_free(Conf *c)
         for (size_t i = 0; i < c->n_sections; i++)
                 section_clear(&c->sections[i]);
         free(c->sections);
+        if (c->index)
+                g_hash_table_destroy(c->index);
         free(c);
+}
+
+/* The position+1 of name in c->sections, from an index rebuilt whenever the array is reordered. */
+static void conf_reindex(Conf *c)
+{
+        if (c->index)
+                g_hash_table_remove_all(c->index);
+        else
+                c->index = g_hash_table_new(g_str_hash, g_str_equal);
+        for (size_t i = 0; i < c->n_sections; i++)
+                g_hash_table_insert(c->index, c->sections[i].name, GSIZE_TO_POINTER(i + 1));
 }
 
 static ConfSection *section_append(Conf *c, const char *name, const char *file, unsigned line)
@@ -40,15 +55,18 @@ static ConfSection *section_append(Conf *c, const char *name, const char *file, 
                 abort();
         s = &c->sections[c->n_sections++];
         *s = (ConfSection){.name = xstrdup(name), .file = xstrdup(file), .line = line};
+        if (!c->index)
+                conf_reindex(c);
+        else
+                g_hash_table_insert(c->index, s->name, GSIZE_TO_POINTER(c->n_sections));
         return s;
 }
 
 static ConfKey *section_find_key(ConfSection *s, const char *key)
 {
-        for (size_t i = 0; i < s->n_keys; i++)
-                if (streq(s->keys[i].key, key))
-                        return &s->keys[i];
-        return NULL;
+        size_t i = s->index ? GPOINTER_TO_SIZE(g_hash_table_lookup(s->index, key)) : 0;
+
+        return i ? &s->keys[i - 1] : NULL;
 }
 
 static void section_set(ConfSection *s, const char *key, const char *value, const char *file, unsigned line)
@@ -61,6 +79,9 @@ static void section_set(ConfSection *s, const char *key, const char *value, cons
                         abort();
                 k = &s->keys[s->n_keys++];
                 *k = (ConfKey){.key = xstrdup(key)};
+                if (!s->index)
+                        s->index = g_hash_table_new(g_str_hash, g_str_equal);
+                g_hash_table_insert(s->index, k->key, GSIZE_TO_POINTER(s->n_keys));
         } else {
                 free(k->value);
                 free(k->file);
@@ -72,10 +93,9 @@ static void section_set(ConfSection *s, const char *key, const char *value, cons
 
 static ConfSection *find_section(Conf *c, const char *name)
 {
-        for (size_t i = 0; i < c->n_sections; i++)
-                if (streq(c->sections[i].name, name))
-                        return &c->sections[i];
-        return NULL;
+        size_t i = c->index ? GPOINTER_TO_SIZE(g_hash_table_lookup(c->index, name)) : 0;
+
+        return i ? &c->sections[i - 1] : NULL;
 }
 
 ConfSection *conf_section(Conf *c, const char *name)
@@ -99,6 +119,28 @@ ConfKey *conf_key(ConfSection *s, const char *key)
         return k;
 }
 
+/* A message is one line: control characters a value holds (the parser unescapes \n, \t, \r) are shown
+ * escaped again, as the file spells them. Takes s. */
+static char *one_line(char *s)
+{
+        GString *out;
+
+        if (!strpbrk(s, "\n\t\r"))
+                return s;
+        out = g_string_sized_new(strlen(s) + 8);
+        for (const char *p = s; *p; p++)
+                if (*p == '\n')
+                        g_string_append(out, "\\n");
+                else if (*p == '\t')
+                        g_string_append(out, "\\t");
+                else if (*p == '\r')
+                        g_string_append(out, "\\r");
+                else
+                        g_string_append_c(out, *p);
+        free(s);
+        return g_string_free(out, false);
+}
+
 char *conf_key_error(const ConfKey *k, const char *fmt, ...)
 {
         _cleanup_free_ char *msg = NULL;
@@ -108,7 +150,7 @@ char *conf_key_error(const ConfKey *k, const char *fmt, ...)
         if (vasprintf(&msg, fmt, ap) < 0)
                 abort();
         va_end(ap);
-        return xasprintf("%s:%u: %s=%s: %s", k->file, k->line, k->key, k->value, msg);
+        return one_line(xasprintf("%s:%u: %s=%s: %s", k->file, k->line, k->key, k->value, msg));
 }
 
 char *conf_section_error(const ConfSection *s, const char *fmt, ...)
@@ -120,92 +162,164 @@ char *conf_section_error(const ConfSection *s, const char *fmt, ...)
         if (vasprintf(&msg, fmt, ap) < 0)
                 abort();
         va_end(ap);
-        return xasprintf("%s:%u: [%s]: %s", s->file, s->line, s->name, msg);
+        return one_line(xasprintf("%s:%u: [%s]: %s", s->file, s->line, s->name, msg));
 }
 
-/* Records where every section and key stands. GKeyFile has already accepted the text, so any line
- * here is blank, a comment, a [section] or a key=value. */
-static int index_lines(const char *path, const char *text, GKeyFile *kf, Conf *c, char **ret_error)
+/* A key name: what GKeyFile and systemd allow, minus the locale suffix (Description[de]=), which rtctl
+ * would only ignore. */
+static bool key_name_valid(const char *k)
 {
-        g_auto(GStrv) lines = g_strsplit(text, "\n", -1);
-        ConfSection *cur = NULL;
-
-        for (unsigned i = 0; lines[i]; i++) {
-                g_autofree char *line = g_strstrip(g_strdup(lines[i]));
-                char *eq;
-
-                if (!*line || *line == '#' || *line == ';')
-                        continue;
-                if (*line == '[') {
-                        size_t l = strlen(line);
-                        g_autofree char *name = g_strndup(line + 1, l >= 2 ? l - 2 : 0);
-                        cur = find_section(c, name);
-                        if (!cur)
-                                cur = section_append(c, name, path, i + 1);
-                        continue;
-                }
-                eq = strchr(line, '=');
-                if (!eq || !cur)
-                        continue;
-                *eq = 0;
-                g_autofree char *key = g_strstrip(g_strdup(line));
-                g_autoptr(GError) err = NULL;
-                g_autofree char *value = g_key_file_get_string(kf, cur->name, key, &err);
-                if (!value) {
-                        *ret_error = xasprintf("%s:%u: %s=: %s", path, i + 1, key, err->message);
-                        return -EINVAL;
-                }
-                section_set(cur, key, value, path, i + 1);
-        }
-        return 0;
+        if (!*k)
+                return false;
+        for (const char *p = k; *p; p++)
+                if (!g_ascii_isalnum(*p) && !strchr("_-./", *p))
+                        return false;
+        return true;
 }
 
-/* GKeyFile's own messages name no line; find the first line it would refuse ourselves. */
-static char *syntax_error(const char *path, const char *text, const char *fallback)
+/* A section name: printable, no brackets inside ([Block a]b] is a typo, not a name). */
+static bool section_name_valid(const char *n)
 {
-        g_auto(GStrv) lines = g_strsplit(text, "\n", -1);
-        bool in_section = false;
+        if (!*n || g_ascii_isspace(n[0]) || g_ascii_isspace(n[strlen(n) - 1]))
+                return false;
+        for (const char *p = n; *p; p++)
+                if (*p == '[' || *p == ']' || (unsigned char)*p < 0x20 || *p == 0x7f)
+                        return false;
+        return true;
+}
 
-        for (unsigned i = 0; lines[i]; i++) {
-                g_autofree char *line = g_strstrip(g_strdup(lines[i]));
+/* The escapes of rtctl.profile(5): \s (a space, for one at either end), \n, \t, \r and \\. Anything else
+ * after a backslash is an error, never kept as written. */
+static char *unescape(const char *v, char **ret_error)
+{
+        static const char escapes[] = "s n\nt\tr\r\\\\"; /* pairs: the letter, what it stands for */
+        GString *out = g_string_sized_new(strlen(v));
 
-                if (!*line || *line == '#')
-                        continue;
-                if (*line == '[') {
-                        if (line[strlen(line) - 1] != ']' || strlen(line) < 3)
-                                return xasprintf("%s:%u: malformed section header '%s'", path, i + 1, line);
-                        in_section = true;
+        for (const char *p = v; *p; p++) {
+                const char *e;
+
+                if (*p != '\\') {
+                        g_string_append_c(out, *p);
                         continue;
                 }
-                if (!strchr(line, '=') || *line == '=')
-                        return xasprintf("%s:%u: expected Key=Value, found '%s'", path, i + 1, line);
-                if (!in_section)
-                        return xasprintf("%s:%u: key outside of any [section]", path, i + 1);
+                p++;
+                if (!*p) {
+                        *ret_error = xstrdup("ends in a lone backslash (write \\\\ for one)");
+                        g_string_free(out, true);
+                        return NULL;
+                }
+                for (e = escapes; *e && *e != *p; e += 2)
+                        ;
+                if (!*e) {
+                        /* The whole character after the backslash, however many bytes it has. */
+                        const char *next = g_utf8_next_char(p);
+                        *ret_error = xasprintf("invalid escape '\\%.*s' (\\s, \\n, \\t, \\r and \\\\ are "
+                                               "the escapes)",
+                                               (int)(next - p), p);
+                        g_string_free(out, true);
+                        return NULL;
+                }
+                g_string_append_c(out, e[1]);
         }
-        return xasprintf("%s: %s", path, fallback);
+        return g_string_free(out, false);
+}
+
+_printf_(4, 5) static int parse_error(char **ret_error, const char *path, unsigned line, const char *fmt,
+                                      ...)
+{
+        GString *out = g_string_new(NULL);
+        va_list ap;
+
+        g_string_printf(out, "%s:%u: ", path, line);
+        va_start(ap, fmt);
+        g_string_append_vprintf(out, fmt, ap);
+        va_end(ap);
+        *ret_error = g_string_free(out, false);
+        return -EINVAL;
 }
 
 int conf_parse_file(const char *path, Conf **ret, char **ret_error)
 {
-        g_autoptr(GKeyFile) kf = g_key_file_new();
-        g_autoptr(GError) err = NULL;
         _cleanup_free_ char *text = NULL;
-        _cleanup_conf_ Conf *c = xmalloc0(sizeof(Conf));
         size_t size;
         int r;
 
-        r = read_full_file(path, &text, &size);
-        if (r < 0) {
-                *ret_error = xasprintf("%s: cannot read: %s", path, strerror(-r));
-                return r;
-        }
-        if (!g_key_file_load_from_data(kf, text, size, G_KEY_FILE_NONE, &err)) {
-                *ret_error = syntax_error(path, text, err->message);
-                return -EINVAL;
-        }
-        r = index_lines(path, text, kf, c, ret_error);
+        r = read_config_file(path, CONFIG_FILE_MAX, &text, &size, ret_error);
+        if (r == -EFBIG)
+                return -EINVAL; /* an invalid file, like any other that breaks the rules */
         if (r < 0)
                 return r;
+        return conf_parse_data(path, text, size, ret, ret_error);
+}
+
+int conf_parse_data(const char *path, const char *text, size_t size, Conf **ret, char **ret_error)
+{
+        _cleanup_conf_ Conf *c = xmalloc0(sizeof(Conf));
+        const char *p = text, *end = text + size, *nul = memchr(text, 0, size);
+        ssize_t cur = -1; /* the section being read, by position: the array moves as it grows */
+        unsigned line = 0;
+
+        if (nul) {
+                unsigned at = 1;
+                for (const char *q = text; q < nul; q++)
+                        at += *q == '\n';
+                return parse_error(ret_error, path, at, "a NUL byte: a configuration file is text");
+        }
+        while (p < end) {
+                const char *nl = memchr(p, '\n', (size_t)(end - p));
+                _cleanup_free_ char *raw = xstrndup(p, nl ? (size_t)(nl - p) : (size_t)(end - p));
+                char *l, *eq;
+
+                line++;
+                p = nl ? nl + 1 : end;
+                if (!g_utf8_validate(raw, -1, NULL))
+                        return parse_error(ret_error, path, line, "not valid UTF-8");
+                l = strstrip(raw);
+                if (!*l || *l == '#' || *l == ';')
+                        continue;
+                if (*l == '[') {
+                        size_t n = strlen(l);
+                        _cleanup_free_ char *shown = echo_text(l);
+                        _cleanup_free_ char *name =
+                            n >= 2 && l[n - 1] == ']' ? xstrndup(l + 1, n - 2) : NULL;
+                        if (!name || !section_name_valid(name))
+                                return parse_error(ret_error, path, line, "malformed section header '%s'",
+                                                   shown);
+                        ConfSection *s = find_section(c, name);
+                        if (!s)
+                                s = section_append(c, name, path, line);
+                        cur = s - c->sections;
+                        continue;
+                }
+                eq = strchr(l, '=');
+                if (!eq) {
+                        _cleanup_free_ char *shown = echo_text(l);
+                        return parse_error(ret_error, path, line, "expected Key=Value, found '%s'", shown);
+                }
+                *eq = 0;
+                const char *key = strstrip(l), *value = eq + 1;
+                while (g_ascii_isspace(*value))
+                        value++;
+                if (cur < 0)
+                        return parse_error(ret_error, path, line, "key outside of any [section]");
+                if (!key_name_valid(key)) {
+                        _cleanup_free_ char *shown = echo_text(key);
+                        if (strchr(key, '['))
+                                return parse_error(ret_error, path, line,
+                                                   "%s=: localized keys (Key[locale]=) are not supported",
+                                                   shown);
+                        return parse_error(ret_error, path, line,
+                                           "'%s' is not a key name (letters, digits, '_', '-', '.', '/')",
+                                           shown);
+                }
+                _cleanup_free_ char *why = NULL;
+                _cleanup_free_ char *v = unescape(value, &why);
+                if (!v) {
+                        _cleanup_free_ char *shown = echo_text(value);
+                        return parse_error(ret_error, path, line, "%s=%s: %s", key, shown, why);
+                }
+                section_set(&c->sections[cur], key, v, path, line);
+        }
         *ret = TAKE_PTR(c);
         return 0;
 }
@@ -217,11 +331,8 @@ void conf_merge(Conf *lower, Conf *upper)
 
         for (size_t i = 0; i < upper->n_sections; i++) {
                 ConfSection *u = &upper->sections[i];
-                ConfSection *l = NULL;
+                ConfSection *l = find_section(lower, u->name);
 
-                for (size_t j = 0; j < lower->n_sections; j++)
-                        if (streq(lower->sections[j].name, u->name))
-                                l = &lower->sections[j];
                 if (!l) {
                         n_new++;
                         continue;
@@ -243,8 +354,11 @@ void conf_merge(Conf *lower, Conf *upper)
         free(lower->sections);
         lower->sections = merged;
         lower->n_sections += n_new;
+        conf_reindex(lower);
 
         free(upper->sections);
+        if (upper->index)
+                g_hash_table_destroy(upper->index);
         free(upper);
 }
 

@@ -20,21 +20,24 @@ static void append(char **errors, char *e)
 int daemon_conf_load(char *const *search_path, DaemonConf *ret, char **ret_error)
 {
         _cleanup_conf_ Conf *c = NULL;
-        _cleanup_free_ char *errors = NULL;
-        DaemonConf d = {.default_profile = xstrdup("desktop"), .uevents = UEVENT_AUTO};
-        ConfSection *s;
-        ConfKey *k;
         int r;
 
         r = conf_load_layered(search_path, "rtctl.conf", &c, ret_error);
         if (r == -ENOENT) {
-                *ret = d;
+                *ret = (DaemonConf){.default_profile = xstrdup("desktop"), .uevents = UEVENT_AUTO};
                 return 0;
         }
-        if (r < 0) {
-                daemon_conf_clear(&d);
+        if (r < 0)
                 return r;
-        }
+        return daemon_conf_parse(c, ret, ret_error);
+}
+
+int daemon_conf_parse(Conf *c, DaemonConf *ret, char **ret_error)
+{
+        _cleanup_free_ char *errors = NULL;
+        DaemonConf d = {.default_profile = xstrdup("desktop"), .uevents = UEVENT_AUTO};
+        ConfSection *s;
+        ConfKey *k;
 
         s = conf_section(c, "Daemon");
         if ((k = conf_key(s, "DefaultProfile"))) {

@@ -1,6 +1,7 @@
 /* SPDX-License-Identifier: GPL-2.0-or-later */
 #pragma once
 
+#include "core/config.h"
 #include "shared/util.h"
 
 typedef enum UeventBackend {
@@ -23,6 +24,8 @@ typedef struct DaemonConf {
 void daemon_conf_clear(DaemonConf *c);
 /* Defaults when no file exists; -EINVAL with one "file:line: Key=value: why" line per problem. */
 int daemon_conf_load(char *const *search_path, DaemonConf *ret, char **ret_error);
+/* The same from a parsed rtctl.conf (with its drop-ins merged). */
+int daemon_conf_parse(Conf *c, DaemonConf *ret, char **ret_error);
 
 /* Where rtctld keeps its journal ($RUNTIME_DIRECTORY, set by systemd's RuntimeDirectory=, else
  * /run/rtctl) and the profile it remembers ($STATE_DIRECTORY, else /var/lib/rtctl): both binaries find

@@ -83,7 +83,7 @@ static int cmp_irq(const void *a, const void *b)
 const Irq *irq_table_find(const IrqTable *t, unsigned num)
 {
         Irq key = {.num = num};
-        return t ? bsearch(&key, t->irqs, t->n, sizeof(Irq), cmp_irq) : NULL;
+        return t && t->n ? bsearch(&key, t->irqs, t->n, sizeof(Irq), cmp_irq) : NULL;
 }
 
 static const char *skip_space(const char *p)
@@ -148,6 +148,35 @@ static bool parse_line(const char *p, unsigned n_columns, Irq *ret)
         return true;
 }
 
+typedef struct InterruptsParser {
+        GArray *irqs;
+        unsigned n_columns; /* from the header line: "CPU0 CPU1 ..." */
+        bool header;
+} InterruptsParser;
+
+/* Parses the whole lines of buf[0, have) (buf[have] is a NUL), and at the end of the file the last one
+ * too. Returns where the next line starts. */
+static size_t parse_lines(InterruptsParser *ps, char *buf, size_t have, bool eof)
+{
+        char *p = buf, *nl;
+
+        while ((nl = memchr(p, '\n', have - (size_t)(p - buf))) || (eof && *p)) {
+                Irq irq;
+                if (nl)
+                        *nl = 0;
+                if (ps->header) {
+                        for (const char *q = p; (q = strstr(q, "CPU")); q += 3)
+                                ps->n_columns++;
+                        ps->header = false;
+                } else if (parse_line(p, ps->n_columns, &irq))
+                        g_array_append_val(ps->irqs, irq);
+                if (!nl)
+                        return have;
+                p = nl + 1;
+        }
+        return (size_t)(p - buf);
+}
+
 /* Read in pieces and parsed line by line: a 1024-CPU machine's file is 46 MB, and holding it whole
  * would cost that much memory on every pass. */
 static int read_interrupts(GArray *irqs)
@@ -157,15 +186,13 @@ static int read_interrupts(GArray *irqs)
         int open_errno = errno;
         const size_t size = 256 * 1024;
         _cleanup_free_ char *buf = xmalloc0(size + 1);
-        unsigned n_columns = 0;
-        bool header = true;
-        size_t have = 0;
+        InterruptsParser ps = {.irqs = irqs, .header = true};
+        size_t have = 0, used;
 
         if (fd < 0)
                 return -open_errno;
         for (;;) {
                 ssize_t k = read(fd, buf + have, size - have);
-                char *p = buf, *nl;
 
                 if (k < 0 && errno == EINTR)
                         continue;
@@ -173,29 +200,37 @@ static int read_interrupts(GArray *irqs)
                         return -errno;
                 have += (size_t)k;
                 buf[have] = 0;
-                while ((nl = memchr(p, '\n', have - (size_t)(p - buf))) || (k == 0 && *p)) {
-                        Irq irq;
-                        if (nl)
-                                *nl = 0;
-                        if (header) {
-                                for (const char *q = p; (q = strstr(q, "CPU")); q += 3)
-                                        n_columns++;
-                                header = false;
-                        } else if (parse_line(p, n_columns, &irq))
-                                g_array_append_val(irqs, irq);
-                        if (!nl) {
-                                p = buf + have;
-                                break;
-                        }
-                        p = nl + 1;
-                }
+                used = parse_lines(&ps, buf, have, k == 0);
                 if (k == 0)
                         return 0;
-                have -= (size_t)(p - buf);
-                memmove(buf, p, have);
+                have -= used;
+                memmove(buf, buf + used, have);
                 if (have == size)
                         return -E2BIG; /* a line longer than the buffer */
         }
+}
+
+static IrqTable *table_new(GArray *irqs, uint64_t timestamp_usec)
+{
+        IrqTable *t = xmalloc0(sizeof(IrqTable));
+
+        t->timestamp_usec = timestamp_usec;
+        t->n = irqs->len;
+        t->irqs = (Irq *)g_array_free(irqs, false);
+        /* An empty table has no array: bsearch() and qsort() take none, even for 0 elements. */
+        if (t->n)
+                qsort(t->irqs, t->n, sizeof(Irq), cmp_irq);
+        return t;
+}
+
+IrqTable *irq_table_parse(const char *text, size_t len)
+{
+        _cleanup_free_ char *buf = xmalloc0(len + 1);
+        InterruptsParser ps = {.irqs = g_array_new(false, true, sizeof(Irq)), .header = true};
+
+        memcpy(buf, text, len);
+        parse_lines(&ps, buf, len, true);
+        return table_new(ps.irqs, now_usec(CLOCK_MONOTONIC));
 }
 
 static CpuSet *read_list(const char *path, unsigned n_cpus)
@@ -364,18 +399,17 @@ int irq_table_load(unsigned flags, unsigned n_cpus, IrqTable **ret)
 {
         g_autoptr(GArray) irqs = g_array_new(false, true, sizeof(Irq));
         g_autoptr(GHashTable) by_irq = NULL;
+        uint64_t timestamp_usec;
         GArray *devs;
-        IrqTable *t;
         int r;
 
         r = read_interrupts(irqs);
+        timestamp_usec = now_usec(CLOCK_MONOTONIC);
         if (r < 0) {
                 for (guint i = 0; i < irqs->len; i++)
                         irq_clear(&g_array_index(irqs, Irq, i));
                 return r;
         }
-        t = xmalloc0(sizeof(IrqTable));
-        t->timestamp_usec = now_usec(CLOCK_MONOTONIC);
         /* Thousands of opens below it: walk the prefix once. */
         _cleanup_free_ char *dir = sys_path("/proc/irq");
         _cleanup_close_ int dir_fd = open(dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
@@ -405,10 +439,7 @@ int irq_table_load(unsigned flags, unsigned n_cpus, IrqTable **ret)
                 free(dev->sound_card);
         }
         g_array_free(devs, true);
-        t->n = irqs->len;
-        t->irqs = (Irq *)g_array_free(g_steal_pointer(&irqs), false);
-        qsort(t->irqs, t->n, sizeof(Irq), cmp_irq);
-        *ret = t;
+        *ret = table_new(g_steal_pointer(&irqs), timestamp_usec);
         return 0;
 }
 
@@ -436,6 +467,9 @@ char *irq_match_check(char *const *conditions)
                                                  *a);
                         if (streq(key, "irq") && safe_atou(*a, &n) < 0)
                                 return xasprintf("irq: takes an IRQ number, not '%s'", *a);
+                        char *bad = glob_error(*a);
+                        if (bad)
+                                return bad;
                 }
         }
         return NULL;

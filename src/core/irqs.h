@@ -56,6 +56,9 @@ enum {
 /* The node comes from the IRQ's PCI device (numa_node), one read per device rather than per IRQ. */
 /* n_cpus: the size of the CPU sets (the machine's possible CPUs), not the 8192 the kernel allows. */
 int irq_table_load(unsigned flags, unsigned n_cpus, IrqTable **ret);
+/* The IRQs of a /proc/interrupts text of len bytes, as they are listed there (nothing else is read):
+ * for tests and fuzzing. */
+IrqTable *irq_table_parse(const char *text, size_t len);
 void irq_table_free(IrqTable *t);
 static inline void irq_table_freep(IrqTable **t)
 {

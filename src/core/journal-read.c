@@ -51,7 +51,8 @@ static const char *type_phrase(json_object *v)
         return "of no JSON type";
 }
 
-/* Member key of object o when it is a string fit to use, else NULL and, if asked, why not. */
+/* Member key of object o when it is a string fit to use, else NULL and, if asked, why not. Fit means
+ * UTF-8 as well: json-c does not check, and what the journal names goes to the log and the bus. */
 static const char *string_member(json_object *o, const char *key, size_t max, char **ret_problem)
 {
         json_object *v;
@@ -66,10 +67,11 @@ static const char *string_member(json_object *o, const char *key, size_t max, ch
         else {
                 s = json_object_get_string(v);
                 len = (size_t)json_object_get_string_len(v);
-                if (strlen(s) == len && len <= max)
+                if (strlen(s) == len && len <= max && g_utf8_validate(s, (gssize)len, NULL))
                         return s;
                 problem = strlen(s) != len ? xasprintf("its %s has a NUL byte", key)
-                                           : xasprintf("its %s is %zu bytes long", key, len);
+                          : len > max      ? xasprintf("its %s is %zu bytes long", key, len)
+                                           : xasprintf("its %s is not UTF-8", key);
         }
         if (ret_problem)
                 *ret_problem = problem;
@@ -138,6 +140,8 @@ static void load_loss(Journal *j, json_object *o)
         const char *object = string_member(o, "object", OBJECT_MAX, NULL);
         const char *reason = string_member(o, "reason", ORIGINAL_MAX, NULL);
 
+        if (reason && !*reason)
+                reason = NULL; /* a loss says why, or the default does */
         if (object || reason)
                 journal_add_loss(j, object, xstrdup(reason ?: "original lost"));
 }
@@ -218,7 +222,7 @@ static json_object *named_object(const char *p, const char *end)
         s = json_object_get_string(v);
         if (!json_object_is_type(v, json_type_string) ||
             strlen(s) != (size_t)json_object_get_string_len(v) || strlen(s) > OBJECT_MAX ||
-            !object_name_valid(s)) {
+            !g_utf8_validate(s, -1, NULL) || !object_name_valid(s)) {
                 json_object_put(v);
                 return NULL;
         }
@@ -456,10 +460,17 @@ static int keep_damaged_copy(Journal *j, const char *buf, size_t size)
         return -EEXIST;
 }
 
+bool journal_load_text(Journal *j, const char *buf, size_t size)
+{
+        Loader l = {.j = j, .buf = buf, .size = size};
+
+        load_text(&l);
+        return l.damaged;
+}
+
 int journal_read(Journal *j, bool *ret_damaged, char **ret_error)
 {
         _cleanup_free_ char *buf = NULL;
-        Loader l = {.j = j};
         size_t size;
         int r;
 
@@ -471,10 +482,7 @@ int journal_read(Journal *j, bool *ret_damaged, char **ret_error)
                 *ret_error = xasprintf("Cannot read the journal %s: %s", journal_path(j), strerror(-r));
                 return r;
         }
-        l.buf = buf;
-        l.size = size;
-        load_text(&l);
-        if (!l.damaged)
+        if (!journal_load_text(j, buf, size))
                 return 0;
         r = keep_damaged_copy(j, buf, size);
         if (r < 0) {

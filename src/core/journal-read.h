@@ -17,4 +17,7 @@ void journal_set_damaged_copy(Journal *j, char *path);
 /* Loads the file at journal_path(j), when there is one, into the empty journal j. A damaged file is
  * copied beside it first (ret_damaged): it must be rewritten before anything else is journalled. Fails
  * only when the file or its copy cannot be read or written. */
+/* Loads the text of a journal file, size bytes with a NUL at buf[size], into the empty journal j. True
+ * when it is damaged (not as the daemon wrote it). */
+bool journal_load_text(Journal *j, const char *buf, size_t size);
 int journal_read(Journal *j, bool *ret_damaged, char **ret_error);

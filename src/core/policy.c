@@ -16,8 +16,15 @@ int cpu_spec_parse(const char *s, CpuSpec *ret, char **ret_error)
         else if (streq(s, "isolated"))
                 ret->kind = CPU_SPEC_ISOLATED;
         else if ((n = startswith(s, "auto:"))) {
-                if (safe_atou(n, &ret->auto_cores) < 0 || ret->auto_cores == 0) {
+                _cleanup_free_ char *count = xstrndup(n, strcspn(n, ":"));
+                const char *pref = n[strlen(count)] == ':' ? n + strlen(count) + 1 : NULL;
+
+                if (safe_atou(count, &ret->auto_cores) < 0 || ret->auto_cores == 0) {
                         *ret_error = xasprintf("'%s': auto:N takes a number of whole cores, 1 or more", s);
+                        return -EINVAL;
+                }
+                if (pref && core_preference_from_string(pref, &ret->auto_prefer) < 0) {
+                        *ret_error = xasprintf("'%s': auto:N:PREFERENCE takes fast, efficient or cache", s);
                         return -EINVAL;
                 }
                 ret->kind = CPU_SPEC_AUTO;
@@ -30,15 +37,64 @@ int cpu_spec_parse(const char *s, CpuSpec *ret, char **ret_error)
                 ret->kind = CPU_SPEC_LIST;
         } else {
                 *ret_error = xasprintf("'%s' is not a CPU set: expected a CPU list such as 0-3,8, or all, "
-                                       "housekeeping, isolated or auto:N",
+                                       "housekeeping, isolated or auto:N[:fast|efficient|cache]",
                                        s);
                 return -EINVAL;
         }
         return 0;
 }
 
+bool cpu_spec_parse_key(const ConfKey *k, CpuSpec *ret, char ***errors)
+{
+        _cleanup_free_ char *err = NULL;
+
+        if (cpu_spec_parse(k->value, ret, &err) < 0) {
+                strv_push(errors, conf_key_error(k, "%s", err));
+                return false;
+        }
+        if (ret->kind == CPU_SPEC_AUTO) {
+                cpu_spec_clear(ret);
+                strv_push(errors, conf_key_error(k, "auto:N chooses CPUs to isolate, in [CPU] Isolate=; "
+                                                    "here say isolated, housekeeping, all or a CPU list"));
+                return false;
+        }
+        ret->origin = xasprintf("%s:%u: %s=%s", k->file, k->line, k->key, k->value);
+        return true;
+}
+
+void cpu_spec_note_beyond(const CpuSpec *s, const Topology *t, const char *tuner, PlanNotes *notes)
+{
+        char *why = cpu_spec_beyond(s, t);
+
+        if (!why)
+                return;
+        for (size_t i = 0; i < notes->n; i++)
+                if (streq(notes->items[i].object, strna(s->origin))) { /* [Power] is read by two tuners */
+                        free(why);
+                        return;
+                }
+        plan_notes_fail(notes, tuner, xstrdup(strna(s->origin)), EINVAL, why);
+}
+
+char *cpu_spec_beyond(const CpuSpec *s, const Topology *t)
+{
+        _cleanup_cpuset_ CpuSet *beyond = NULL;
+        _cleanup_free_ char *list = NULL, *all = NULL;
+
+        if (s->kind != CPU_SPEC_LIST || !t->possible)
+                return NULL;
+        beyond = cpuset_dup(s->list);
+        cpuset_andnot(beyond, t->possible);
+        if (cpuset_empty(beyond))
+                return NULL;
+        list = cpuset_format_list(beyond);
+        all = cpuset_format_list(t->possible);
+        return xasprintf("CPUs %s are not CPUs of this machine (its CPUs are %s)", list, all);
+}
+
 void cpu_spec_clear(CpuSpec *s)
 {
+        free(s->origin);
         cpuset_free(s->list);
         *s = (CpuSpec){};
 }
@@ -57,7 +113,9 @@ char *cpu_spec_format(const CpuSpec *s)
         case CPU_SPEC_ISOLATED:
                 return xstrdup("isolated");
         case CPU_SPEC_AUTO:
-                return xasprintf("auto:%u", s->auto_cores);
+                if (s->auto_prefer == CORE_PREFER_FAST)
+                        return xasprintf("auto:%u", s->auto_cores);
+                return xasprintf("auto:%u:%s", s->auto_cores, core_preference_to_string(s->auto_prefer));
         }
         return xstrdup("");
 }
@@ -72,8 +130,8 @@ bool profile_name_valid(const char *name)
         return name[0] != '.';
 }
 
-static int load_conf(char *const *search_path, const char *name, char ***stack, const ConfKey *from,
-                     Conf **ret, char **ret_error)
+static int load_conf(const ConfSource *src, const char *name, char ***stack, const ConfKey *from, Conf **ret,
+                     char **ret_error)
 {
         _cleanup_free_ char *rel = xasprintf("profiles/%s.conf", name);
         _cleanup_conf_ Conf *own = NULL, *base = xmalloc0(sizeof(Conf));
@@ -91,7 +149,7 @@ static int load_conf(char *const *search_path, const char *name, char ***stack, 
                 *ret_error = conf_key_error(from, "include cycle: %s%s", chain, name);
                 return -EINVAL;
         }
-        r = conf_load_layered(search_path, rel, &own, ret_error);
+        r = src->load(src->userdata, rel, &own, ret_error);
         if (r == -ENOENT) {
                 *ret_error = from ? conf_key_error(from, "no profile named '%s'", name)
                                   : xasprintf("no profile named '%s'", name);
@@ -110,7 +168,7 @@ static int load_conf(char *const *search_path, const char *name, char ***stack, 
                         *ret_error = conf_key_error(inc, "'%s' is not a profile name", *i);
                         return -EINVAL;
                 }
-                r = load_conf(search_path, *i, stack, inc, &parent, ret_error);
+                r = load_conf(src, *i, stack, inc, &parent, ret_error);
                 if (r < 0)
                         return r;
                 conf_merge(base, parent);
@@ -138,6 +196,10 @@ static bool section_known(const char *name)
         return false;
 }
 
+/* A section with thousands of unknown keys is a wrong file, not thousands of typos: the first few, then a
+ * count. */
+#define UNKNOWN_KEYS_SHOWN 20
+
 static void check_unused(Conf *c, char ***errors)
 {
         for (size_t i = 0; i < c->n_sections; i++) {
@@ -147,10 +209,14 @@ static void check_unused(Conf *c, char ***errors)
                         strv_push(errors, conf_section_error(s, "unknown section"));
                         continue;
                 }
+                size_t unknown = 0;
                 for (size_t k = 0; k < s->n_keys; k++)
-                        if (!s->keys[k].used)
+                        if (!s->keys[k].used && ++unknown <= UNKNOWN_KEYS_SHOWN)
                                 strv_push(errors,
                                           conf_key_error(&s->keys[k], "unknown key in [%s]", s->name));
+                if (unknown > UNKNOWN_KEYS_SHOWN)
+                        strv_push(errors, conf_section_error(s, "and %zu more unknown keys",
+                                                             unknown - UNKNOWN_KEYS_SHOWN));
         }
 }
 
@@ -183,11 +249,26 @@ static void parse_core(Policy *p, Conf *c, char ***errors)
                 else if (p->isolate.kind != CPU_SPEC_LIST && p->isolate.kind != CPU_SPEC_AUTO) {
                         strv_push(errors, conf_key_error(k, "Isolate= takes a CPU list or auto:N"));
                         cpu_spec_clear(&p->isolate);
-                }
+                } else if (p->isolate.kind == CPU_SPEC_LIST && cpuset_has(p->isolate.list, 0)) {
+                        /* True on every machine: said where the key is, not when a pass places it. */
+                        strv_push(errors, conf_key_error(k, "CPU 0 must stay a housekeeping CPU"));
+                        cpu_spec_clear(&p->isolate);
+                } else
+                        p->isolate.origin = xasprintf("%s:%u: %s=%s", k->file, k->line, k->key, k->value);
         }
 }
 
+static int load_layered(void *userdata, const char *relpath, Conf **ret, char **ret_error)
+{
+        return conf_load_layered(userdata, relpath, ret, ret_error);
+}
+
 int policy_load(char *const *search_path, const char *name, Policy **ret, char **ret_error)
+{
+        return policy_load_from(&(ConfSource){load_layered, (void *)search_path}, name, ret, ret_error);
+}
+
+int policy_load_from(const ConfSource *src, const char *name, Policy **ret, char **ret_error)
 {
         _cleanup_policy_ Policy *p = NULL;
         _cleanup_conf_ Conf *c = NULL;
@@ -196,10 +277,12 @@ int policy_load(char *const *search_path, const char *name, Policy **ret, char *
         int r;
 
         if (!profile_name_valid(name)) {
-                *ret_error = xasprintf("'%s' is not a profile name (letters, digits, '-', '_', '.')", name);
+                _cleanup_free_ char *shown = echo_text(name);
+                *ret_error = xasprintf(
+                    "'%s' is not a profile name (letters, digits, '-', '_', '.'; at most 64)", shown);
                 return -EINVAL;
         }
-        r = load_conf(search_path, name, &stack, NULL, &c, ret_error);
+        r = load_conf(src, name, &stack, NULL, &c, ret_error);
         if (r < 0)
                 return r;
 
@@ -254,94 +337,61 @@ void policy_free(Policy *p)
         free(p);
 }
 
-/* auto:N: N whole cores (every SMT sibling) sharing one last-level cache, never CPU 0's core, the
- * highest-numbered cores first: CPU 0 takes most of the system's unbound work and, on many boards,
- * interrupts that cannot move. */
-static int pick_auto(const Topology *t, unsigned n_cores, CpuSet **ret, char **ret_error)
-{
-        _cleanup_cpuset_ CpuSet *best = NULL;
-        int cpu0_core = t->n_cpus > 0 ? t->cpus[0].core : -1;
-
-        /* Try each LLC, starting from the one holding the highest-numbered present CPU. */
-        for (int top = (int)t->n_cpus - 1; top >= 0 && !best; top--) {
-                int llc;
-                unsigned got = 0;
-                _cleanup_cpuset_ CpuSet *pick = cpuset_new(t->n_cpus);
-
-                if (!cpuset_has(t->present, (unsigned)top))
-                        continue;
-                llc = t->cpus[top].llc;
-                /* Only start from the highest CPU of each LLC. */
-                bool higher_same_llc = false;
-                for (unsigned c = (unsigned)top + 1; c < t->n_cpus; c++)
-                        if (cpuset_has(t->present, c) && t->cpus[c].llc == llc)
-                                higher_same_llc = true;
-                if (higher_same_llc)
-                        continue;
-
-                for (int c = top; c >= 0 && got < n_cores; c--) {
-                        const CpuInfo *ci = &t->cpus[c];
-                        int core = ci->core >= 0 ? ci->core : c;
-                        if (!cpuset_has(t->present, (unsigned)c) || ci->llc != llc || c == 0 ||
-                            (cpu0_core >= 0 && core == cpu0_core) || cpuset_has(pick, (unsigned)c))
-                                continue;
-                        _cleanup_cpuset_ CpuSet *sib = topology_core_siblings(t, (unsigned)c);
-                        cpuset_and(sib, t->present);
-                        cpuset_or(pick, sib);
-                        got++;
-                }
-                if (got == n_cores)
-                        best = TAKE_PTR(pick);
-        }
-        if (!best) {
-                *ret_error =
-                    xasprintf("auto:%u: no last-level cache group has %u whole cores besides CPU 0's",
-                              n_cores, n_cores);
-                return -EINVAL;
-        }
-        *ret = TAKE_PTR(best);
-        return 0;
-}
-
 int policy_cpus(const Policy *p, const Topology *t, CpuSet **ret_isolated, CpuSet **ret_housekeeping,
                 char **ret_error)
 {
+        return policy_cpus_explained(p, t, ret_isolated, ret_housekeeping, NULL, ret_error);
+}
+
+int policy_cpus_explained(const Policy *p, const Topology *t, CpuSet **ret_isolated,
+                          CpuSet **ret_housekeeping, char **ret_reason, char **ret_error)
+{
         _cleanup_cpuset_ CpuSet *iso = NULL, *hk = NULL;
+        _cleanup_free_ char *reason = NULL, *spec = cpu_spec_format(&p->isolate);
+        /* Where the key is, for every message: file:line: Isolate=..., or the key alone for a policy
+         * not read from a file. */
+        _cleanup_free_ char *where =
+            p->isolate.origin ? xstrdup(p->isolate.origin) : xasprintf("Isolate=%s", spec);
         int r;
 
         switch (p->isolate.kind) {
         case CPU_SPEC_LIST:
                 if (!cpuset_subset(p->isolate.list, t->possible)) {
-                        _cleanup_free_ char *want = cpuset_format_list(p->isolate.list);
                         _cleanup_free_ char *have = cpuset_format_list(t->possible);
-                        *ret_error = xasprintf(
-                            "Isolate=%s names CPUs this machine does not have (it has %s)", want, have);
+                        *ret_error =
+                            xasprintf("%s: names CPUs this machine does not have (it has %s)", where, have);
                         return -EINVAL;
                 }
                 iso = cpuset_new(t->n_cpus);
                 cpuset_or(iso, p->isolate.list);
                 break;
         case CPU_SPEC_AUTO:
-                r = pick_auto(t, p->isolate.auto_cores, &iso, ret_error);
-                if (r < 0)
+                r = cores_pick(t, p->isolate.auto_cores, p->isolate.auto_prefer, &iso, &reason, ret_error);
+                if (r < 0) {
+                        char *bare = *ret_error;
+                        *ret_error = xasprintf("%s: %s", where, bare);
+                        free(bare);
                         return r;
+                }
                 break;
         default:
                 iso = cpuset_new(t->n_cpus);
         }
 
-        if (cpuset_has(iso, 0)) {
-                *ret_error = xstrdup("Isolate= includes CPU 0, which must stay a housekeeping CPU");
+        if (cpuset_has(iso, 0)) { /* a list is refused when loaded; auto:N never takes CPU 0's core */
+                *ret_error = xasprintf("%s: CPU 0 must stay a housekeeping CPU", where);
                 return -EINVAL;
         }
         hk = cpuset_dup(t->possible);
         cpuset_andnot(hk, iso);
         if (cpuset_empty(hk)) {
-                *ret_error = xstrdup("Isolate= leaves no housekeeping CPU");
+                *ret_error = xasprintf("%s: leaves no housekeeping CPU", where);
                 return -EINVAL;
         }
         *ret_isolated = TAKE_PTR(iso);
         *ret_housekeeping = TAKE_PTR(hk);
+        if (ret_reason)
+                *ret_reason = TAKE_PTR(reason);
         return 0;
 }
 

@@ -46,6 +46,7 @@ void pass_result_clear(PassResult *r)
         plan_notes_clear(&r->notes);
         cpuset_free(r->isolated);
         cpuset_free(r->housekeeping);
+        free(r->isolation_reason);
         free(r->error);
         *r = (PassResult){};
 }
@@ -161,7 +162,8 @@ void reconcile_pass_with(const Policy *policy, const Topology *topology, Journal
         TaskScan tasks = {};
 
         *ret = (PassResult){};
-        if (policy && policy_cpus(policy, topology, &ret->isolated, &ret->housekeeping, &ret->error) < 0) {
+        if (policy && policy_cpus_explained(policy, topology, &ret->isolated, &ret->housekeeping,
+                                            &ret->isolation_reason, &ret->error) < 0) {
                 ret->duration_usec = now_usec(CLOCK_MONOTONIC) - start;
                 return;
         }
@@ -183,7 +185,8 @@ void reconcile_pass_with(const Policy *policy, const Topology *topology, Journal
                            .irq = in ? in->irq : NULL,
                            .tasks = &tasks,
                            .pass_start_usec = start,
-                           .stop_conflicts = in && in->stop_conflicts};
+                           .stop_conflicts = in && in->stop_conflicts,
+                           .kinds = kinds};
         plan_tuners(policy, &ctx, dirty, ret);
         if (journal)
                 plan_restores(journal, dirty, ret);

@@ -25,6 +25,7 @@ typedef struct PassResult {
         ApplyStats stats;
         CpuSet *isolated;
         CpuSet *housekeeping;
+        char *isolation_reason;     /* which cores auto:N chose and why; NULL for a CPU list */
         char *error;                /* the policy could not be placed on this machine: nothing was planned */
         bool plan_failed[N_TUNERS]; /* could not plan (its state was kept): try again */
         uint64_t duration_usec;

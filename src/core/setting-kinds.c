@@ -626,6 +626,38 @@ const SettingKind setting_kind_unit_cpus = {
     .equal = cpulist_equal,
 };
 
+static int unit_partition_read(SettingContext *ctx, const char *object, const char *hint, char **ret)
+{
+        _cleanup_free_ char *unit = unit_of(object);
+        return unit ? systemd_unit_string(ctx->systemd, unit, "CPUSetPartition", ret) : -EINVAL;
+}
+
+static int unit_partition_write(SettingContext *ctx, const char *object, const char *value)
+{
+        _cleanup_free_ char *unit = unit_of(object);
+        return unit ? systemd_set_unit_string(ctx->systemd, unit, "CPUSetPartition", value) : -EINVAL;
+}
+
+const SettingKind setting_kind_unit_partition = {
+    .name = "unit-partition",
+    .read = unit_partition_read,
+    .write = unit_partition_write,
+    .equal = setting_equal_folded,
+};
+
+bool setting_context_unit_partition(SettingContext *ctx)
+{
+        if (ctx->unit_partition < 0) {
+                int r = systemd_has_property(ctx->systemd, "org.freedesktop.systemd1.Slice",
+                                             "CPUSetPartition", "s");
+
+                if (r < 0)
+                        return false;
+                ctx->unit_partition = r > 0;
+        }
+        return ctx->unit_partition > 0;
+}
+
 static int slice_read(SettingContext *ctx, const char *object, const char *hint, char **ret)
 {
         _cleanup_free_ char *unit = unit_of(object);
@@ -895,5 +927,65 @@ const SettingKind setting_kind_pmqos = {
     .name = "pmqos-fd",
     .read = pmqos_read,
     .write = pmqos_write,
+    .equal = setting_equal_folded,
+};
+
+/* The features file lists every feature as NAME or NO_NAME and takes one of them per write. */
+static char *sched_feature_file(const char *object, const char **ret_name)
+{
+        const char *slash = strrchr(object, '/');
+
+        if (!slash || slash == object || !slash[1])
+                return NULL;
+        *ret_name = slash + 1;
+        return xstrndup(object, (size_t)(slash - object));
+}
+
+static int sched_feature_read(SettingContext *ctx, const char *object, const char *hint, char **ret)
+{
+        _cleanup_free_ char *s = NULL, *file = NULL;
+        _cleanup_strv_free_ char **words = NULL;
+        const char *name = NULL;
+        int r;
+
+        file = sched_feature_file(object, &name);
+        if (!file)
+                return -EINVAL;
+        r = sys_read(file, &s);
+        if (r < 0)
+                return r;
+        words = strv_split(s, " \t\n");
+        for (size_t i = 0; words && words[i]; i++) {
+                const char *no = startswith(words[i], "NO_");
+
+                if (streq(words[i], name) || (no && streq(no, name))) {
+                        *ret = xstrdup(no ? "off" : "on");
+                        return 0;
+                }
+        }
+        return -ENOENT;
+}
+
+static int sched_feature_write(SettingContext *ctx, const char *object, const char *value)
+{
+        _cleanup_free_ char *file = NULL, *word = NULL;
+        const char *name = NULL;
+
+        file = sched_feature_file(object, &name);
+        if (!file)
+                return -EINVAL;
+        if (streq(value, "on"))
+                word = xstrdup(name);
+        else if (streq(value, "off"))
+                word = xasprintf("NO_%s", name);
+        else
+                return -EINVAL;
+        return sys_write(file, word);
+}
+
+const SettingKind setting_kind_sched_feature = {
+    .name = "sched-feature",
+    .read = sched_feature_read,
+    .write = sched_feature_write,
     .equal = setting_equal_folded,
 };

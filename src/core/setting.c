@@ -1,5 +1,6 @@
 /* SPDX-License-Identifier: GPL-2.0-or-later */
 #include <ctype.h>
+#include <sys/stat.h>
 
 #include "core/bootloader.h"
 #include "core/setting.h"
@@ -10,7 +11,8 @@ void setting_context_init(SettingContext *c, sd_event *event)
 {
         *c = (SettingContext){.refused = g_hash_table_new_full(g_str_hash, g_str_equal, free, NULL),
                               .pmqos_fd = -EBADF,
-                              .systemd = systemd_client_new(event)};
+                              .systemd = systemd_client_new(event),
+                              .unit_partition = -1};
 }
 
 void setting_context_clear(SettingContext *c)
@@ -20,7 +22,7 @@ void setting_context_clear(SettingContext *c)
         if (c->pmqos_fd >= 0)
                 close(c->pmqos_fd);
         systemd_client_free(c->systemd);
-        *c = (SettingContext){.pmqos_fd = -EBADF};
+        *c = (SettingContext){.pmqos_fd = -EBADF, .unit_partition = -1};
 }
 
 bool setting_equal_folded(const char *a, const char *b)
@@ -64,6 +66,28 @@ int setting_file_write(SettingContext *ctx, const char *object, const char *valu
         return sys_write(object, value);
 }
 
+int setting_dir_read(SettingContext *ctx, const char *object, const char *hint, char **ret)
+{
+        _cleanup_free_ char *p = sys_path(object);
+        struct stat st;
+
+        *ret = xstrdup(stat(p, &st) >= 0 && S_ISDIR(st.st_mode) ? "present" : "absent");
+        return 0;
+}
+
+int setting_dir_write(SettingContext *ctx, const char *object, const char *value)
+{
+        _cleanup_free_ char *p = sys_path(object);
+
+        if (streq(value, "present"))
+                return mkdir(p, 0755) < 0 && errno != EEXIST ? -errno : 0;
+        if (!streq(value, "absent"))
+                return -EINVAL;
+        if (rmdir(p) < 0 && errno != ENOENT && errno != ENOTEMPTY && errno != EEXIST)
+                return -errno;
+        return 0;
+}
+
 const SettingKind setting_kind_file = {
     .name = "file",
     .read = setting_file_read,
@@ -100,13 +124,14 @@ const SettingKind setting_kind_choice = {
 const SettingKind *setting_kind_from_name(const char *name)
 {
         static const SettingKind *const kinds[] = {
-            &setting_kind_file,         &setting_kind_choice,     &setting_kind_cpulist,
-            &setting_kind_cpumask,      &setting_kind_cgroup,     &setting_kind_procs,
-            &setting_kind_member,       &setting_kind_affinity,   &setting_kind_unit_cpus,
-            &setting_kind_slice,        &setting_kind_partition,  &setting_kind_subtree,
-            &setting_kind_sched,        &setting_kind_service,    &setting_kind_pmqos,
-            &setting_kind_irq_affinity, &setting_kind_thread,     &setting_kind_boot_file,
-            &setting_kind_boot_dir,     &setting_kind_grubby_arg,
+            &setting_kind_file,           &setting_kind_choice,        &setting_kind_cpulist,
+            &setting_kind_cpumask,        &setting_kind_cgroup,        &setting_kind_procs,
+            &setting_kind_member,         &setting_kind_affinity,      &setting_kind_unit_cpus,
+            &setting_kind_slice,          &setting_kind_partition,     &setting_kind_subtree,
+            &setting_kind_sched,          &setting_kind_service,       &setting_kind_pmqos,
+            &setting_kind_irq_affinity,   &setting_kind_thread,        &setting_kind_boot_file,
+            &setting_kind_boot_dir,       &setting_kind_grubby_arg,    &setting_kind_sched_feature,
+            &setting_kind_unit_partition, &setting_kind_resctrl_group, &setting_kind_schemata,
         };
 
         for (size_t i = 0; i < ELEMENTSOF(kinds); i++)

@@ -21,6 +21,9 @@ typedef struct SettingContext {
         int pmqos_value;
         /* systemd's manager, connected on first use. */
         SystemdClient *systemd;
+        /* Whether its slices have CPUSetPartition=: 1 or 0 once asked, -1 before (and after a failed
+         * question, which is asked again next time). */
+        int unit_partition;
         /* The pass's one reading of /proc (NULL outside a pass: kinds then read what they need). */
         TaskScan *tasks;
 } SettingContext;
@@ -82,6 +85,11 @@ extern const SettingKind setting_kind_subtree;
 extern const SettingKind setting_kind_partition;
 /* systemd:UNIT:AllowedCPUs, set at run time through systemd's D-Bus API. */
 extern const SettingKind setting_kind_unit_cpus;
+/* systemd:UNIT:CPUSetPartition, set at run time through systemd's D-Bus API where the running systemd
+ * has that property (setting_context_unit_partition()). */
+extern const SettingKind setting_kind_unit_partition;
+/* Whether the running systemd's slices have CPUSetPartition= (asked once per context). */
+bool setting_context_unit_partition(SettingContext *ctx);
 /* systemd:NAME.slice, a transient slice: "present" or "absent". */
 extern const SettingKind setting_kind_slice;
 
@@ -92,8 +100,19 @@ extern const SettingKind setting_kind_sched;
  * starts it again meanwhile) or "absent" (not installed), through systemd's D-Bus API. */
 extern const SettingKind setting_kind_service;
 
+/* /sys/kernel/debug/sched/features/NAME (a name, not a file): one scheduler feature, "on" or "off",
+ * read from the features file's NAME or NO_NAME and written as one of them: each feature is set and
+ * restored on its own. */
+extern const SettingKind setting_kind_sched_feature;
+
 /* /dev/cpu_dma_latency: a PM QoS request in µs held through an open descriptor, or "none". */
 extern const SettingKind setting_kind_pmqos;
+
+/* A resctrl group directory (/sys/fs/resctrl/NAME): "present" or "absent". */
+extern const SettingKind setting_kind_resctrl_group;
+/* One resource's line of a resctrl schemata file, "L3:0=ff0;1=fffff"; masks compare as numbers, domains
+ * where both values name them. */
+extern const SettingKind setting_kind_schemata;
 
 const SettingKind *setting_kind_from_name(const char *name);
 
@@ -101,6 +120,10 @@ const SettingKind *setting_kind_from_name(const char *name);
 int setting_file_read(SettingContext *ctx, const char *object, const char *hint, char **ret);
 int setting_file_write(SettingContext *ctx, const char *object, const char *value);
 bool setting_equal_folded(const char *a, const char *b);
+/* For kinds of directories rtctl makes: "present" or "absent"; removing one that holds something the
+ * kernel does not take along with it (files a user put there) leaves it, and the read back says so. */
+int setting_dir_read(SettingContext *ctx, const char *object, const char *hint, char **ret);
+int setting_dir_write(SettingContext *ctx, const char *object, const char *value);
 
 typedef enum SettingResult {
         SETTING_PENDING,

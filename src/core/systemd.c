@@ -171,24 +171,35 @@ static const char *unit_interface(const char *unit)
         return "org.freedesktop.systemd1.Service";
 }
 
-static int unit_path(sd_bus *b, const char *unit, char **ret)
+/* Calls method of systemd's object path, with arg as its one string argument (NULL: none), and returns
+ * the one value of the reply (type "o" or "s"). */
+static int call_for_string(sd_bus *b, const char *path, const char *interface, const char *method,
+                           const char *arg, const char *type, char **ret)
 {
         sd_bus_error e = SD_BUS_ERROR_NULL;
         sd_bus_message *reply = NULL;
-        const char *path;
+        const char *value;
         int r;
 
-        r = sd_bus_call_method(b, SD_NAME, SD_PATH, SD_IFACE, "GetUnit", &e, &reply, "s", unit);
+        if (arg)
+                r = sd_bus_call_method(b, SD_NAME, path, interface, method, &e, &reply, "s", arg);
+        else
+                r = sd_bus_call_method(b, SD_NAME, path, interface, method, &e, &reply, "");
         if (r < 0) {
                 r = errno_of(&e, r);
                 sd_bus_error_free(&e);
                 return r;
         }
-        r = sd_bus_message_read(reply, "o", &path);
+        r = sd_bus_message_read(reply, type, &value);
         if (r >= 0)
-                *ret = xstrdup(path);
+                *ret = xstrdup(value);
         sd_bus_message_unref(reply);
         return r < 0 ? r : 0;
+}
+
+static int unit_path(sd_bus *b, const char *unit, char **ret)
+{
+        return call_for_string(b, SD_PATH, SD_IFACE, "GetUnit", unit, "o", ret);
 }
 
 int systemd_unit_cpus(SystemdClient *c, const char *unit, char **ret)
@@ -289,22 +300,91 @@ static int send_call(SystemdClient *c, sd_bus *b, sd_bus_message *m, int r, cons
         return r < 0 ? r : label ? r : 0;
 }
 
+/* SetUnitProperties(unit, runtime=true, ...) up to its properties: run time only, like everything rtctl
+ * does. */
+static int new_set_properties(SystemdClient *c, const char *unit, sd_bus **ret_bus, sd_bus_message **ret)
+{
+        int r = new_call(c, "SetUnitProperties", ret_bus, ret);
+
+        if (r < 0)
+                return r;
+        r = sd_bus_message_append(*ret, "sb", unit, 1);
+        if (r < 0)
+                *ret = sd_bus_message_unref(*ret);
+        return r;
+}
+
 int systemd_set_unit_cpus(SystemdClient *c, const char *unit, const char *cpulist)
 {
         sd_bus_message *m = NULL;
         sd_bus *b = NULL;
         int r;
 
-        r = new_call(c, "SetUnitProperties", &b, &m);
+        r = new_set_properties(c, unit, &b, &m);
         if (r < 0)
                 return r;
-        r = sd_bus_message_append(m, "sb", unit, 1);
-        if (r >= 0)
-                r = sd_bus_message_open_container(m, 'a', "(sv)");
+        r = sd_bus_message_open_container(m, 'a', "(sv)");
         if (r >= 0)
                 r = append_cpus(m, cpulist);
         if (r >= 0)
                 r = sd_bus_message_close_container(m);
+        return send_call(c, b, m, r, NULL);
+}
+
+bool systemd_introspection_has(const char *xml, const char *interface, const char *property,
+                               const char *type)
+{
+        _cleanup_free_ char *open = xasprintf("<interface name=\"%s\">", interface);
+        _cleanup_free_ char *want = xasprintf("<property name=\"%s\" type=\"%s\"", property, type);
+        const char *start = strstr(xml, open), *end, *found;
+
+        if (!start)
+                return false;
+        end = strstr(start, "</interface>");
+        found = strstr(start, want);
+        return found && (!end || found < end);
+}
+
+int systemd_has_property(SystemdClient *c, const char *interface, const char *property, const char *type)
+{
+        _cleanup_free_ char *path = NULL, *xml = NULL;
+        sd_bus *b;
+        int r;
+
+        /* The root slice always exists, and a unit object lists every property of its interfaces. */
+        if ((r = bus(c, &b)) < 0 || (r = unit_path(b, "-.slice", &path)) < 0 ||
+            (r = call_for_string(b, path, "org.freedesktop.DBus.Introspectable", "Introspect", NULL, "s",
+                                 &xml)) < 0)
+                return r;
+        return systemd_introspection_has(xml, interface, property, type);
+}
+
+int systemd_unit_string(SystemdClient *c, const char *unit, const char *property, char **ret)
+{
+        sd_bus_error e = SD_BUS_ERROR_NULL;
+        _cleanup_free_ char *path = NULL;
+        sd_bus *b;
+        int r;
+
+        if ((r = bus(c, &b)) < 0 || (r = unit_path(b, unit, &path)) < 0)
+                return r;
+        r = sd_bus_get_property_string(b, SD_NAME, path, unit_interface(unit), property, &e, ret);
+        if (r < 0)
+                r = errno_of(&e, r);
+        sd_bus_error_free(&e);
+        return r < 0 ? r : 0;
+}
+
+int systemd_set_unit_string(SystemdClient *c, const char *unit, const char *property, const char *value)
+{
+        sd_bus_message *m = NULL;
+        sd_bus *b = NULL;
+        int r;
+
+        r = new_set_properties(c, unit, &b, &m);
+        if (r < 0)
+                return r;
+        r = sd_bus_message_append(m, "a(sv)", 1, property, "s", value);
         return send_call(c, b, m, r, NULL);
 }
 

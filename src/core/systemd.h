@@ -43,6 +43,17 @@ int systemd_client_wait(SystemdClient *c, uint64_t timeout_usec);
 int systemd_unit_cpus(SystemdClient *c, const char *unit, char **ret);
 /* Sets AllowedCPUs= at run time only (lost at reboot, like everything rtctl does); "" unsets it. */
 int systemd_set_unit_cpus(SystemdClient *c, const char *unit, const char *cpulist);
+/* Whether systemd's units have property (of D-Bus type type) on interface
+ * ("org.freedesktop.systemd1.Slice"): 1 or 0, from the running manager's introspection data, so a
+ * property that arrives with a newer systemd is found without comparing version numbers. */
+int systemd_has_property(SystemdClient *c, const char *interface, const char *property, const char *type);
+/* The answer from introspection data: interface's block (up to its </interface>) holds
+ * <property name="PROPERTY" type="TYPE" ...>. */
+bool systemd_introspection_has(const char *xml, const char *interface, const char *property,
+                               const char *type);
+/* A string property of a unit, and setting one at run time only. */
+int systemd_unit_string(SystemdClient *c, const char *unit, const char *property, char **ret);
+int systemd_set_unit_string(SystemdClient *c, const char *unit, const char *property, const char *value);
 int systemd_unit_active(SystemdClient *c, const char *unit, bool *ret);
 /* LoadState ("loaded", "not-found", "masked"), ActiveState and UnitFileState ("enabled",
  * "masked-runtime", ...) of a unit, loading it if needed. */

@@ -68,6 +68,30 @@ static int first_of_list(const char *path, unsigned size, int *ret)
         return *ret >= 0 ? 0 : -ENOENT;
 }
 
+/* Cache sizes read "32768K" (or "96M"). */
+static uint64_t read_cache_size(const char *path)
+{
+        _cleanup_free_ char *s = NULL;
+        unsigned v;
+        char *unit;
+
+        if (sys_read(path, &s) < 0)
+                return 0;
+        unit = s + strspn(s, "0123456789");
+        if (unit == s)
+                return 0;
+        switch (*unit) {
+        case 'K':
+                *unit = 0;
+                return safe_atou(s, &v) < 0 ? 0 : (uint64_t)v << 10;
+        case 'M':
+                *unit = 0;
+                return safe_atou(s, &v) < 0 ? 0 : (uint64_t)v << 20;
+        default:
+                return safe_atou(s, &v) < 0 ? 0 : v;
+        }
+}
+
 /* The last-level cache is the highest-level unified (or data) cache listed under cpuN/cache. */
 static void read_llc(unsigned cpu, unsigned size, CpuInfo *info)
 {
@@ -78,6 +102,7 @@ static void read_llc(unsigned cpu, unsigned size, CpuInfo *info)
                 _cleanup_free_ char *type_path = xasprintf("%s/type", dir);
                 _cleanup_free_ char *level_path = xasprintf("%s/level", dir);
                 _cleanup_free_ char *list_path = xasprintf("%s/shared_cpu_list", dir);
+                _cleanup_free_ char *size_path = xasprintf("%s/size", dir);
                 _cleanup_free_ char *type = NULL;
                 unsigned level;
                 int first;
@@ -92,6 +117,52 @@ static void read_llc(unsigned cpu, unsigned size, CpuInfo *info)
                         continue;
                 best_level = (int)level;
                 info->llc = first;
+                info->llc_bytes = read_cache_size(size_path);
+        }
+}
+
+static void read_cluster(unsigned cpu, unsigned size, CpuInfo *info)
+{
+        _cleanup_free_ char *path =
+            xasprintf("/sys/devices/system/cpu/cpu%u/topology/cluster_cpus_list", cpu);
+
+        if (first_of_list(path, size, &info->cluster) < 0)
+                info->cluster = -1;
+}
+
+static void read_speed(unsigned cpu, CpuInfo *info)
+{
+        _cleanup_free_ char *cap = xasprintf("/sys/devices/system/cpu/cpu%u/cpu_capacity", cpu);
+        _cleanup_free_ char *perf = xasprintf("/sys/devices/system/cpu/cpu%u/acpi_cppc/highest_perf", cpu);
+        _cleanup_free_ char *freq = xasprintf("/sys/devices/system/cpu/cpu%u/cpufreq/cpuinfo_max_freq", cpu);
+
+        if (sys_read_uint(cap, &info->capacity) < 0)
+                info->capacity = 0;
+        if (sys_read_uint(perf, &info->highest_perf) < 0)
+                info->highest_perf = 0;
+        if (sys_read_uint(freq, &info->max_freq_khz) < 0)
+                info->max_freq_khz = 0;
+}
+
+/* The PMU devices of a hybrid part list the CPUs of each core type. */
+static void read_core_types(Topology *t)
+{
+        static const struct {
+                const char *path;
+                CoreType type;
+        } pmus[] = {
+            {"/sys/devices/cpu_core/cpus", CORE_TYPE_PERFORMANCE},
+            {"/sys/devices/cpu_atom/cpus", CORE_TYPE_EFFICIENT},
+        };
+
+        for (size_t i = 0; i < sizeof(pmus) / sizeof(pmus[0]); i++) {
+                _cleanup_cpuset_ CpuSet *set = NULL;
+
+                if (read_cpulist(pmus[i].path, t->n_cpus, &set) < 0)
+                        continue;
+                t->hybrid = true;
+                FOREACH_CPU (cpu, set)
+                        t->cpus[cpu].type = pmus[i].type;
         }
 }
 
@@ -158,8 +229,13 @@ int topology_load(const Topology *previous, Topology **ret)
                 CpuInfo *info = &t->cpus[cpu];
                 const CpuInfo *old = previous && cpu < previous->n_cpus ? &previous->cpus[cpu] : NULL;
 
-                *info =
-                    (CpuInfo){.package = -1, .die = -1, .core_id = -1, .core = -1, .llc = -1, .node = -1};
+                *info = (CpuInfo){.package = -1,
+                                  .die = -1,
+                                  .core_id = -1,
+                                  .core = -1,
+                                  .llc = -1,
+                                  .cluster = -1,
+                                  .node = -1};
                 info->present = cpuset_has(t->present, cpu);
                 info->online = cpuset_has(t->online, cpu);
                 if (!cpuset_has(t->possible, cpu))
@@ -169,15 +245,31 @@ int topology_load(const Topology *previous, Topology **ret)
                 if (read_topology_int(cpu, "die_id", &info->die) < 0)
                         info->die = info->package >= 0 ? 0 : -1;
                 (void)read_topology_int(cpu, "core_id", &info->core_id);
+                read_cluster(cpu, t->n_cpus, info);
                 read_llc(cpu, t->n_cpus, info);
+                read_speed(cpu, info);
 
                 if (old && info->core_id < 0) {
                         info->package = old->package;
                         info->die = old->die;
                         info->core_id = old->core_id;
                         info->llc = old->llc;
+                        info->llc_bytes = old->llc_bytes;
+                        info->cluster = old->cluster;
+                }
+                if (old && !info->capacity && !info->highest_perf && !info->max_freq_khz) {
+                        info->capacity = old->capacity;
+                        info->highest_perf = old->highest_perf;
+                        info->max_freq_khz = old->max_freq_khz;
                 }
         }
+        read_core_types(t);
+        if (previous && previous->hybrid && previous->n_cpus == t->n_cpus)
+                for (unsigned cpu = 0; cpu < t->n_cpus; cpu++)
+                        if (t->cpus[cpu].type == CORE_TYPE_UNKNOWN) {
+                                t->cpus[cpu].type = previous->cpus[cpu].type;
+                                t->hybrid = true;
+                        }
         number_cores(t);
         read_nodes(t);
 

@@ -2,13 +2,14 @@
 #include "core/tuner.h"
 
 /* The order is the order of a pass: rival services stopped first (and, restore going newest first,
- * started again last, after rtctl put their knobs back), then sysctls, then the CPU split (kernel threads'
- * own CPUs before the cpusets, so that restore, newest first, dissolves the cpusets before it puts
- * affinities back), then interrupts (placed within the CPU split just made, their threads after them), then
- * power (frequency, then idle states), then devices. */
+ * started again last, after rtctl put their knobs back), then sysctls and the scheduler's knobs, then the
+ * CPU split (kernel threads' own CPUs before the cpusets, so that restore, newest first, dissolves the
+ * cpusets before it puts affinities back) and the isolated CPUs' cache ways, then interrupts (placed
+ * within the CPU split just made, their threads after them), then power (frequency, then idle
+ * states), then devices. */
 const Tuner *const tuners[] = {
-    &tuner_conflict,  &tuner_sysctl,  &tuner_kthread, &tuner_cpuset, &tuner_irq,
-    &tuner_irqthread, &tuner_cpufreq, &tuner_cpuidle, &tuner_block,
+    &tuner_conflict, &tuner_sysctl,    &tuner_sched,   &tuner_kthread, &tuner_cpuset, &tuner_cache,
+    &tuner_irq,      &tuner_irqthread, &tuner_cpufreq, &tuner_cpuidle, &tuner_block,
 };
 _Static_assert(ELEMENTSOF(tuners) == N_TUNERS, "N_TUNERS must count the tuners");
 
@@ -32,6 +33,15 @@ void plan_notes_fail(PlanNotes *n, const char *tuner, char *object, int error, c
 {
         plan_notes_add(n, tuner, object, reason);
         n->items[n->n - 1].error = error;
+}
+
+char *unsupported_describe(const Unsupported *u)
+{
+        if (u->error)
+                return xasprintf("%s: %s", strerror(u->error), u->reason);
+        /* Some reasons say it themselves ("not supported: use base_slice_ns"). */
+        return startswith(u->reason, "not supported") ? xstrdup(u->reason)
+                                                      : xasprintf("not supported: %s", u->reason);
 }
 
 void plan_notes_clear(PlanNotes *n)

@@ -25,6 +25,9 @@ typedef struct PlanContext {
         uint64_t pass_start_usec; /* CLOCK_MONOTONIC */
         /* Stop conflicting services (irqbalance) rather than warn about them: OnConflict=stop. */
         bool stop_conflicts;
+        /* What setting kinds keep; a tuner only asks it what the machine offers (whether systemd has a
+         * property), never writes through it. */
+        SettingContext *kinds;
 } PlanContext;
 
 /* Something the profile asks for that this kernel or machine cannot do: reported, never a failure. */
@@ -45,6 +48,8 @@ void plan_notes_add(PlanNotes *n, const char *tuner, char *object, char *reason)
 /* A failure known before writing: the setting is not planned, and status says why. */
 void plan_notes_fail(PlanNotes *n, const char *tuner, char *object, int error, char *reason);
 void plan_notes_clear(PlanNotes *n);
+/* "not supported: REASON", or "ERRNO TEXT: REASON" for a failure known before writing. */
+char *unsupported_describe(const Unsupported *u);
 
 /* One subsystem. A tuner never writes: plan() only reads the machine and says what it wants, so a dry
  * run is exact and every tuner can be tested on a fixture tree. */
@@ -78,9 +83,11 @@ typedef struct Tuner {
 
 extern const Tuner tuner_block;
 extern const Tuner tuner_sysctl;
+extern const Tuner tuner_sched;
 extern const Tuner tuner_cpuset;
 /* The cpuset tuner's one "device": replanning it plans the attached processes and threads alone. */
 #define CPUSET_ATTACH_DEVICE "attach"
+extern const Tuner tuner_cache;
 extern const Tuner tuner_kthread;
 extern const Tuner tuner_irq;
 extern const Tuner tuner_irqthread;
@@ -88,7 +95,7 @@ extern const Tuner tuner_cpufreq;
 extern const Tuner tuner_cpuidle;
 extern const Tuner tuner_conflict;
 
-#define N_TUNERS 9
+#define N_TUNERS 11
 extern const Tuner *const tuners[N_TUNERS];
 
 int tuner_index(const char *name);

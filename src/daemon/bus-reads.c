@@ -38,9 +38,8 @@ typedef struct ReadMethod {
 } ReadMethod;
 
 static const ReadMethod read_methods[] = {
-    {"Plan", "s", bus_method_plan},
-    {"ListIrqs", "", bus_method_list_irqs},
-    {"Verify", "", bus_method_verify},
+    {"Plan", "s", bus_method_plan},         {"PlanWithNotes", "s", bus_method_plan},
+    {"ListIrqs", "", bus_method_list_irqs}, {"Verify", "", bus_method_verify},
     {"Check", "", bus_method_check},
 };
 
@@ -201,18 +200,30 @@ int bus_reads_setup(Manager *m)
         return 0;
 }
 
+/* Plan: the writes. PlanWithNotes: the writes, then what the profile names that the pass leaves alone. */
 static int reply_plan(sd_bus_message *msg, const PlanRow *rows, size_t n)
 {
         _cleanup_(sd_bus_message_unrefp) sd_bus_message *reply = NULL;
+        bool notes = sd_bus_message_is_method_call(msg, NULL, "PlanWithNotes") > 0;
         int r;
 
         r = sd_bus_message_new_method_return(msg, &reply);
         if (r >= 0)
                 r = sd_bus_message_open_container(reply, 'a', "(sss)");
         for (size_t i = 0; r >= 0 && i < n; i++)
-                r = sd_bus_message_append(reply, "(sss)", rows[i].object, rows[i].current, rows[i].desired);
+                if (!rows[i].note)
+                        r = sd_bus_message_append(reply, "(sss)", rows[i].object, rows[i].current,
+                                                  rows[i].desired);
         if (r >= 0)
                 r = sd_bus_message_close_container(reply);
+        if (r >= 0 && notes) {
+                r = sd_bus_message_open_container(reply, 'a', "(ss)");
+                for (size_t i = 0; r >= 0 && i < n; i++)
+                        if (rows[i].note)
+                                r = sd_bus_message_append(reply, "(ss)", rows[i].object, rows[i].note);
+                if (r >= 0)
+                        r = sd_bus_message_close_container(reply);
+        }
         if (r < 0)
                 return r;
         return sd_bus_send(NULL, reply, NULL);
@@ -319,16 +330,24 @@ int bus_method_verify(sd_bus_message *msg, void *userdata, sd_bus_error *error)
 int bus_method_check(sd_bus_message *msg, void *userdata, sd_bus_error *error)
 {
         _cleanup_(sd_bus_message_unrefp) sd_bus_message *reply = NULL;
+        Manager *m = userdata;
+        _cleanup_free_ char *source = xasprintf("rtctld, profile %s", manager_active_profile(m));
+        /* The CPUs the last pass really isolated, not what the profile asks for. */
+        AuditOptions o = {.isolated = m->status.isolated,
+                          .isolated_source = source,
+                          .boot_known = m->policy != NULL,
+                          .boot_missing = m->status.boot_missing,
+                          .profile = manager_active_profile(m)};
         Audit a = {};
         int r;
 
-        audit_run(&a);
+        audit_run(&o, &a);
         r = sd_bus_message_new_method_return(msg, &reply);
         if (r >= 0)
-                r = sd_bus_message_open_container(reply, 'a', "(sss)");
+                r = sd_bus_message_open_container(reply, 'a', "(ssss)");
         for (size_t i = 0; r >= 0 && i < a.n; i++)
-                r = sd_bus_message_append(reply, "(sss)", a.items[i].check, a.items[i].status,
-                                          a.items[i].detail);
+                r = sd_bus_message_append(reply, "(ssss)", a.items[i].check, a.items[i].status,
+                                          a.items[i].detail, a.items[i].fix ? a.items[i].fix : "");
         audit_clear(&a);
         if (r >= 0)
                 r = sd_bus_message_close_container(reply);

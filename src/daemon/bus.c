@@ -15,6 +15,9 @@ static int authorize(sd_bus_message *msg, Manager *m, const char *action, sd_bus
         return r > 0 ? 0 : r == 0 ? 1 : r;
 }
 
+/* The longest reason or application id a hold keeps. */
+#define HOLD_TEXT_MAX 256
+
 static int profile_error(sd_bus_error *error, int r, const char *name, const char *msg)
 {
         if (r == -ENOENT)
@@ -169,9 +172,17 @@ static int method_hold_profile(sd_bus_message *msg, void *userdata, sd_bus_error
         r = sd_bus_message_read(msg, "sss", &profile, &reason, &app);
         if (r < 0)
                 return r;
-        if (!profile_name_valid(profile))
+        if (!profile_name_valid(profile)) {
+                _cleanup_free_ char *shown = echo_text(profile);
                 return sd_bus_error_setf(error, RTCTL_ERROR_INVALID_ARGUMENT, "'%s' is not a profile name",
-                                         profile);
+                                         shown);
+        }
+        /* Kept for as long as the hold lasts and shown to every reader of ActiveProfileHolds. */
+        if (strlen(reason) > HOLD_TEXT_MAX || strlen(app) > HOLD_TEXT_MAX)
+                return sd_bus_error_setf(
+                    error, RTCTL_ERROR_INVALID_ARGUMENT, "The %s is %zu bytes long; at most %d are kept",
+                    strlen(reason) > HOLD_TEXT_MAX ? "reason" : "application id",
+                    strlen(strlen(reason) > HOLD_TEXT_MAX ? reason : app), HOLD_TEXT_MAX);
         r = authorize(msg, m, ACTION_HOLD_PROFILE, error);
         if (r != 0)
                 return r;
@@ -439,6 +450,13 @@ static int property_cpus(sd_bus *bus, const char *path, const char *interface, c
         return sd_bus_message_append(reply, "s", list);
 }
 
+static int property_isolation_reason(sd_bus *bus, const char *path, const char *interface,
+                                     const char *property, sd_bus_message *reply, void *userdata,
+                                     sd_bus_error *error)
+{
+        return sd_bus_message_append(reply, "s", strempty(((Manager *)userdata)->status.isolation_reason));
+}
+
 static int property_last_pass(sd_bus *bus, const char *path, const char *interface, const char *property,
                               sd_bus_message *reply, void *userdata, sd_bus_error *error)
 {
@@ -467,6 +485,8 @@ static const sd_bus_vtable manager_vtable[] = {
     SD_BUS_PROPERTY("Unsupported", "a(sss)", property_unsupported, 0, SD_BUS_VTABLE_PROPERTY_EMITS_CHANGE),
     SD_BUS_PROPERTY("IsolatedCPUs", "s", property_cpus, 0, SD_BUS_VTABLE_PROPERTY_EMITS_CHANGE),
     SD_BUS_PROPERTY("HousekeepingCPUs", "s", property_cpus, 0, SD_BUS_VTABLE_PROPERTY_EMITS_CHANGE),
+    SD_BUS_PROPERTY("IsolationReason", "s", property_isolation_reason, 0,
+                    SD_BUS_VTABLE_PROPERTY_EMITS_CHANGE),
     SD_BUS_PROPERTY("LastPass", "(tuut)", property_last_pass, 0, SD_BUS_VTABLE_PROPERTY_EMITS_CHANGE),
     SD_BUS_PROPERTY("AttachedProcesses", "au", property_attached, 0, SD_BUS_VTABLE_PROPERTY_EMITS_CHANGE),
     SD_BUS_PROPERTY("AttachedThreads", "a(uuss)", bus_property_attached_threads, 0,
@@ -482,6 +502,9 @@ static const sd_bus_vtable manager_vtable[] = {
                             method_restore, SD_BUS_VTABLE_UNPRIVILEGED),
     SD_BUS_METHOD_WITH_ARGS("Plan", SD_BUS_ARGS("s", profile), SD_BUS_RESULT("a(sss)", settings),
                             bus_method_plan, SD_BUS_VTABLE_UNPRIVILEGED),
+    SD_BUS_METHOD_WITH_ARGS("PlanWithNotes", SD_BUS_ARGS("s", profile),
+                            SD_BUS_RESULT("a(sss)", settings, "a(ss)", left_alone), bus_method_plan,
+                            SD_BUS_VTABLE_UNPRIVILEGED),
     SD_BUS_METHOD_WITH_ARGS("AttachProcess", SD_BUS_ARGS("u", pid),
                             SD_BUS_RESULT("u", changes, "u", failures), method_attach,
                             SD_BUS_VTABLE_UNPRIVILEGED),
@@ -506,7 +529,7 @@ static const sd_bus_vtable manager_vtable[] = {
                             SD_BUS_VTABLE_UNPRIVILEGED),
     SD_BUS_METHOD_WITH_ARGS("Verify", SD_BUS_NO_ARGS, SD_BUS_RESULT("a(ssss)", settings), bus_method_verify,
                             SD_BUS_VTABLE_UNPRIVILEGED),
-    SD_BUS_METHOD_WITH_ARGS("Check", SD_BUS_NO_ARGS, SD_BUS_RESULT("a(sss)", findings), bus_method_check,
+    SD_BUS_METHOD_WITH_ARGS("Check", SD_BUS_NO_ARGS, SD_BUS_RESULT("a(ssss)", findings), bus_method_check,
                             SD_BUS_VTABLE_UNPRIVILEGED),
     SD_BUS_SIGNAL_WITH_ARGS("Applied", SD_BUS_ARGS("s", reason, "u", changes, "u", failures), 0),
     SD_BUS_SIGNAL_WITH_ARGS("ProfileReleased", SD_BUS_ARGS("u", cookie), 0),
@@ -541,10 +564,10 @@ void bus_emit_applied(Manager *m, const char *reason)
                 return;
         (void)sd_bus_emit_signal(m->bus, RTCTL_BUS_PATH, RTCTL_BUS_IFACE, "Applied", "suu", reason,
                                  m->status.last_pass.changes, m->status.last_pass.failures);
-        (void)sd_bus_emit_properties_changed(m->bus, RTCTL_BUS_PATH, RTCTL_BUS_IFACE, "ActiveProfile",
-                                             "State", "Failures", "Unsupported", "IsolatedCPUs",
-                                             "HousekeepingCPUs", "LastPass", "AttachedProcesses",
-                                             "DMALatencyRequest", "RebootPending", NULL);
+        (void)sd_bus_emit_properties_changed(
+            m->bus, RTCTL_BUS_PATH, RTCTL_BUS_IFACE, "ActiveProfile", "State", "Failures", "Unsupported",
+            "IsolatedCPUs", "HousekeepingCPUs", "IsolationReason", "LastPass", "AttachedProcesses",
+            "DMALatencyRequest", "RebootPending", NULL);
         (void)sd_bus_emit_properties_changed(m->bus, RTCTL_BUS_PATH, RTCTL_BUS_IFACE, "CPUPower", NULL);
 }
 

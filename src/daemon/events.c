@@ -19,15 +19,17 @@ struct UeventMonitor {
 };
 
 /* "add@/devices/virtual/block/loop3\0ACTION=add\0DEVPATH=...\0SUBSYSTEM=block\0..." */
-static void dispatch_kernel_message(UeventMonitor *m, const char *buf, size_t len)
+bool uevent_parse(const char *buf, size_t len, Uevent *ret)
 {
         const char *action = NULL, *subsystem = NULL, *devpath = NULL, *devtype = NULL;
         const char *end = buf + len;
-        Uevent ev;
+        size_t n = strnlen(buf, len);
 
-        if (!memchr(buf, '@', strnlen(buf, len)))
-                return; /* udev's own messages use another header and another group */
-        for (const char *p = buf + strnlen(buf, len) + 1; p < end; p += strnlen(p, (size_t)(end - p)) + 1) {
+        if (n == len || !memchr(buf, '@', n))
+                return false; /* udev's own messages use another header and another group */
+        /* Only fields that end before the datagram does are strings. */
+        for (const char *p = buf + n + 1; p < end && (n = strnlen(p, (size_t)(end - p))) < (size_t)(end - p);
+             p += n + 1) {
                 const char *v;
                 if ((v = startswith(p, "ACTION=")))
                         action = v;
@@ -39,12 +41,12 @@ static void dispatch_kernel_message(UeventMonitor *m, const char *buf, size_t le
                         devtype = v;
         }
         if (!action || !subsystem || !devpath || !strrchr(devpath, '/'))
-                return;
-        ev = (Uevent){.action = action,
-                      .subsystem = subsystem,
-                      .sysname = strrchr(devpath, '/') + 1,
-                      .devtype = devtype};
-        m->handler(&ev, m->userdata);
+                return false;
+        *ret = (Uevent){.action = action,
+                        .subsystem = subsystem,
+                        .sysname = strrchr(devpath, '/') + 1,
+                        .devtype = devtype};
+        return true;
 }
 
 static int on_kernel_uevent(sd_event_source *s, int fd, uint32_t revents, void *userdata)
@@ -54,6 +56,7 @@ static int on_kernel_uevent(sd_event_source *s, int fd, uint32_t revents, void *
         for (;;) {
                 struct sockaddr_nl from = {};
                 unsigned char *buf = NULL;
+                Uevent ev;
                 int n;
 
                 n = nl_recv(m->sock, &from, &buf, NULL);
@@ -65,8 +68,8 @@ static int on_kernel_uevent(sd_event_source *s, int fd, uint32_t revents, void *
                         break;
                 }
                 /* Only the kernel (port 0) speaks for devices on this group. */
-                if (from.nl_pid == 0)
-                        dispatch_kernel_message(m, (const char *)buf, (size_t)n);
+                if (from.nl_pid == 0 && uevent_parse((const char *)buf, (size_t)n, &ev))
+                        m->handler(&ev, m->userdata);
                 free(buf);
         }
         return 0;

@@ -12,6 +12,11 @@ typedef struct Uevent {
         const char *devtype;   /* disk, partition, or NULL */
 } Uevent;
 
+/* One kernel uevent datagram of exactly len bytes ("add@/devices/...\0ACTION=add\0DEVPATH=...\0..."), as
+ * received: it need not end in a NUL, and a field without one is not read. False when it is not a
+ * device event or lacks ACTION, SUBSYSTEM or DEVPATH. ret points into buf. */
+bool uevent_parse(const char *buf, size_t len, Uevent *ret);
+
 typedef void (*UeventHandler)(const Uevent *ev, void *userdata);
 
 typedef struct UeventMonitor UeventMonitor;

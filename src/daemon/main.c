@@ -57,6 +57,10 @@ static int parse_argv(int argc, char *argv[], Manager *m)
         return 1;
 }
 
+/* A bad command line, as systemd's daemons (and LSB's "invalid or excess argument") exit: 2. */
+#define EXIT_USAGE 2
+
+/* < 0: failed; 0: done; EXIT_USAGE: the command line was wrong (said on stderr). */
 static int run(int argc, char *argv[])
 {
         _cleanup_manager_ Manager *m = NULL;
@@ -67,8 +71,10 @@ static int run(int argc, char *argv[])
         if (r < 0)
                 return log_error_errno(r, "Failed to allocate the event loop: %m");
         r = parse_argv(argc, argv, m);
-        if (r <= 0)
-                return r;
+        if (r < 0)
+                return EXIT_USAGE;
+        if (r == 0)
+                return 0;
 
         m->runtime_dir = rtctl_runtime_dir();
         m->state_dir = rtctl_state_dir();
@@ -82,5 +88,5 @@ static int run(int argc, char *argv[])
 int main(int argc, char *argv[])
 {
         int r = run(argc, argv);
-        return r < 0 ? EXIT_FAILURE : EXIT_SUCCESS;
+        return r == EXIT_USAGE ? EXIT_USAGE : r < 0 ? EXIT_FAILURE : EXIT_SUCCESS;
 }

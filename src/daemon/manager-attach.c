@@ -1,7 +1,7 @@
 /* SPDX-License-Identifier: GPL-2.0-or-later */
 /* Processes attached to the isolated CPUs (AttachProcess, `rtctl attach`), kept in the runtime directory
  * so that a restarted daemon keeps them there. */
-#include <sys/syscall.h>
+#include <poll.h>
 #include <unistd.h>
 
 #include "core/tasks.h"
@@ -113,8 +113,11 @@ int manager_attach_pidfd(Manager *m, int fd, unsigned *ret_pid)
         if (pid == 0 || task_info((unsigned)pid, &t) < 0)
                 return -ESRCH;
         /* Still alive after its start time was read: the PID is still the pidfd's process, so the
-         * start time is its own, and AttachProcess's (PID, start time) check takes over from here. */
-        if (syscall(SYS_pidfd_send_signal, fd, 0, NULL, 0) < 0)
+         * start time is its own, and AttachProcess's (PID, start time) check takes over from here. A
+         * pidfd polls readable once its process has exited; unlike a signal 0 this needs no CAP_KILL
+         * for another user's process, so the unit does without that capability. */
+        struct pollfd pfd = {.fd = fd, .events = POLLIN};
+        if (poll(&pfd, 1, 0) != 0)
                 return -ESRCH;
         *ret_pid = (unsigned)pid;
         return attach_task(m, (unsigned)pid, &t);

@@ -81,7 +81,8 @@ int manager_pin_irq(Manager *m, unsigned irq, const char *cpus, bool allow_isola
         if (r < 0)
                 return r;
         if (!set || cpuset_empty(set)) {
-                *ret_error = xasprintf("'%s' names no CPU here", cpus);
+                _cleanup_free_ char *shown = echo_text(cpus);
+                *ret_error = xasprintf("'%s' names no CPU here", shown);
                 return -EINVAL;
         }
         if (!allow_isolated && m->status.isolated && cpuset_intersects(set, m->status.isolated)) {

@@ -13,6 +13,7 @@ void plan_rows_free(PlanRow *rows, size_t n)
                 free(rows[i].object);
                 free(rows[i].current);
                 free(rows[i].desired);
+                free(rows[i].note);
         }
         free(rows);
 }
@@ -53,7 +54,7 @@ static bool fresh(bool valid, uint64_t since)
 /* The writes of a dry run: what would change, restores included. */
 static void plan_rows(const PassResult *res, PlanRow **ret, size_t *ret_n)
 {
-        PlanRow *rows = xmalloc0(sizeof(PlanRow) * (res->plan.n + 1));
+        PlanRow *rows = xmalloc0(sizeof(PlanRow) * (res->plan.n + res->notes.n + 1));
         size_t n = 0;
 
         for (size_t i = 0; i < res->plan.n; i++) {
@@ -62,6 +63,13 @@ static void plan_rows(const PassResult *res, PlanRow **ret, size_t *ret_n)
                         rows[n++] = (PlanRow){.object = xstrdup(s->object),
                                               .current = xstrdup(strempty(s->current)),
                                               .desired = xstrdup(s->desired)};
+        }
+        for (size_t i = 0; i < res->notes.n; i++) {
+                const Unsupported *u = &res->notes.items[i];
+                rows[n++] = (PlanRow){.object = xstrdup(u->object),
+                                      .current = xstrdup(""),
+                                      .desired = xstrdup(""),
+                                      .note = unsupported_describe(u)};
         }
         *ret = rows;
         *ret_n = n;

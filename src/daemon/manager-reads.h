@@ -7,11 +7,13 @@
 
 typedef struct Manager Manager;
 
-/* A row of Plan(): what one write would do. */
+/* A row of Plan(): what one write would do; or, with note set, an object the profile names that the
+ * pass leaves alone (not supported here, or a failure known before writing), and why. */
 typedef struct PlanRow {
         char *object;
         char *current;
         char *desired;
+        char *note;
 } PlanRow;
 
 /* A row of Verify(): one setting in force; why is "" when it is in place. */

@@ -44,6 +44,7 @@ void status_clear(Status *s)
                 g_hash_table_destroy(s->unsupported);
         cpuset_free(s->isolated);
         cpuset_free(s->housekeeping);
+        free(s->isolation_reason);
         power_clear(s);
         free(s->last_line);
         free(s->boot_missing);
@@ -143,6 +144,8 @@ void status_update(Status *s, const Dirty *dirty, PassResult *res)
                 cpuset_free(s->housekeeping);
                 s->isolated = TAKE_PTR(res->isolated);
                 s->housekeeping = TAKE_PTR(res->housekeeping);
+                free(s->isolation_reason);
+                s->isolation_reason = TAKE_PTR(res->isolation_reason);
         }
 }
 

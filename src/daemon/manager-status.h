@@ -38,6 +38,7 @@ typedef struct Status {
         GHashTable *unsupported; /* object -> Failure (error 0) */
         CpuSet *isolated;
         CpuSet *housekeeping;
+        char *isolation_reason; /* why auto:N chose those cores; NULL for a CPU list */
         LastPass last_pass;
         CpuPower *power;
         size_t n_power;

@@ -264,7 +264,6 @@ static void follow_up(Manager *m, const PassResult *res)
 static void on_systemd_settled(void *userdata)
 {
         Manager *m = userdata;
-        _cleanup_free_ char *reason = NULL;
         SystemdFailure *f;
         size_t n;
         bool again = false;
@@ -272,6 +271,16 @@ static void on_systemd_settled(void *userdata)
         f = systemd_client_take_failures(m->kinds.systemd, &n);
         for (size_t i = 0; i < n; i++) {
                 const JournalEntry *e = journal_find(m->journal, f[i].label);
+                unsigned pid;
+                /* A scope's job fails when its process exited before systemd started it (a client
+                 * killed mid-attach): nothing is left to place, so no failure; the cpuset tuner's next
+                 * pass drops the attachment. */
+                if (sscanf(f[i].label, "/proc/%u/", &pid) == 1 && kill((pid_t)pid, 0) < 0 &&
+                    errno == ESRCH) {
+                        log_debug("%s: %s; the process is gone", f[i].label, f[i].message);
+                        m->after_jobs[tuner_index("cpuset")] = true;
+                        continue;
+                }
                 status_set_failure(&m->status, e ? e->tuner : "systemd", f[i].label, EIO, f[i].message);
                 log_warning("%s: %s", f[i].label, f[i].message);
         }

@@ -1,6 +1,7 @@
 /* SPDX-License-Identifier: GPL-2.0-or-later */
 #include <linux/cn_proc.h>
 #include <linux/connector.h>
+#include <limits.h>
 #include <linux/netlink.h>
 #include <netlink/msg.h>
 #include <netlink/netlink.h>
@@ -39,7 +40,7 @@ static int send_op(ProcMonitor *m, enum proc_cn_mcast_op op)
         return r < 0 ? -EIO : 0;
 }
 
-static void dispatch(ProcMonitor *m, const struct proc_event *pe)
+static void dispatch(const struct proc_event *pe, ProcEventHandler handler, void *userdata)
 {
         ProcEvent ev = {};
 
@@ -64,7 +65,7 @@ static void dispatch(ProcMonitor *m, const struct proc_event *pe)
                                  .pid = (unsigned)pe->event_data.comm.process_tgid,
                                  .tid = (unsigned)pe->event_data.comm.process_pid,
                                  .comm = comm};
-                m->handler(&ev, m->userdata);
+                handler(&ev, userdata);
                 return;
         }
         case PROC_EVENT_EXIT:
@@ -75,11 +76,13 @@ static void dispatch(ProcMonitor *m, const struct proc_event *pe)
         default:
                 return; /* uid, gid, sid, ptrace, coredump: no rule looks at them */
         }
-        m->handler(&ev, m->userdata);
+        handler(&ev, userdata);
 }
 
-static void dispatch_buffer(ProcMonitor *m, unsigned char *buf, int len)
+void proc_events_parse(const void *buf, size_t size, ProcEventHandler handler, void *userdata)
 {
+        int len = (int)MIN(size, (size_t)INT_MAX);
+
         for (struct nlmsghdr *h = (struct nlmsghdr *)buf; nlmsg_ok(h, len); h = nlmsg_next(h, &len)) {
                 const struct cn_msg *cn;
 
@@ -94,7 +97,7 @@ static void dispatch_buffer(ProcMonitor *m, unsigned char *buf, int len)
                 /* The event follows a 20-byte cn_msg: copied out, since it holds 64-bit fields. */
                 struct proc_event pe;
                 memcpy(&pe, cn->data, sizeof pe);
-                dispatch(m, &pe);
+                dispatch(&pe, handler, userdata);
         }
 }
 
@@ -124,7 +127,7 @@ static int on_readable(sd_event_source *s, int fd, uint32_t revents, void *userd
                 }
                 /* Only the kernel (port 0) speaks for processes. */
                 if (from.nl_pid == 0 && !(msg.msg_flags & MSG_TRUNC))
-                        dispatch_buffer(m, buf, (int)n);
+                        proc_events_parse(buf, (size_t)n, m->handler, m->userdata);
         }
         return 0;
 }

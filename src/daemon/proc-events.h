@@ -23,6 +23,10 @@ typedef struct ProcEvent {
 typedef void (*ProcEventHandler)(const ProcEvent *ev, void *userdata);
 typedef struct ProcMonitor ProcMonitor;
 
+/* Calls handler for every process event in a datagram of len bytes from the proc connector (netlink
+ * messages, each a cn_msg holding a proc_event); what is malformed or of another kind is skipped. */
+void proc_events_parse(const void *buf, size_t len, ProcEventHandler handler, void *userdata);
+
 /* Subscribes (PROC_CN_MCAST_LISTEN; needs CAP_NET_ADMIN). The source runs below the reconcile pass in
  * priority: under an exec storm the pass a match scheduled still runs, and the bus stays served first. */
 int proc_monitor_new(sd_event *e, ProcEventHandler handler, void *userdata, ProcMonitor **ret);

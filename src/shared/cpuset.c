@@ -153,53 +153,69 @@ static int parse_cpu_number(const char **p, unsigned *ret)
         return 0;
 }
 
+/* " ('ITEM')": the item of a CPU list at p, up to its comma, as much as echo_text() shows. */
+static void item_detail(char *detail, size_t size, const char *item)
+{
+        _cleanup_free_ char *it = xstrndup(item, strcspn(item, ","));
+        _cleanup_free_ char *shown = echo_text(it);
+
+        snprintf(detail, size, " ('%s')", shown);
+}
+
 int cpuset_parse_list(const char *s, unsigned size, CpuSet **ret, char **ret_error)
 {
         _cleanup_cpuset_ CpuSet *set = NULL;
         const char *p = s;
-        char detail[96];
+        char detail[128];
+        _cleanup_free_ char *shown = NULL;
 
         if (isempty(s))
                 return fail(ret_error, -EINVAL, "CPU list '%s' is empty%s", "", "");
 
+        shown = echo_text(s); /* what the messages show of s: it may be anyone's input */
         set = cpuset_new(size);
         for (;;) {
                 const char *item = p;
                 unsigned lo, hi;
 
                 if (*p == ',' || *p == 0)
-                        return fail(ret_error, -EINVAL, "CPU list '%s' has an empty item%s", s, "");
+                        return fail(ret_error, -EINVAL, "CPU list '%s' has an empty item%s", shown, "");
                 if (*p == '-')
                         return fail(ret_error, -EINVAL, "CPU list '%s': negative CPU numbers do not exist%s",
-                                    s, "");
+                                    shown, "");
                 if (parse_cpu_number(&p, &lo) < 0) {
-                        snprintf(detail, sizeof detail, " ('%.*s')", (int)strcspn(item, ","), item);
-                        return fail(ret_error, -EINVAL, "CPU list '%s' is not a list of CPU numbers%s", s,
-                                    detail);
+                        item_detail(detail, sizeof detail, item);
+                        return fail(ret_error, -EINVAL, "CPU list '%s' is not a list of CPU numbers%s",
+                                    shown, detail);
                 }
                 hi = lo;
                 if (*p == '-') {
                         p++;
                         if (parse_cpu_number(&p, &hi) < 0) {
-                                snprintf(detail, sizeof detail, " ('%.*s')", (int)strcspn(item, ","), item);
-                                return fail(ret_error, -EINVAL, "CPU list '%s' has a malformed range%s", s,
-                                            detail);
+                                item_detail(detail, sizeof detail, item);
+                                return fail(ret_error, -EINVAL, "CPU list '%s' has a malformed range%s",
+                                            shown, detail);
                         }
                         if (hi < lo) {
                                 snprintf(detail, sizeof detail, "%u-%u", lo, hi);
-                                return fail(ret_error, -EINVAL, "CPU list '%s': range %s runs backwards", s,
-                                            detail);
+                                return fail(ret_error, -EINVAL, "CPU list '%s': range %s runs backwards",
+                                            shown, detail);
                         }
                 }
                 if (*p != ',' && *p != 0) {
-                        snprintf(detail, sizeof detail, " ('%.*s')", (int)strcspn(item, ","), item);
-                        return fail(ret_error, -EINVAL, "CPU list '%s' is not a list of CPU numbers%s", s,
-                                    detail);
+                        item_detail(detail, sizeof detail, item);
+                        return fail(ret_error, -EINVAL, "CPU list '%s' is not a list of CPU numbers%s",
+                                    shown, detail);
                 }
                 if (hi >= size) {
-                        snprintf(detail, sizeof detail, "%u, but this machine's CPUs are 0-%u", hi,
-                                 size - 1);
-                        return fail(ret_error, -ERANGE, "CPU list '%s' names CPU %s", s, detail);
+                        /* At the kernel's limit the size says nothing about this machine. */
+                        if (size >= CPUSET_MAX_CPUS)
+                                snprintf(detail, sizeof detail, "%u, but Linux numbers CPUs 0-%u at most",
+                                         hi, size - 1);
+                        else
+                                snprintf(detail, sizeof detail, "%u, but this machine's CPUs are 0-%u", hi,
+                                         size - 1);
+                        return fail(ret_error, -ERANGE, "CPU list '%s' names CPU %s", shown, detail);
                 }
                 for (unsigned c = lo; c <= hi; c++)
                         cpuset_add(set, c);

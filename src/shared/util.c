@@ -78,6 +78,42 @@ char *xstrndup(const char *s, size_t n)
         return p;
 }
 
+char *glob_error(const char *g)
+{
+        for (const char *p = g; *p; p++) {
+                if (*p == '\\') {
+                        if (!p[1])
+                                return xasprintf("'%s' ends in a lone backslash", g);
+                        p++;
+                } else if (*p == '[') {
+                        const char *q = p + 1;
+                        if (*q == '!' || *q == '^')
+                                q++;
+                        if (*q == ']') /* a ']' first in a bracket is a member */
+                                q++;
+                        while (*q && *q != ']')
+                                q++;
+                        if (!*q)
+                                return xasprintf("'%s': the '[' at %zu has no closing ']'", g,
+                                                 (size_t)(p - g) + 1);
+                        p = q;
+                }
+        }
+        return NULL;
+}
+
+char *echo_text(const char *s)
+{
+        size_t n = strlen(s), cut = ECHO_MAX;
+
+        if (n <= ECHO_MAX)
+                return xstrdup(s);
+        /* Back off continuation bytes (10xxxxxx), so a multi-byte character is never split. */
+        while (cut > 0 && ((unsigned char)s[cut] & 0xc0) == 0x80)
+                cut--;
+        return xasprintf("%.*s...(%zu bytes)", (int)cut, s, n);
+}
+
 void strv_free(char **l)
 {
         if (!l)
@@ -106,6 +142,20 @@ int strv_push(char ***l, char *s)
         c[n + 1] = NULL;
         *l = c;
         return 0;
+}
+
+void strv_append(char ***l, size_t *n, char *s)
+{
+        /* Room for n entries and the NULL is the power of two at or above n + 1; it doubles when n + 1
+         * reaches one, so n appends cost O(n) where strv_push's scan for the end costs O(n^2). */
+        if (((*n + 1) & *n) == 0) {
+                char **c = realloc(*l, sizeof(char *) * 2 * (*n + 1));
+                if (!c)
+                        oom();
+                *l = c;
+        }
+        (*l)[(*n)++] = s;
+        (*l)[*n] = NULL;
 }
 
 bool strv_contains(char *const *l, const char *s)
@@ -171,15 +221,12 @@ int safe_atoi(const char *s, int *ret)
         return 0;
 }
 
-int read_full_file(const char *path, char **ret, size_t *ret_size)
+/* Reads fd to its end, at most max bytes: -EFBIG when there is more. */
+static int read_fd(int fd, size_t max, char **ret, size_t *ret_size)
 {
-        _cleanup_close_ int fd = -EBADF;
         _cleanup_free_ char *buf = NULL;
         size_t size = 0, alloc = 4096;
 
-        fd = open(path, O_RDONLY | O_CLOEXEC);
-        if (fd < 0)
-                return -errno;
         buf = malloc(alloc);
         if (!buf)
                 return -ENOMEM;
@@ -202,12 +249,64 @@ int read_full_file(const char *path, char **ret, size_t *ret_size)
                 if (k == 0)
                         break;
                 size += (size_t)k;
+                if (size > max)
+                        return -EFBIG;
         }
         buf[size] = 0;
         if (ret_size)
                 *ret_size = size;
         *ret = TAKE_PTR(buf);
         return 0;
+}
+
+int read_full_file(const char *path, char **ret, size_t *ret_size)
+{
+        _cleanup_close_ int fd = open(path, O_RDONLY | O_CLOEXEC);
+
+        if (fd < 0)
+                return -errno;
+        return read_fd(fd, SIZE_MAX - 1, ret, ret_size);
+}
+
+int read_config_file(const char *path, size_t max, char **ret, size_t *ret_size, char **ret_error)
+{
+        /* O_NONBLOCK: opening a FIFO must not wait for a writer (it is refused below anyway). */
+        _cleanup_close_ int fd = open(path, O_RDONLY | O_CLOEXEC | O_NONBLOCK | O_NOCTTY);
+        struct stat st;
+        int r;
+
+        if (fd < 0) {
+                r = -errno;
+                *ret_error = xasprintf("%s: cannot read: %s", path, strerror(-r));
+                return r;
+        }
+        if (fstat(fd, &st) < 0) {
+                r = -errno;
+                *ret_error = xasprintf("%s: cannot read: %s", path, strerror(-r));
+                return r;
+        }
+        if (!S_ISREG(st.st_mode)) {
+                *ret_error = xasprintf("%s: not a regular file (%s): only regular files are read", path,
+                                       S_ISDIR(st.st_mode)    ? "a directory"
+                                       : S_ISFIFO(st.st_mode) ? "a FIFO"
+                                       : S_ISCHR(st.st_mode)  ? "a character device"
+                                       : S_ISBLK(st.st_mode)  ? "a block device"
+                                       : S_ISSOCK(st.st_mode) ? "a socket"
+                                                              : "not a file");
+                return -EINVAL;
+        }
+        if ((size_t)st.st_size > max) {
+                *ret_error = xasprintf("%s: %jd bytes, more than the %zu a configuration file may have",
+                                       path, (intmax_t)st.st_size, max);
+                return -EFBIG;
+        }
+        r = read_fd(fd, max, ret, ret_size);
+        if (r == -EFBIG)
+                *ret_error =
+                    xasprintf("%s: grew past the %zu bytes a configuration file may have", path, max);
+        else if (r < 0)
+                *ret_error = xasprintf("%s: cannot read: %s", path, strerror(-r));
+        return r;
 }
 
 int write_all(int fd, const void *data, size_t size)

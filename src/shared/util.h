@@ -84,6 +84,14 @@ char *xasprintf(const char *fmt, ...) _printf_(1, 2);
 void *xmalloc0(size_t n);
 char *xstrdup(const char *s);
 char *xstrndup(const char *s, size_t n);
+/* What a message may echo of someone else's text: s itself up to ECHO_MAX bytes, else its first
+ * ECHO_MAX bytes (cut at a UTF-8 character boundary) and "...(N bytes)". */
+#define ECHO_MAX 64
+char *echo_text(const char *s);
+/* NULL when g is a well-formed fnmatch(3) pattern, else why not: a '[' without its ']', or a trailing
+ * backslash. fnmatch() takes either as a literal character, so such a pattern quietly matches nothing
+ * that was meant. */
+char *glob_error(const char *g);
 
 /* A NULL-terminated vector of strings. */
 void strv_free(char **l);
@@ -94,6 +102,8 @@ static inline void strv_freep(char ***l)
 #define _cleanup_strv_free_ _cleanup_(strv_freep)
 size_t strv_length(char *const *l);
 int strv_push(char ***l, char *s); /* takes s */
+/* strv_push for a vector built only by strv_append, whose length is *n: for long ones. Takes s. */
+void strv_append(char ***l, size_t *n, char *s);
 bool strv_contains(char *const *l, const char *s);
 char **strv_split(const char *s, const char *separators);
 
@@ -102,6 +112,10 @@ int safe_atou(const char *s, unsigned *ret);
 int safe_atoi(const char *s, int *ret);
 
 int read_full_file(const char *path, char **ret, size_t *ret_size);
+/* A profile or rtctl.conf: only a regular file (never waits on a FIFO, never reads /dev/zero), at most max
+ * bytes; an error names the file and what was wrong. */
+#define CONFIG_FILE_MAX (1024 * 1024)
+int read_config_file(const char *path, size_t max, char **ret, size_t *ret_size, char **ret_error);
 /* Writes all of data, retrying short writes and EINTR. */
 int write_all(int fd, const void *data, size_t size);
 /* Writes via a temporary file and rename(2), so readers see the old or the new content, never half.

@@ -74,6 +74,11 @@ static bool check_match(ConfKey *k, char **conds, char ***errors)
                 }
                 alts = strv_split(colon + 1, "|");
                 for (char **a = alts; *a; a++) {
+                        _cleanup_free_ char *bad = glob_error(*a);
+                        if (bad) {
+                                strv_push(errors, conf_key_error(k, "%s", bad));
+                                return false;
+                        }
                         if ((streq(key, "rotational") || streq(key, "removable")) && !streq(*a, "0") &&
                             !streq(*a, "1")) {
                                 strv_push(errors, conf_key_error(k, "%s: takes 0 or 1, not '%s'", key, *a));

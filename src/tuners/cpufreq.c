@@ -279,6 +279,7 @@ static int cpufreq_plan(const PlanContext *ctx, const void *config, const char *
 
         if (!power_config_has_cpufreq(c))
                 return 0;
+        power_config_note_beyond(c, ctx, notes);
         d = sys_opendir(CPUFREQ);
         while (d && (de = readdir(d)))
                 if (startswith(de->d_name, "policy"))

@@ -63,6 +63,8 @@ static int cpuidle_plan(const PlanContext *ctx, const void *config, const char *
         const PowerConfig *c = config;
         _cleanup_cpuset_ CpuSet *done = cpuset_new(ctx->topology->n_cpus);
 
+        power_config_note_beyond(c, ctx, notes);
+
         for (size_t i = 0; i < c->n; i++) {
                 _cleanup_cpuset_ CpuSet *cpus = NULL;
 

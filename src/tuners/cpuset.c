@@ -177,7 +177,9 @@ static int plan_v1(const PlanContext *ctx, const CgroupInfo *cg, bool attach_onl
 
 /* cgroup v2 with systemd: systemd owns the tree, so housekeeping is AllowedCPUs= (at run time) on every
  * top-level unit, and the isolated CPUs are a transient slice of ours whose cgroup is made an isolated
- * partition (cpuset.cpus.partition is the one file there systemd leaves alone). An attached process
+ * partition: through systemd's own CPUSetPartition= where the running systemd's slices have that
+ * property (found in its introspection data, not by version), else by writing cpuset.cpus.partition, the
+ * one file there older systemd leaves alone. An attached process
  * gets a transient scope in that slice; systemd only creates the slice's cgroup once something runs in
  * it, so the partition follows the first attached process. daemon-reload keeps run-time properties; the
  * partition file is read back every pass, and "isolated invalid (reason)" is a failure carrying the
@@ -191,7 +193,12 @@ static void plan_attach_v2_systemd(const PlanContext *ctx, const CgroupInfo *cg,
                 add(plan, &setting_kind_member, PHASE_ATTACH, xasprintf("/proc/%u/cgroup", ctx->attached[i]),
                     xasprintf("/" ISOLATED_SLICE "/rtctl-attached-%u.scope", ctx->attached[i]));
         note_threads_v2(ctx, notes);
-        if (ctx->n_attached > 0)
+        if (ctx->n_attached == 0)
+                return;
+        if (ctx->kinds && setting_context_unit_partition(ctx->kinds))
+                add(plan, &setting_kind_unit_partition, PHASE_PARTITION,
+                    xstrdup("systemd:" ISOLATED_SLICE ":CPUSetPartition"), xstrdup("isolated"));
+        else
                 add(plan, &setting_kind_partition, PHASE_PARTITION,
                     xasprintf("%s/" ISOLATED_SLICE "/cpuset.cpus.partition", cg->mount),
                     xstrdup("isolated"));

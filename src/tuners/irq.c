@@ -1,8 +1,9 @@
 /* SPDX-License-Identifier: GPL-2.0-or-later */
 /* IRQ affinity, the job irqbalance does, aware of the CPU split: every movable interrupt gets one CPU of
  * the balancing set (housekeeping, by default), chosen by its rate, NUMA-local to its device, with one
- * device's queues on different CPUs; rules and run-time pins place chosen interrupts (the sound card's).
- * An interrupt moves only when that gains enough, so a replan of a settled machine changes nothing. */
+ * device's queues on different CPUs of one cluster, core type or LLC where they fit; rules and run-time pins
+ * place chosen interrupts (the sound card's). An interrupt moves only when that gains enough, so a replan of
+ * a settled machine changes nothing. */
 #include <glib.h>
 #include <sched.h>
 #include <stdlib.h>
@@ -29,23 +30,6 @@ void irq_config_free(void *p)
         free(c->rules);
         cpu_spec_clear(&c->cpus);
         free(c);
-}
-
-static bool parse_cpus(ConfKey *k, CpuSpec *ret, char ***errors)
-{
-        _cleanup_free_ char *err = NULL;
-
-        if (cpu_spec_parse(k->value, ret, &err) < 0) {
-                strv_push(errors, conf_key_error(k, "%s", err));
-                return false;
-        }
-        if (ret->kind == CPU_SPEC_AUTO) {
-                cpu_spec_clear(ret);
-                strv_push(errors, conf_key_error(k, "auto:N chooses CPUs to isolate, in [CPU] Isolate=; "
-                                                    "here say isolated, housekeeping, all or a CPU list"));
-                return false;
-        }
-        return true;
 }
 
 static bool parse_thread(ConfSection *s, IrqRule *r, char ***errors)
@@ -103,7 +87,7 @@ static bool parse_rule(ConfSection *s, const char *name, IrqRule *r, char ***err
         }
         k = conf_key(s, "CPUs");
         if (k)
-                ok = parse_cpus(k, &r->cpus, errors) && ok;
+                ok = cpu_spec_parse_key(k, &r->cpus, errors) && ok;
         ok = parse_thread(s, r, errors) && ok;
         return ok;
 }
@@ -127,7 +111,7 @@ static bool parse_main(ConfSection *s, IrqConfig *c, char ***errors)
         }
         k = conf_key(s, "CPUs");
         if (k)
-                ok = parse_cpus(k, &c->cpus, errors) && ok;
+                ok = cpu_spec_parse_key(k, &c->cpus, errors) && ok;
         k = conf_key(s, "RebalanceSec");
         if (k && (safe_atou(k->value, &c->rebalance_sec) < 0 || c->rebalance_sec > 86400)) {
                 strv_push(errors, conf_key_error(k, "expected seconds from 0 (events only) to 86400"));
@@ -248,6 +232,7 @@ typedef struct Placer {
         unsigned n_devices;
         CpuSet **node_cpus; /* online CPUs of each NUMA node, built on first use */
         unsigned n_nodes;
+        GHashTable *pending; /* PCI address -> its balanced IRQs not placed yet */
 } Placer;
 
 static unsigned device_index(Placer *p, const char *device)
@@ -317,18 +302,115 @@ static bool better(const Placer *p, unsigned dev, int a, int b)
         return p->count[a] < p->count[b];
 }
 
-/* The CPU for one IRQ: the least loaded of the candidates (first those NUMA-local to its device), among
- * them first those with fewest queues of the same device. The current CPU stays unless moving gains more
- * than the IRQ's own rate plus a quarter of the current CPU's load. */
+/* How close two CPUs sit: sharing a cluster (an L2 shared by E-cores, or one core's SMT siblings), a
+ * core type within one last-level cache (hybrid parts only), a last-level cache. */
+typedef enum Closeness { SAME_CLUSTER, SAME_TYPE_AND_LLC, SAME_LLC, N_CLOSENESS } Closeness;
+
+static bool close_at(const Topology *t, Closeness level, int a, int b)
+{
+        const CpuInfo *x = &t->cpus[a], *y = &t->cpus[b];
+
+        switch (level) {
+        case SAME_CLUSTER:
+                return x->cluster >= 0 && x->cluster == y->cluster;
+        case SAME_TYPE_AND_LLC:
+                return t->hybrid && x->llc >= 0 && x->llc == y->llc && x->type == y->type;
+        default:
+                return x->llc >= 0 && x->llc == y->llc;
+        }
+}
+
+static CpuSet *group_of(const Placer *p, const CpuSet *cand, Closeness level, int cpu)
+{
+        CpuSet *g = cpuset_new(p->n_cpus);
+
+        FOREACH_CPU (c, cand)
+                if ((unsigned)c < p->n_cpus && close_at(p->ctx->topology, level, c, cpu))
+                        cpuset_add(g, (unsigned)c);
+        return g;
+}
+
+static unsigned free_in(const unsigned *dc, const CpuSet *g, unsigned n_cpus)
+{
+        unsigned n = 0;
+
+        FOREACH_CPU (c, g)
+                if ((unsigned)c < n_cpus && dc[c] == 0)
+                        n++;
+        return n;
+}
+
+/* One device's vectors stay close together where housekeeping allows it (intel-lpmd #25: a device whose
+ * IRQs land on a P-core and an E-core, or on two CCDs, wakes two clusters and splits its cache).
+ * The device's first vector goes to the smallest group (cluster, then core type, then LLC) with a CPU
+ * for each of its vectors, the one holding its current CPU if that qualifies; later ones to the
+ * smallest group around the first that still has a CPU without one of them. The current CPU of a vector
+ * stays a candidate while its LLC does, so that a settled placement does not move. */
+static void keep_device_close(Placer *p, const char *device, unsigned dev, int cur, CpuSet *cand)
+{
+        const unsigned *dc = p->dev_count + (size_t)dev * p->n_cpus;
+        unsigned need = GPOINTER_TO_UINT(g_hash_table_lookup(p->pending, device));
+        int anchor = -1;
+
+        FOREACH_CPU (c, cand)
+                if ((unsigned)c < p->n_cpus && dc[c] > 0) {
+                        anchor = c;
+                        break;
+                }
+        for (Closeness level = 0; level < N_CLOSENESS; level++) {
+                _cleanup_cpuset_ CpuSet *keep = cpuset_new(p->n_cpus);
+
+                if (anchor >= 0) {
+                        CpuSet *g = group_of(p, cand, level, anchor);
+                        if (free_in(dc, g, p->n_cpus) > 0)
+                                cpuset_or(keep, g);
+                        cpuset_free(g);
+                } else {
+                        _cleanup_cpuset_ CpuSet *seen = cpuset_new(p->n_cpus);
+                        FOREACH_CPU (c, cand) {
+                                if ((unsigned)c >= p->n_cpus || cpuset_has(seen, (unsigned)c))
+                                        continue;
+                                CpuSet *g = group_of(p, cand, level, c);
+                                cpuset_add(g, (unsigned)c);
+                                cpuset_or(seen, g);
+                                if (free_in(dc, g, p->n_cpus) >= need)
+                                        cpuset_or(keep, g);
+                                cpuset_free(g);
+                        }
+                }
+                if (cpuset_empty(keep))
+                        continue;
+                if (cur >= 0 && cpuset_has(keep, (unsigned)cur) && anchor < 0) {
+                        _cleanup_cpuset_ CpuSet *own = group_of(p, cand, level, cur);
+                        cpuset_and(keep, own);
+                } else if (cur >= 0 && (unsigned)cur < p->n_cpus && cpuset_has(cand, (unsigned)cur) &&
+                           dc[cur] == 0 && anchor >= 0 && close_at(p->ctx->topology, SAME_LLC, cur, anchor))
+                        cpuset_add(keep, (unsigned)cur);
+                cpuset_and(cand, keep);
+                return;
+        }
+}
+
+static int current_cpu(const Irq *irq)
+{
+        return irq->affinity && cpuset_count(irq->affinity) == 1 ? cpuset_next(irq->affinity, -1) : -1;
+}
+
+/* The CPU for one IRQ: the least loaded of the candidates (first those NUMA-local to its device, then
+ * those close to its device's other vectors), among them first those with fewest queues of the same
+ * device. The current CPU stays unless moving gains more than the IRQ's own rate plus a quarter of the
+ * current CPU's load. */
 static int placer_choose(Placer *p, const CpuSet *targets, const Irq *irq, uint64_t rate)
 {
         _cleanup_cpuset_ CpuSet *cand = cpuset_dup(targets);
         const CpuSet *local = node_cpus(p, irq->node);
         unsigned dev = device_index(p, irq->device);
-        int best = -1, cur;
+        int best = -1, cur = current_cpu(irq);
 
         if (local && cpuset_intersects(cand, local))
                 cpuset_and(cand, local);
+        if (dev)
+                keep_device_close(p, irq->device, dev, cur, cand);
         FOREACH_CPU (cpu, cand) {
                 if ((unsigned)cpu >= p->n_cpus)
                         break;
@@ -337,7 +419,6 @@ static int placer_choose(Placer *p, const CpuSet *targets, const Irq *irq, uint6
         }
         if (best < 0)
                 return -1;
-        cur = irq->affinity && cpuset_count(irq->affinity) == 1 ? cpuset_next(irq->affinity, -1) : -1;
         if (cur >= 0 && (unsigned)cur < p->n_cpus && cpuset_has(cand, (unsigned)cur) && cur != best) {
                 const unsigned *dc = p->dev_count + (size_t)dev * p->n_cpus;
                 uint64_t gap = p->load[cur] > p->load[best] ? p->load[cur] - p->load[best] : 0;
@@ -425,6 +506,9 @@ static int irq_plan(const PlanContext *ctx, const void *config, const char *devi
 
         if (!irq_config_places(c))
                 return 0; /* thread priorities only: the IRQ thread tuner's */
+        cpu_spec_note_beyond(&c->cpus, topo, "irq", notes);
+        for (size_t i = 0; i < c->n_rules; i++)
+                cpu_spec_note_beyond(&c->rules[i].cpus, topo, "irq", notes);
         r = irq_table_for_pass(ctx, "irq", notes, &t, &owned);
         if (r < 0)
                 return r;
@@ -448,6 +532,7 @@ static int irq_plan(const PlanContext *ctx, const void *config, const char *devi
         p.count = xmalloc0(sizeof(unsigned) * p.n_cpus);
         p.devices = g_hash_table_new(g_str_hash, g_str_equal);
         p.dev_count = xmalloc0(sizeof(unsigned) * p.n_cpus);
+        p.pending = g_hash_table_new(g_str_hash, g_str_equal);
         balanced = xmalloc0(sizeof(Balanced) * (t->n + 1));
 
         /* Fixed placements first (pins, rules, what the kernel keeps), so that balancing sees their load. */
@@ -487,15 +572,25 @@ static int irq_plan(const PlanContext *ctx, const void *config, const char *devi
                                 continue;
                         }
                 }
-                if (targets)
-                        balanced[n_balanced++] = (Balanced){.irq = irq, .rate = rate};
+                if (!targets)
+                        continue;
+                balanced[n_balanced++] = (Balanced){.irq = irq, .rate = rate};
+                if (irq->device) {
+                        unsigned n = GPOINTER_TO_UINT(g_hash_table_lookup(p.pending, irq->device));
+                        g_hash_table_insert(p.pending, irq->device, GUINT_TO_POINTER(n + 1));
+                }
         }
 
         qsort(balanced, n_balanced, sizeof(Balanced), cmp_balanced);
         for (size_t i = 0; i < n_balanced; i++) {
                 int cpu = placer_choose(&p, targets, balanced[i].irq, balanced[i].rate);
+                const char *dev = balanced[i].irq->device;
                 _cleanup_cpuset_ CpuSet *one = NULL;
 
+                if (dev)
+                        g_hash_table_insert(
+                            p.pending, (gpointer)dev,
+                            GUINT_TO_POINTER(GPOINTER_TO_UINT(g_hash_table_lookup(p.pending, dev)) - 1));
                 if (cpu < 0)
                         continue;
                 one = cpuset_new(topo->n_cpus);
@@ -525,6 +620,7 @@ static int irq_plan(const PlanContext *ctx, const void *config, const char *devi
         free(p.count);
         free(p.dev_count);
         g_hash_table_destroy(p.devices);
+        g_hash_table_destroy(p.pending);
         return 0;
 }
 

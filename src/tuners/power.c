@@ -80,19 +80,8 @@ static bool parse_set(ConfSection *s, const char *name, PowerConfig *c, PowerSet
         bool ok = true;
 
         *r = (PowerSet){.section = xstrdup(s->name), .boost = -1, .max_exit_latency_us = -1};
-        if ((k = conf_key(s, "CPUs"))) {
-                _cleanup_free_ char *err = NULL;
-                if (cpu_spec_parse(k->value, &r->cpus, &err) < 0) {
-                        strv_push(errors, conf_key_error(k, "%s", err));
-                        ok = false;
-                } else if (r->cpus.kind == CPU_SPEC_AUTO) {
-                        strv_push(errors,
-                                  conf_key_error(k, "auto:N chooses CPUs to isolate, in [CPU] Isolate=; "
-                                                    "here say isolated, housekeeping, all or a CPU list"));
-                        cpu_spec_clear(&r->cpus);
-                        ok = false;
-                }
-        }
+        if ((k = conf_key(s, "CPUs")) && !cpu_spec_parse_key(k, &r->cpus, errors))
+                ok = false;
         if ((k = conf_key(s, "Governor"))) {
                 if (in(governors, k->value))
                         r->governor = xstrdup(k->value);
@@ -188,6 +177,12 @@ bool power_config_has_idle(const PowerConfig *c)
                 if (c->sets[i].max_exit_latency_us >= 0)
                         return true;
         return false;
+}
+
+void power_config_note_beyond(const PowerConfig *c, const PlanContext *ctx, PlanNotes *notes)
+{
+        for (size_t i = 0; c && i < c->n; i++)
+                cpu_spec_note_beyond(&c->sets[i].cpus, ctx->topology, "power", notes);
 }
 
 CpuSet *power_set_cpus(const PowerSet *s, const PlanContext *ctx)

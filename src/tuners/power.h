@@ -29,3 +29,6 @@ void power_config_free(void *config);
 bool power_config_has_cpufreq(const PowerConfig *c);
 bool power_config_has_idle(const PowerConfig *c);
 CpuSet *power_set_cpus(const PowerSet *s, const PlanContext *ctx);
+/* Each [Power NAME] CPUs= that names CPUs this machine cannot have, as a failure (once, though two tuners
+ * read [Power]). */
+void power_config_note_beyond(const PowerConfig *c, const PlanContext *ctx, PlanNotes *notes);

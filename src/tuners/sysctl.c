@@ -8,6 +8,7 @@
 typedef struct SysctlConfig {
         char **paths; /* "/proc/sys/kernel/timer_migration" */
         char **values;
+        size_t n;
 } SysctlConfig;
 
 static void sysctl_free_config(void *p)
@@ -58,8 +59,9 @@ static void *sysctl_parse(Conf *conf, char ***errors)
                         strv_push(errors, conf_key_error(k, "not a sysctl name"));
                         continue;
                 }
-                strv_push(&c->paths, sysctl_path(k->key));
-                strv_push(&c->values, xstrdup(k->value));
+                size_t n = c->n;
+                strv_append(&c->paths, &n, sysctl_path(k->key));
+                strv_append(&c->values, &c->n, xstrdup(k->value));
         }
         return c;
 }

@@ -6,6 +6,10 @@ nobody). Prints "started" once the first call was answered, then, when done, one
                      next one sent as soon as one is answered), the methods in turn, until SECONDS pass
                      or the file named by $FLOOD_STOP exists
   flood_client.py ADDRESS pipeline N METHOD[:ARG]                  N calls sent at once, every answer awaited
+  flood_client.py ADDRESS count N INFLIGHT METHOD[:ARG]...         as flood, until N calls were answered
+
+METHOD is one of Manager1's (Plan and SetProfile take ARG, the others nothing) or GetAll, which reads
+every property through org.freedesktop.DBus.Properties.
 """
 import json
 import os
@@ -22,7 +26,9 @@ PATH = "/org/rtctl/Manager1"
 
 def method_of(obj, spec):
     name, _, arg = spec.partition(":")
-    return obj.get_dbus_method(name, IFACE), ([arg] if name == "Plan" else [])
+    if name == "GetAll":
+        return obj.get_dbus_method(name, "org.freedesktop.DBus.Properties"), [IFACE]
+    return obj.get_dbus_method(name, IFACE), ([arg] if name in ("Plan", "SetProfile") else [])
 
 
 def run(address, specs, total, seconds, inflight):
@@ -74,5 +80,7 @@ def run(address, specs, total, seconds, inflight):
 if __name__ == "__main__":
     if sys.argv[2] == "flood":
         run(sys.argv[1], sys.argv[5:], 10 ** 9, float(sys.argv[3]), int(sys.argv[4]))
+    elif sys.argv[2] == "count":
+        run(sys.argv[1], sys.argv[5:], int(sys.argv[3]), 10 ** 9, int(sys.argv[4]))
     else:
         run(sys.argv[1], [sys.argv[4]], int(sys.argv[3]), 10 ** 9, int(sys.argv[3]))

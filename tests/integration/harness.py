@@ -44,11 +44,22 @@ class Bus:
             f.write(conf)
         self.proc = subprocess.Popen(["dbus-daemon", "--config-file=" + self.config, "--nofork"],
                                      stderr=subprocess.DEVNULL)
+        # Ready when it accepts a connection: the socket file exists from bind(), a moment before
+        # listen(), and a client that connects in between is refused (seen on a loaded machine).
         deadline = time.monotonic() + 10
-        while not os.path.exists(self.socket):
+        while not self._accepts():
             assert time.monotonic() < deadline, "private dbus-daemon did not start"
             time.sleep(0.01)
         os.chmod(self.socket, 0o777)
+
+    def _accepts(self):
+        import socket
+        with socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as s:
+            try:
+                s.connect(self.socket)
+                return True
+            except OSError:
+                return False
 
     def env(self):
         e = dict(os.environ)

@@ -23,6 +23,16 @@ SYSCTLS = [
     "kernel/nmi_watchdog",
     "kernel/watchdog_cpumask",
     "kernel/sched_rt_period_us",
+    "kernel/hung_task_timeout_secs",
+    "kernel/numa_balancing",
+    "vm/stat_interval",
+]
+
+DEBUGFS = "/sys/kernel/debug"
+# The knobs under debugfs' sched/ that a [Scheduler] section can write, on EEVDF and CFS kernels.
+SCHED_KNOBS = [
+    "base_slice_ns", "latency_ns", "min_granularity_ns", "wakeup_granularity_ns", "migration_cost_ns",
+    "nr_migrate", "features",
 ]
 
 
@@ -97,6 +107,13 @@ def snapshot():
         v = read("/proc/sys/" + k)
         if v is not None:
             s["/proc/sys/" + k] = v
+    # debugfs mounted or not (a test that mounts it unmounts it), and the scheduler's knobs where the
+    # kernel lets them be read (lockdown refuses every debugfs read: nothing rtctl could change then).
+    s["debugfs"] = "mounted" if os.path.ismount(DEBUGFS) else "not mounted"
+    for k in SCHED_KNOBS:
+        v = read(DEBUGFS + "/sched/" + k)
+        if v is not None:
+            s[DEBUGFS + "/sched/" + k] = v
     for stat in glob.glob("/proc/[0-9]*/stat"):
         st = read(stat)
         if not st:

@@ -225,10 +225,34 @@ def test_verify_and_check(env):
     assert harness.wait_until(lambda: [tuple(r) for r in obj.Plan("", dbus_interface=IFACE)] ==
                               [(knob, "950003", "950002")])
 
-    findings = {c: (s, d) for c, s, d in obj.Check(dbus_interface=IFACE)}
-    assert set(findings) == {"irq-threads", "preemption", "irqbalance", "rt-throttling", "cpufreq",
-                             "inversion"}, findings
+    findings = {c: (s, d) for c, s, d, f in obj.Check(dbus_interface=IFACE)}
+    assert set(findings) == {"kernel-config", "high-res-timers", "tickless", "irq-threads", "preemption",
+                             "mitigations", "smt", "irqbalance", "power-rivals", "rt-throttling", "cpufreq",
+                             "swappiness", "filesystems", "shared-irq", "inversion", "isolation", "reboot-pending"}, findings
     assert findings["irq-threads"][0] == "warn"  # this host boots without threadirqs
+    # rtctl adds the user's side (limits, the SCHED_FIFO attempt) to the machine's.
     local = {c["check"]: c["status"] for c in json.loads(env.rtctl("--json", "check", "--local").stdout)}
-    assert local == {c: s for c, (s, d) in findings.items()}
+    assert {c: local[c] for c in findings} == {c: s for c, (s, d) in findings.items()}
+    assert {"user", "sched-fifo", "cpu-dma-latency"} <= set(local)
     assert obj.Restore(dbus_interface=IFACE) == (1, 0)
+
+
+def test_plan_names_what_it_leaves_alone(env):
+    # A misspelt sysctl is no write, so the plan has nothing to change; it must say so, not look clean.
+    env.profile("typo", "[Profile]\nDescription=t\n[Sysctl]\nkernel.timer_migrashun=0\n")
+    want = {"object": "/proc/sys/kernel/timer_migrashun",
+            "left_alone": "not supported: this kernel does not have it"}
+    for running in (False, True):  # rtctl plan reads the machine itself, then asks rtctld
+        if running:
+            d = env.start("--profile", "off")
+        p = env.rtctl("plan", "--profile", "typo")
+        assert p.returncode == 0, p.stderr
+        assert "Nothing to change, but:" in p.stdout, p.stdout
+        assert "/proc/sys/kernel/timer_migrashun: not supported: this kernel does not have it" in p.stdout
+        assert env.rtctl_json("plan", "--profile", "typo") == [want]
+    conn, obj = manager(env)
+    changes, left = obj.PlanWithNotes("typo", dbus_interface=IFACE)
+    assert list(changes) == [] and [tuple(x) for x in left] == [(want["object"], want["left_alone"])]
+    # Plan keeps its contract: writes only.
+    assert list(obj.Plan("typo", dbus_interface=IFACE)) == []
+    d.stop()

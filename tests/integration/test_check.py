@@ -8,6 +8,9 @@ import shutil
 import subprocess
 
 import dbus
+import pytest
+
+import machine
 
 import harness
 
@@ -35,7 +38,7 @@ def check(env):
     conn = dbus.bus.BusConnection(env.bus.address)
     try:
         obj = conn.get_object(IFACE, PATH)
-        return {c: (s, d) for c, s, d in obj.Check(dbus_interface=IFACE)}
+        return {c: (s, d) for c, s, d, f in obj.Check(dbus_interface=IFACE)}
     finally:
         conn.close()
 
@@ -91,3 +94,138 @@ def test_inversion_on_a_fixture_through_the_daemon(env, tmp_path):
                        timeout=harness.HANG_SECONDS)
     assert p.returncode == 1, p.stdout + p.stderr
     assert {c["check"]: c["status"] for c in json.loads(p.stdout)}["inversion"] == "warn"
+
+
+ISOLATE = """[Profile]
+Description=test: cpu1 isolated
+[CPU]
+Isolate=auto:1
+"""
+CPUSET = "/sys/fs/cgroup/cpuset"
+
+
+def findings_of(p):
+    return {c["check"]: c for c in json.loads(p.stdout)}
+
+
+def test_isolation_as_the_user_gets_it(env):
+    """cpu1 isolated by a profile. Not applied (no rtctld, --profile): every process may still run on
+    cpu1, and check says so. Applied: nothing movable is left there, until a process is put back on cpu1
+    on purpose (into the root cpuset, allowed on both CPUs); then Check() names it, and rtctl check asking
+    the daemon exits 1. The snapshot check in conftest proves everything is put back."""
+    if machine.read("/sys/devices/system/cpu/possible") != "0-1" or not os.path.exists(CPUSET + "/tasks"):
+        pytest.fail("this test expects the CI host's shape: 2 CPUs and a cgroup v1 cpuset hierarchy")
+    env.profile("iso", ISOLATE)
+    p = env.rtctl("--json", "check", "--local", "--profile", "iso")
+    assert p.returncode == 1, p.stdout + p.stderr
+    local = findings_of(p)
+    assert local["isolation"]["detail"] == "isolated CPUs 1 (profile iso, as rtctld would apply it)"
+    assert local["isolated-tasks"]["status"] == "warn"
+    assert "CPUs 0-1" in local["isolated-tasks"]["detail"]
+    assert local["isolated-tasks"]["fix"]
+    # This host boots without the profile's arguments: a reboot is pending, with and without rtctld.
+    assert local["reboot-pending"]["status"] == "warn"
+    assert "rcu_nocbs=1" in local["reboot-pending"]["detail"]
+    assert env.rtctl("check", "--local", "--profile", "nosuch").returncode == 4
+
+    with machine.cpu1_hotplug_guard():
+        env.start("--profile", "iso")
+        found = check(env)
+        assert found["isolation"][0] == "info" and "isolated CPUs 1 (rtctld, profile iso)" in found["isolation"][1]
+        for c in ("isolated-tasks", "isolated-irqs", "workqueue"):
+            assert found[c][0] == "ok", (c, found[c])
+        assert found["reboot-pending"] == (local["reboot-pending"]["status"], local["reboot-pending"]["detail"])
+        sleeper = subprocess.Popen(["/bin/sleep", "600"])
+        try:
+            with open(CPUSET + "/tasks", "w") as f:
+                f.write(str(sleeper.pid))
+            os.sched_setaffinity(sleeper.pid, {0, 1})
+            status, detail = check(env)["isolated-tasks"]
+            assert status == "warn", detail
+            assert "sleep (PID %d, CPUs 0-1)" % sleeper.pid in detail
+            e = dict(env.environ)
+            p = subprocess.run([harness.RTCTL, "--json", "check"], env=e, capture_output=True, text=True,
+                               timeout=harness.HANG_SECONDS)
+            assert p.returncode == 1, p.stdout + p.stderr
+            assert findings_of(p)["isolated-tasks"]["status"] == "warn"
+        finally:
+            sleeper.kill()
+            sleeper.wait()
+        assert harness.wait_until(lambda: check(env)["isolated-tasks"][0] == "ok")
+
+
+def test_sched_fifo_as_root_and_as_nobody(env, tmp_path):
+    """The real attempt, in a child as the judged user: root gets SCHED_FIFO 80; nobody, with no rtprio
+    limit, gets EPERM, whether rtctl runs as nobody or as root judging nobody. Given a pam_limits line
+    (in a fixture root), root judging nobody tries with the limit nobody's login would get, and the real
+    kernel grants it."""
+    f = findings_of(env.rtctl("--json", "check", "--local", "--user", "root"))
+    assert f["sched-fifo"]["status"] == "ok", f["sched-fifo"]
+    assert f["user"]["detail"] == "judged root (uid 0, --user)"
+    # Root by default (no session on this host) warns: its limits say nothing about a desktop user's.
+    f = findings_of(env.rtctl("--json", "check", "--local"))
+    assert f["user"]["status"] == "warn" and "judged root" in f["user"]["detail"], f["user"]
+
+    p = env.rtctl("--json", "check", "--local", "--user", "nobody")
+    assert p.returncode == 1
+    f = findings_of(p)
+    assert f["user"]["detail"] == "judged nobody (uid 65534, --user)"
+    assert f["sched-fifo"]["status"] == "warn"
+    assert "Operation not permitted" in f["sched-fifo"]["detail"]
+    assert "rtprio 95" in f["sched-fifo"]["fix"]
+    assert f["rtprio-limit"]["status"] == "warn"
+    assert f["cpu-dma-latency"]["status"] == "info"  # root's 0600 node, judged from its mode for nobody
+
+    p = env.rtctl("--json", "check", "--local", user=65534)
+    f = findings_of(p)
+    assert f["user"]["detail"] == "judged nobody (uid 65534, the caller)"
+    assert f["sched-fifo"]["status"] == "warn"
+    assert f["cpu-dma-latency"]["status"] == "info"  # /dev/cpu_dma_latency is root's only
+
+    src = os.path.join(harness.BUILD, "tests", "unit", "fixtures", "vm2")
+    root = str(tmp_path / "vm2")
+    shutil.copytree(src, root, symlinks=True)
+    os.makedirs(root + "/etc/security/limits.d")
+    with open(root + "/etc/security/limits.d/95-nobody.conf", "w") as fd:
+        fd.write("nobody - rtprio 95\n")
+    # A node the judged user may write by its mode (a udev rule's 0666).
+    os.makedirs(root + "/dev", exist_ok=True)
+    open(root + "/dev/cpu_dma_latency", "w").close()
+    os.chmod(root + "/dev/cpu_dma_latency", 0o666)
+    e = dict(env.environ, RTCTL_SYSROOT=root)
+    p = subprocess.run([harness.RTCTL, "--json", "check", "--local", "--user", "nobody"], env=e,
+                       capture_output=True, text=True, timeout=harness.HANG_SECONDS)
+    f = findings_of(p)
+    assert f["rtprio-limit"]["status"] == "ok", f["rtprio-limit"]
+    assert "/etc/security/limits.d/95-nobody.conf:1" in f["rtprio-limit"]["detail"]
+    assert f["cpu-dma-latency"]["status"] == "ok", f["cpu-dma-latency"]
+    with open("/proc/self/status") as fd:
+        caps = int([l.split()[1] for l in fd if l.startswith("CapEff:")][0], 16)
+    if caps & (1 << 24):  # CAP_SYS_RESOURCE: root may raise the child's limit to the login's
+        assert f["sched-fifo"]["status"] == "ok", f["sched-fifo"]
+        assert "with the rtprio limit of their login" in f["sched-fifo"]["detail"]
+    else:  # a container without it: said, not guessed
+        assert f["sched-fifo"]["status"] == "info", f["sched-fifo"]
+        assert "could not give the child nobody's rtprio limit (95)" in f["sched-fifo"]["detail"]
+
+
+def test_usage(env):
+    assert env.rtctl("check", "--bogus").returncode == 2
+    assert env.rtctl("check", "--user", "no-such-user-here").returncode == 2
+
+
+def test_a_rival_power_service_is_named(env):
+    """A process named tuned (as its daemon names itself) undoes [Power]: Check() says so with the fix."""
+    env.start("--profile", "off")
+    p = subprocess.Popen(["/usr/bin/python3", "-c", "import ctypes, sys\n"
+                          "ctypes.CDLL(None).prctl(15, b'tuned', 0, 0, 0)\n"
+                          "print('ready', flush=True)\nsys.stdin.read()"],
+                         stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
+    try:
+        assert p.stdout.readline() == "ready\n"
+        status, detail = check(env)["power-rivals"]
+        assert status == "warn" and "tuned (PID %d)" % p.pid in detail, detail
+    finally:
+        p.stdin.close()
+        p.wait(harness.HANG_SECONDS)
+    assert check(env)["power-rivals"][0] == "ok"

@@ -344,11 +344,14 @@ def test_check_says_whether_irqs_are_threaded(env, tmp_path):
     assert found["irq-threads"]["status"] == "warn"
     assert "needs boot parameters: threadirqs" in found["irq-threads"]["detail"]
     assert found["cpufreq"]["status"] == "info" and "no cpufreq driver" in found["cpufreq"]["detail"]
-    # The same audit of a machine that boots with threadirqs (a tree under a root prefix).
-    (tmp_path / "proc").mkdir()
+    # The same audit of a machine that boots a dynamically preemptible kernel with threadirqs and
+    # preempt=full (a tree under a root prefix), judging root by name (root by default warns).
+    (tmp_path / "proc" / "sys" / "kernel").mkdir(parents=True)
     (tmp_path / "proc" / "cmdline").write_text("root=/dev/sda2 threadirqs preempt=full\n")
+    (tmp_path / "proc" / "sys" / "kernel" / "version").write_text("#1 SMP PREEMPT_DYNAMIC Debian\n")
     e = dict(env.environ, RTCTL_SYSROOT=str(tmp_path))
-    p = subprocess.run([harness.RTCTL, "--json", "check"], env=e, capture_output=True, text=True)
+    p = subprocess.run([harness.RTCTL, "--json", "check", "--user", "root"], env=e, capture_output=True,
+                       text=True)
     found = {c["check"]: c for c in json.loads(p.stdout)}
     assert found["irq-threads"]["status"] == "ok" and found["preemption"]["status"] == "ok"
     assert p.returncode == 0, p.stdout

@@ -68,6 +68,8 @@ def test_every_movable_task_leaves_the_isolated_cpu(env):
     env.start("--profile", "iso")
     status = env.rtctl_json("status")
     assert status["isolated_cpus"] == "1" and status["housekeeping_cpus"] == "0"
+    # One core type and one LLC here: the reason names the cores and their cache, nothing more.
+    assert status["isolation_reason"].startswith("cores on CPUs 1 in LLC 0"), status["isolation_reason"]
     assert status["failures"] == []
     assert on_cpu1() == []
     # Per-CPU kernel threads cannot move: counted and named in status, not failures.
@@ -179,9 +181,10 @@ def test_isolating_cpu0_or_everything_is_refused(env):
     env.profile("toomany", "[Profile]\nDescription=t\n[CPU]\nIsolate=auto:2\n")
     env.start("--profile", "off")
     r = env.rtctl("profile", "zero")
-    assert r.returncode == 5 and "Isolate= includes CPU 0" in r.stderr
+    assert r.returncode == 5 and "zero.conf:4: Isolate=0: CPU 0 must stay a housekeeping CPU" in r.stderr
     r = env.rtctl("profile", "toomany")
-    assert r.returncode == 5 and "no last-level cache group has 2 whole cores besides CPU 0's" in r.stderr
+    assert r.returncode == 5 and "toomany.conf:4: Isolate=auto:2: " in r.stderr, r.stderr
+    assert "2 whole cores besides CPU 0's" in r.stderr, r.stderr
     assert env.rtctl_json("status")["profile"] == "off"
 
 

@@ -218,3 +218,62 @@ def test_damaged_journal_costs_only_the_damaged_entries(env, tmp_path):
     assert [f for f in status["failures"] if f["tuner"] == "journal"] == [], status["failures"]
     d.stop()
     assert machine.read(tm) == "1"
+
+
+def test_cpu_lists_beyond_this_machine_are_failures_naming_the_key(env):
+    # [IRQ] CPUs=40-47 on this 2-CPU machine balanced quietly over every CPU, and [Power] CPUs=40-47 did
+    # nothing: each is now a failure naming file:line: key, and the rest of the profile still applies.
+    path = env.profile("far", "[Profile]\nDescription=t\n[IRQ]\nBalance=housekeeping\nCPUs=40-47\n"
+                              "[Power rt]\nCPUs=40-47\nMaxExitLatencyUs=0\n")
+    possible = machine.read("/sys/devices/system/cpu/possible")
+    why = "CPUs 40-47 are not CPUs of this machine (its CPUs are %s)" % possible
+    left = {r["object"]: r["left_alone"] for r in env.rtctl_json("plan", "--profile", "far") if "left_alone" in r}
+    for line in (5, 7):
+        assert why in left.get("%s:%d: CPUs=40-47" % (path, line), ""), left
+    d = env.start("--profile", "far")
+    p = env.rtctl("--json", "status")
+    assert p.returncode == 1, p.stdout + p.stderr  # degraded: status says so in its exit code too
+    status = json.loads(p.stdout)
+    failed = {f["object"]: f["message"] for f in status["failures"]}
+    for line in (5, 7):
+        assert why in failed.get("%s:%d: CPUs=40-47" % (path, line), ""), status["failures"]
+    assert status["profile"] == "far"
+    d.stop()
+
+
+def test_hostile_profile_files_are_refused_and_the_daemon_stays_up(env):
+    # What a careless or hostile admin can put in /etc/rtctl/profiles: each is refused with file and
+    # line, at once (a FIFO used to block the daemon for ever, /dev/zero to eat memory), and rtctld keeps
+    # its last good profile and answers everything after.
+    import os
+    profiles = os.path.join(env.conf, "profiles")
+    os.mkfifo(os.path.join(profiles, "fifo.conf"))
+    os.symlink("/dev/zero", os.path.join(profiles, "zero.conf"))
+    with open(os.path.join(profiles, "nul.conf"), "wb") as f:
+        f.write(b"[Profile]\nDescription=n\n[Sysctl]\nvm.swappiness=1\0\n")
+    with open(os.path.join(profiles, "latin1.conf"), "wb") as f:
+        f.write(b"[Profile]\nDescription=l\n[Sysctl\xe9]\n")
+    d = env.start("--profile", "off")
+    want = {"fifo": "fifo.conf: not a regular file (a FIFO)",
+            "zero": "zero.conf: not a regular file (a character device)",
+            "nul": "nul.conf:4: a NUL byte",
+            "latin1": "latin1.conf:3: not valid UTF-8"}
+    for name, why in want.items():
+        p = env.rtctl("profile", name)
+        assert p.returncode == 5 and why in p.stderr, (name, p.returncode, p.stderr)
+    assert d.running()
+    status = env.rtctl_json("status")
+    assert status["profile"] == "off" and status["failures"] == []
+    # Every property still goes out over D-Bus (names that are not UTF-8 used to break GetAll).
+    assert env.rtctl("--json", "profiles").returncode == 0
+    d.stop()
+
+
+def test_daemon_command_line_exit_codes():
+    # The daemon conventions: --help and --version exit 0, a wrong command line 2 with the reason.
+    from harness import RTCTLD
+    for args, rc, text in ((["--help"], 0, "rtctld [OPTIONS]"), (["--version"], 0, "rtctld "),
+                           (["--bogus"], 2, "unrecognized option '--bogus'"),
+                           (["extra"], 2, "takes no positional arguments")):
+        p = subprocess.run([RTCTLD] + args, capture_output=True, text=True, timeout=30)
+        assert p.returncode == rc and text in p.stdout + p.stderr, (args, p.returncode, p.stdout, p.stderr)

@@ -1,9 +1,13 @@
 /* SPDX-License-Identifier: GPL-2.0-or-later */
-/* The audit of `rtctl check` and Check(), on a fixture workstation whose /proc gets the threads of an
- * audio server and of IRQs: the priority inversion between them. The real kernel's side (a real
- * SCHED_FIFO thread) is in tests/integration/test_check.py. */
+/* The audit of `rtctl check` and Check(), on a fixture workstation whose /proc and /sys get what each
+ * outcome needs: the kernel's build and boot, memory and filesystems, shared IRQ lines, pam_limits
+ * files, processes, IRQs and workqueues against isolated CPUs, and the threads of an audio server and of
+ * IRQs. The real kernel's side (a real SCHED_FIFO attempt as root and as nobody, a task put on an
+ * isolated CPU) is in tests/integration/test_check.py. */
 #include <sched.h>
 #include <stdlib.h>
+#include <sys/resource.h>
+#include <zlib.h>
 
 #include "core/audit.h"
 #include "core/tasks.h"
@@ -47,15 +51,52 @@ static void thread(const char *root, unsigned pid, unsigned tid, const char *com
 
 #define KTHREAD (PF_KTHREAD | 0x8040u)
 
-static const AuditFinding *inversion(Audit *a, const char *root)
+static const AuditFinding *finding_in(Audit *a, const char *root, const AuditOptions *o, const char *check)
 {
         audit_clear(a);
         sysroot_set(root);
-        audit_run(a);
+        audit_run(o, a);
         for (size_t i = 0; i < a->n; i++)
-                if (streq(a->items[i].check, "inversion"))
+                if (streq(a->items[i].check, check))
                         return &a->items[i];
         return NULL;
+}
+
+static const AuditFinding *finding(Audit *a, const char *root, const char *check)
+{
+        return finding_in(a, root, &(AuditOptions){}, check);
+}
+
+static const AuditFinding *inversion(Audit *a, const char *root)
+{
+        return finding(a, root, "inversion");
+}
+
+/* The status of one check, "" when the audit has no such finding. */
+static const char *status_of(Audit *a, const char *root, const char *check)
+{
+        const AuditFinding *f = finding(a, root, check);
+        return f ? f->status : "";
+}
+
+static void write_gz(const char *root, const char *rel, const char *text)
+{
+        _cleanup_free_ char *path = xasprintf("%s/%s", root, rel);
+        gzFile f;
+
+        test_write(root, rel, "");
+        f = gzopen(path, "wb");
+        CHECK(f != NULL);
+        if (!f)
+                return;
+        CHECK_INTEQ(gzwrite(f, text, (unsigned)strlen(text)), strlen(text));
+        gzclose(f);
+}
+
+static void rm(const char *root, const char *rel)
+{
+        _cleanup_free_ char *path = xasprintf("%s/%s", root, rel);
+        (void)remove(path);
 }
 
 TEST(parse)
@@ -124,6 +165,18 @@ TEST(inversion)
         CHECK_CONTAINS(f ? f->detail : NULL,
                        "(fifo 90) is above the audio server's data-loop.0 of pipewire");
 
+        /* Below the IRQ threads but at rtkit's ceiling (PipeWire without an rtprio limit): any desktop
+         * client's real-time thread can equal it. */
+        thread(root, 300, 301, "data-loop.0", 0x400040, 20, SCHED_FIFO);
+        f = inversion(&a, root);
+        CHECK(f && streq(f->status, "warn"));
+        CHECK_CONTAINS(f ? f->detail : NULL, "at or below rtkit's ceiling (20)");
+        CHECK_CONTAINS(f ? f->fix : NULL, "rtprio 95");
+        thread(root, 300, 301, "data-loop.0", 0x400040, 21, SCHED_FIFO);
+        f = inversion(&a, root);
+        CHECK(f && streq(f->status, "ok"));
+        thread(root, 300, 301, "data-loop.0", 0x400040, 88, SCHED_FIFO);
+
         /* jackd: every real-time thread of it counts, whatever its name. */
         thread(root, 400, 400, "jackd", 0x400100, 0, SCHED_OTHER);
         thread(root, 400, 402, "jackd", 0x400040, 95, SCHED_RR);
@@ -140,4 +193,361 @@ TEST(inversion)
         audit_clear(&a);
 }
 
-TEST_MAIN(T(parse), T(inversion))
+/* The kernel's build, from /proc/config.gz or /boot/config-RELEASE, and the timer list without either. */
+TEST(kernel_config)
+{
+        _cleanup_free_ char *root = fixture_copy("amd-workstation");
+        Audit a = {};
+        const AuditFinding *f;
+
+        test_write(root, "proc/sys/kernel/osrelease", "6.12.0-test\n");
+        test_write(root, "proc/timer_list", "Timer List Version: v0.9\n  .resolution: 4000000 nsecs\n");
+        f = finding(&a, root, "kernel-config");
+        CHECK(f && streq(f->status, "info") && *f->fix);
+        CHECK_CONTAINS(f ? f->detail : NULL, "/boot/config-6.12.0-test");
+        CHECK_STREQ(status_of(&a, root, "tickless"), "info");
+        f = finding(&a, root, "high-res-timers");
+        CHECK(f && streq(f->status, "warn"));
+        CHECK_CONTAINS(f ? f->detail : NULL, "resolution: 4000000 nsecs");
+        test_write(root, "proc/timer_list", "Timer List Version: v0.9\n  .resolution: 1 nsecs\n");
+        CHECK_STREQ(status_of(&a, root, "high-res-timers"), "ok");
+
+        /* /boot's config, then /proc/config.gz, which wins. */
+        test_write(root, "boot/config-6.12.0-test",
+                   "CONFIG_HZ_PERIODIC=y\n# CONFIG_HIGH_RES_TIMERS is not set\n");
+        f = finding(&a, root, "kernel-config");
+        CHECK(f && streq(f->status, "ok"));
+        CHECK_CONTAINS(f ? f->detail : NULL, "/boot/config-6.12.0-test");
+        f = finding(&a, root, "tickless");
+        CHECK(f && streq(f->status, "warn"));
+        CHECK_CONTAINS(f ? f->fix : NULL, "CONFIG_NO_HZ_IDLE=y");
+        /* The config is the kernel's word over timer_list. */
+        CHECK_STREQ(status_of(&a, root, "high-res-timers"), "warn");
+
+        write_gz(root, "proc/config.gz",
+                 "CONFIG_HIGH_RES_TIMERS=y\nCONFIG_NO_HZ_IDLE=y\nCONFIG_NO_HZ_COMMON=y\n");
+        f = finding(&a, root, "kernel-config");
+        CHECK_CONTAINS(f ? f->detail : NULL, "/proc/config.gz");
+        CHECK_STREQ(status_of(&a, root, "high-res-timers"), "ok");
+        CHECK_STREQ(status_of(&a, root, "tickless"), "ok");
+        write_gz(root, "proc/config.gz", "CONFIG_HIGH_RES_TIMERS=y\nCONFIG_NO_HZ_FULL=y\n");
+        CHECK_STREQ(status_of(&a, root, "tickless"), "ok");
+        audit_clear(&a);
+}
+
+/* Each preemption model, and threadirqs, which threads IRQs but makes no kernel real-time. */
+TEST(preemption)
+{
+        _cleanup_free_ char *root = fixture_copy("amd-workstation");
+        Audit a = {};
+        const AuditFinding *f;
+
+        /* A voluntary kernel with threadirqs: threaded IRQs, yet no preemption. */
+        test_write(root, "proc/sys/kernel/version", "#1 SMP Debian 6.1.0\n");
+        test_write(root, "proc/cmdline", "root=/dev/sda1 threadirqs quiet\n");
+        CHECK_STREQ(status_of(&a, root, "irq-threads"), "ok");
+        f = finding(&a, root, "preemption");
+        CHECK(f && streq(f->status, "warn"));
+        CHECK_CONTAINS(f ? f->fix : NULL, "CONFIG_PREEMPT_DYNAMIC=y");
+
+        /* Built fully preemptible. */
+        test_write(root, "proc/sys/kernel/version", "#1 SMP PREEMPT Arch 6.1.0\n");
+        CHECK_STREQ(status_of(&a, root, "preemption"), "ok");
+        test_write(root, "proc/sys/kernel/version", "#1 SMP PREEMPT_LAZY Arch 6.13.0\n");
+        CHECK_STREQ(status_of(&a, root, "preemption"), "ok");
+
+        /* Dynamic: the boot argument decides, debugfs tells the current model. */
+        test_write(root, "proc/sys/kernel/version", "#1 SMP PREEMPT_DYNAMIC Debian 6.12.0\n");
+        f = finding(&a, root, "preemption");
+        CHECK(f && streq(f->status, "warn"));
+        CHECK_STREQ(f ? f->fix : NULL, "boot argument preempt=full (rtctl bootargs)");
+        test_write(root, "proc/cmdline", "root=/dev/sda1 preempt=full\n");
+        CHECK_STREQ(status_of(&a, root, "preemption"), "ok");
+        CHECK_STREQ(status_of(&a, root, "irq-threads"), "warn");
+        test_write(root, "proc/cmdline", "root=/dev/sda1 preempt=voluntary\n");
+        CHECK_STREQ(status_of(&a, root, "preemption"), "warn");
+        /* The last occurrence wins, and what follows "--" is init's. */
+        test_write(root, "proc/cmdline", "root=/dev/sda1 preempt=full preempt=none\n");
+        CHECK_STREQ(status_of(&a, root, "preemption"), "warn");
+        test_write(root, "proc/cmdline", "root=/dev/sda1 -- preempt=full\n");
+        CHECK_STREQ(status_of(&a, root, "preemption"), "warn");
+        test_write(root, "proc/cmdline", "root=/dev/sda1 xpreempt=full\n");
+        CHECK_STREQ(status_of(&a, root, "preemption"), "warn");
+        test_write(root, "proc/cmdline", "root=/dev/sda1 preempt=lazy\n");
+        CHECK_STREQ(status_of(&a, root, "preemption"), "ok");
+        test_write(root, "proc/cmdline", "root=/dev/sda1 preempt=voluntary\n");
+        test_write(root, "sys/kernel/debug/sched/preempt", "none voluntary (full) lazy\n");
+        f = finding(&a, root, "preemption");
+        CHECK(f && streq(f->status, "ok"));
+        CHECK_CONTAINS(f ? f->detail : NULL, "debugfs");
+        test_write(root, "sys/kernel/debug/sched/preempt", "none (voluntary) full\n");
+        f = finding(&a, root, "preemption");
+        CHECK(f && streq(f->status, "warn"));
+        CHECK_CONTAINS(f ? f->detail : NULL, "running voluntary");
+
+        /* PREEMPT_RT, by uname -v, then by /sys/kernel/realtime: threaded IRQs without threadirqs. */
+        rm(root, "sys/kernel/debug/sched/preempt");
+        test_write(root, "proc/sys/kernel/version", "#1 SMP PREEMPT_RT Debian 6.12.0\n");
+        CHECK_STREQ(status_of(&a, root, "preemption"), "ok");
+        CHECK_STREQ(status_of(&a, root, "irq-threads"), "ok");
+        test_write(root, "proc/sys/kernel/version", "#1 SMP Debian 6.12.0\n");
+        test_write(root, "sys/kernel/realtime", "1\n");
+        f = finding(&a, root, "preemption");
+        CHECK(f && streq(f->status, "ok"));
+        CHECK_STREQ(f ? f->detail : NULL, "PREEMPT_RT");
+        audit_clear(&a);
+}
+
+/* Mitigations are a trade-off, never a warning; SMT on is worth knowing. */
+TEST(mitigations_smt)
+{
+        _cleanup_free_ char *root = fixture_copy("amd-workstation");
+        Audit a = {};
+        const AuditFinding *f;
+
+        test_write(root, "sys/devices/system/cpu/vulnerabilities/spectre_v2", "Mitigation: Retpolines\n");
+        test_write(root, "sys/devices/system/cpu/vulnerabilities/meltdown", "Not affected\n");
+        test_write(root, "sys/devices/system/cpu/vulnerabilities/retbleed",
+                   "Mitigation: untrained return thunk\n");
+        f = finding(&a, root, "mitigations");
+        CHECK(f && streq(f->status, "info"));
+        CHECK_CONTAINS(f ? f->detail : NULL, "2 active");
+        CHECK_CONTAINS(f ? f->detail : NULL, "no untrusted code");
+        CHECK(f && !strstr(f->detail, "meltdown"));
+        test_write(root, "proc/cmdline", "root=/dev/sda1 mitigations=off mitigations=auto\n");
+        f = finding(&a, root, "mitigations");
+        CHECK_CONTAINS(f ? f->detail : NULL, "2 active");
+        test_write(root, "proc/cmdline", "root=/dev/sda1 mitigations=off\n");
+        f = finding(&a, root, "mitigations");
+        CHECK(f && streq(f->status, "info"));
+        CHECK_CONTAINS(f ? f->detail : NULL, "mitigations=off: no mitigation cost, and no protection");
+
+        test_write(root, "sys/devices/system/cpu/smt/active", "1\n");
+        f = finding(&a, root, "smt");
+        CHECK(f && streq(f->status, "info"));
+        CHECK_CONTAINS(f ? f->fix : NULL, "nosmt");
+        test_write(root, "sys/devices/system/cpu/smt/active", "0\n");
+        CHECK_STREQ(status_of(&a, root, "smt"), "ok");
+        audit_clear(&a);
+}
+
+TEST(memory_filesystems)
+{
+        _cleanup_free_ char *root = fixture_copy("amd-workstation");
+        Audit a = {};
+        const AuditFinding *f;
+
+        test_write(root, "proc/swaps", "Filename\tType\tSize\tUsed\tPriority\n");
+        test_write(root, "proc/sys/vm/swappiness", "60\n");
+        CHECK_STREQ(status_of(&a, root, "swappiness"), "ok"); /* no swap: no matter */
+        test_write(root, "proc/swaps",
+                   "Filename\tType\tSize\tUsed\tPriority\n/dev/sda2 partition\t8388604\t0\t-2\n");
+        f = finding(&a, root, "swappiness");
+        CHECK(f && streq(f->status, "warn"));
+        CHECK_CONTAINS(f ? f->fix : NULL, "vm.swappiness=10");
+        test_write(root, "proc/sys/vm/swappiness", "10\n");
+        CHECK_STREQ(status_of(&a, root, "swappiness"), "ok");
+
+        test_write(root, "proc/mounts",
+                   "/dev/nvme0n1p2 / ext4 rw 0 0\nportal /run/user/1000/doc fuse.portal rw 0 0\n");
+        CHECK_STREQ(status_of(&a, root, "filesystems"), "ok");
+        test_write(root, "proc/mounts",
+                   "/dev/nvme0n1p2 / ext4 rw 0 0\n/dev/sdb1 /media/usb fuseblk rw 0 0\n");
+        f = finding(&a, root, "filesystems");
+        CHECK(f && streq(f->status, "info"));
+        CHECK_CONTAINS(f ? f->detail : NULL, "/media/usb (fuseblk)");
+        test_write(root, "proc/mounts",
+                   "/dev/nvme0n1p2 / ext4 rw 0 0\n/dev/sdc1 /samples reiserfs rw 0 0\n");
+        f = finding(&a, root, "filesystems");
+        CHECK(f && streq(f->status, "warn"));
+        CHECK_CONTAINS(f ? f->detail : NULL, "/samples (reiserfs)");
+        audit_clear(&a);
+}
+
+/* amd-workstation's HDA card (IRQ 87) and xHCI controllers each have a line of their own; then the
+ * card's line gets a second handler. */
+TEST(shared_irq)
+{
+        _cleanup_free_ char *root = fixture_copy("amd-workstation");
+        _cleanup_free_ char *cmd = xasprintf("sed -i 's/snd_hda_intel:card0$/snd_hda_intel:card0, enp5s0/' "
+                                             "'%s/proc/interrupts'",
+                                             root);
+        Audit a = {};
+        const AuditFinding *f;
+
+        f = finding(&a, root, "shared-irq");
+        CHECK(f && streq(f->status, "ok"));
+        CHECK_CONTAINS(f ? f->detail : NULL, "none of the 3 sound and USB host IRQs");
+        CHECK_INTEQ(system(cmd), 0);
+        f = finding(&a, root, "shared-irq");
+        CHECK(f && streq(f->status, "warn"));
+        CHECK_CONTAINS(f ? f->detail : NULL, "IRQ 87 (snd_hda_intel:card0, enp5s0)");
+        audit_clear(&a);
+}
+
+static void process(const char *root, unsigned pid, const char *comm, unsigned flags, const char *cpus,
+                    const char *cgroup)
+{
+        _cleanup_free_ char *rel = xasprintf("proc/%u/status", pid), *text = NULL;
+
+        thread(root, pid, pid, comm, flags, 0, SCHED_OTHER);
+        text = xasprintf("Name:\t%s\nState:\tS (sleeping)\nCpus_allowed:\tffff\nCpus_allowed_list:\t%s\n",
+                         comm, cpus);
+        test_write(root, rel, text);
+        free(rel);
+        rel = xasprintf("proc/%u/cgroup", pid);
+        free(text);
+        text = strchr(cgroup, ':') ? xstrdup(cgroup) : xasprintf("0::%s\n", cgroup);
+        test_write(root, rel, text);
+}
+
+/* Against isolated CPUs 14-15: movable processes, effective IRQ affinities and workqueue masks. */
+TEST(isolation)
+{
+        _cleanup_free_ char *root = fixture_copy("amd-workstation");
+        _cleanup_cpuset_ CpuSet *isolated = NULL;
+        AuditOptions o = {.isolated_source = "profile test"};
+        Audit a = {};
+        const AuditFinding *f;
+
+        CHECK_INTEQ(cpuset_parse_list("14-15", 16, &isolated, NULL), 0);
+        f = finding(&a, root, "isolation");
+        CHECK(f && streq(f->status, "info"));
+        CHECK_CONTAINS(f ? f->detail : NULL, "no isolated CPUs");
+        CHECK(!finding(&a, root, "isolated-tasks"));
+        o.isolated = isolated;
+
+        /* The fixture delivers IRQ 87 to CPU 14 and its workqueues to every CPU. */
+        process(root, 1, "systemd", 0x400100, "0-13", "/init.scope");
+        process(root, 2, "kthreadd", KTHREAD, "0-13", "/");
+        process(root, 15, "ksoftirqd/14", KTHREAD | PF_NO_SETAFFINITY, "14", "/");
+        process(root, 700, "pipewire", 0x400100, "14", "/rtctl.slice/pipewire.scope"); /* placed by rtctl */
+        process(root, 702, "jackd", 0x400100, "15",
+                "12:cpuset:/rtctl-isolated\n1:name=systemd:/\n"); /* v1 */
+        process(root, 701, "dying", 0x400100 | PF_EXITING, "0-15", "/user.slice");
+        f = finding_in(&a, root, &o, "isolated-tasks");
+        CHECK(f && streq(f->status, "ok"));
+        CHECK_CONTAINS(f ? f->detail : NULL, "none of 4 movable processes");
+        process(root, 800, "firefox", 0x400100, "0-15", "/user.slice/user-1000.slice");
+        process(root, 801, "kworker/u32:1", KTHREAD, "12-15", "/");
+        f = finding_in(&a, root, &o, "isolated-tasks");
+        CHECK(f && streq(f->status, "warn"));
+        CHECK_CONTAINS(f ? f->detail : NULL, "2 movable processes");
+        CHECK_CONTAINS(f ? f->detail : NULL, "firefox (PID 800, CPUs 0-15)");
+        CHECK_CONTAINS(f ? f->detail : NULL, "kworker/u32:1 (PID 801, CPUs 12-15)");
+        CHECK(f && !strstr(f->detail, "pipewire") && !strstr(f->detail, "ksoftirqd") &&
+              !strstr(f->detail, "dying"));
+
+        f = finding_in(&a, root, &o, "isolated-irqs");
+        CHECK(f && streq(f->status, "warn"));
+        CHECK_CONTAINS(f ? f->detail : NULL, "IRQ 87 snd_hda_intel:card0 on CPU 14");
+        f = finding_in(&a, root, &o, "workqueue");
+        CHECK(f && streq(f->status, "warn"));
+        CHECK_CONTAINS(f ? f->detail : NULL, "the global workqueue mask is CPUs 0-15");
+
+        /* Where rtctl puts them: effective affinity on housekeeping, the global workqueue mask without
+         * 14-15. A requested IRQ affinity that includes them does not count: the effective one is where
+         * the IRQ goes. Nor does a workqueue's own mask wider than the global one: the kernel runs its
+         * work within the global one. */
+        for (unsigned irq = 0; irq < 256; irq++) {
+                _cleanup_free_ char *rel = xasprintf("proc/irq/%u/effective_affinity_list", irq), *p = NULL;
+                p = xasprintf("%s/%s", root, rel);
+                if (access(p, F_OK) == 0)
+                        test_write(root, rel, "3\n");
+        }
+        test_write(root, "proc/irq/87/smp_affinity_list", "0-15\n");
+        test_write(root, "sys/devices/virtual/workqueue/cpumask", "3fff\n");
+        test_write(root, "sys/devices/virtual/workqueue/writeback/cpumask", "ffff\n");
+        f = finding_in(&a, root, &o, "isolated-irqs");
+        CHECK(f && streq(f->status, "ok"));
+        f = finding_in(&a, root, &o, "workqueue");
+        CHECK(f && streq(f->status, "ok"));
+        CHECK_CONTAINS(f ? f->detail : NULL, "the global workqueue mask (CPUs 0-13) excludes");
+        CHECK_CONTAINS(f ? f->detail : NULL, "the 1 workqueue with masks of their own");
+        test_write(root, "sys/devices/virtual/workqueue/cpumask", "ffff\n");
+        test_write(root, "sys/devices/virtual/workqueue/writeback/cpumask", "c000\n");
+        f = finding_in(&a, root, &o, "workqueue");
+        CHECK(f && streq(f->status, "warn"));
+        CHECK_CONTAINS(f ? f->detail : NULL, "workqueues: writeback (CPUs 14-15)");
+        audit_clear(&a);
+}
+
+/* Services that undo a profile, found by process name. */
+TEST(rivals)
+{
+        _cleanup_free_ char *root = fixture_copy("amd-workstation");
+        Audit a = {};
+        const AuditFinding *f;
+
+        CHECK_STREQ(status_of(&a, root, "power-rivals"), "ok");
+        CHECK_STREQ(status_of(&a, root, "irqbalance"), "ok");
+        thread(root, 900, 900, "tuned", 0x400100, 0, SCHED_OTHER);
+        thread(root, 901, 901, "gamemoded", 0x400100, 0, SCHED_OTHER);
+        thread(root, 902, 902, "irqbalance", 0x400100, 0, SCHED_OTHER);
+        f = finding(&a, root, "power-rivals");
+        CHECK(f && streq(f->status, "warn"));
+        CHECK_CONTAINS(f ? f->detail : NULL, "tuned (PID 900)");
+        CHECK_CONTAINS(f ? f->detail : NULL, "gamemoded (PID 901)");
+        CHECK_CONTAINS(f ? f->fix : NULL, "systemctl disable --now tuned");
+        f = finding(&a, root, "irqbalance");
+        CHECK(f && streq(f->status, "warn"));
+        CHECK_CONTAINS(f ? f->fix : NULL, "OnConflict=stop");
+        audit_clear(&a);
+}
+
+/* What only a reboot applies: the profile's boot arguments the running kernel lacks. */
+TEST(reboot_pending)
+{
+        _cleanup_free_ char *root = fixture_copy("amd-workstation");
+        AuditOptions o = {.profile = "audio"};
+        Audit a = {};
+        const AuditFinding *f;
+
+        CHECK(!finding_in(&a, root, &o, "reboot-pending")); /* no profile: nothing to compare */
+        o.boot_known = true;
+        o.boot_missing = "rcu_nocbs=14-15 threadirqs";
+        f = finding_in(&a, root, &o, "reboot-pending");
+        CHECK(f && streq(f->status, "warn"));
+        CHECK_CONTAINS(f ? f->detail : NULL, "profile audio wants boot arguments the running kernel lacks: "
+                                             "rcu_nocbs=14-15 threadirqs");
+        CHECK_STREQ(f ? f->fix : NULL, "rtctl bootargs apply, then reboot");
+        o.boot_missing = NULL;
+        f = finding_in(&a, root, &o, "reboot-pending");
+        CHECK(f && streq(f->status, "ok"));
+        audit_clear(&a);
+}
+
+/* pam_limits' precedence: the user's own line over a group's over "*" whatever their order (alice's file
+ * comes before the audio group's), the later among equals. */
+TEST(pam_limits)
+{
+        _cleanup_free_ char *root = fixture_copy("amd-workstation");
+        char *audio[] = {(char *)"alice", (char *)"audio", NULL}, *none[] = {(char *)"bob", NULL};
+        _cleanup_free_ char *where = NULL;
+        unsigned long long v = 0;
+
+        sysroot_set(root);
+        CHECK_INTEQ(audit_pam_limit("alice", audio, "rtprio", &v, NULL), -ENOENT);
+        test_write(root, "etc/security/limits.conf",
+                   "# defaults\n*               soft    rtprio  0\n*  hard rtprio 0\n"
+                   "@audio - memlock 4096 # KiB\n");
+        test_write(root, "etc/security/limits.d/95-audio.conf",
+                   "@audio   -  rtprio     95\n@audio - memlock unlimited\n");
+        test_write(root, "etc/security/limits.d/05-alice.conf", "alice soft rtprio 70\n");
+        test_write(root, "etc/security/limits.d/10-late.conf", "* soft rtprio 50\n");
+        CHECK_INTEQ(audit_pam_limit("alice", audio, "rtprio", &v, &where), 0);
+        CHECK_INTEQ(v, 70);
+        CHECK_STREQ(where, "/etc/security/limits.d/05-alice.conf:1");
+        CHECK_INTEQ(audit_pam_limit("carol", audio, "rtprio", &v, NULL), 0);
+        CHECK_INTEQ(v, 95);
+        /* 10-late.conf comes after limits.conf: its "*" wins over the earlier "*". */
+        CHECK_INTEQ(audit_pam_limit("bob", none, "rtprio", &v, NULL), 0);
+        CHECK_INTEQ(v, 50);
+        CHECK_INTEQ(audit_pam_limit("carol", audio, "memlock", &v, NULL), 0);
+        CHECK(v == RLIM_INFINITY);
+        /* No group or wildcard line applies to root. */
+        CHECK_INTEQ(audit_pam_limit("root", audio, "rtprio", &v, NULL), -ENOENT);
+}
+
+TEST_MAIN(T(parse), T(inversion), T(kernel_config), T(preemption), T(mitigations_smt), T(memory_filesystems),
+          T(shared_irq), T(isolation), T(rivals), T(reboot_pending), T(pam_limits))

@@ -44,6 +44,9 @@ TEST(list_malformed)
         bad_list("1,,2", 8, -EINVAL, "has an empty item");
         bad_list("-1", 8, -EINVAL, "negative CPU numbers do not exist");
         bad_list("8", 8, -ERANGE, "names CPU 8, but this machine's CPUs are 0-7");
+        /* Parsed before any machine is known (a profile): the limit is the kernel's, not a machine's. */
+        bad_list("99999", CPUSET_MAX_CPUS, -ERANGE,
+                 "names CPU 99999, but Linux numbers CPUs 0-8191 at most");
         bad_list("0-9", 8, -ERANGE, "names CPU 9");
         bad_list("", 8, -EINVAL, "is empty");
         bad_list("1,", 8, -EINVAL, "has an empty item");

@@ -251,6 +251,63 @@ TEST(spread_is_numa_local_and_per_queue)
         CHECK_INTEQ(seen, 36);
 }
 
+/* Where the vectors of the igc NIC enp2s0 were placed, checking that no two share a CPU. */
+static CpuSet *nic_cpus(const IrqTable *t)
+{
+        CpuSet *used = cpuset_new(CPUSET_MAX_CPUS);
+        unsigned n = 0;
+
+        for (size_t k = 0; t && k < t->n; k++) {
+                const char *d;
+                unsigned cpu;
+
+                if (!startswith(t->irqs[k].actions, "enp2s0"))
+                        continue;
+                d = desired_of_irq(t->irqs[k].num);
+                CHECK(d != NULL);
+                if (!d || safe_atou(d, &cpu) < 0 || cpu >= CPUSET_MAX_CPUS)
+                        continue;
+                CHECK(!cpuset_has(used, cpu));
+                cpuset_add(used, cpu);
+                n++;
+        }
+        CHECK_INTEQ(n, 5);
+        return used;
+}
+
+static void check_nic_within(const char *shape, const char *profile, const char *within)
+{
+        _cleanup_free_ char *root = fixture(shape);
+        _cleanup_irq_table_ IrqTable *t = NULL;
+        _cleanup_cpuset_ CpuSet *used = NULL, *want = NULL;
+
+        sysroot_set(root);
+        CHECK_INTEQ(irq_table_load(0, CPUSET_MAX_CPUS, &t), 0);
+        pass(root, profile, true, NULL);
+        used = nic_cpus(t);
+        CHECK_INTEQ(cpuset_parse_list(within, CPUSET_MAX_CPUS, &want, NULL), 0);
+        _cleanup_free_ char *got = cpuset_format_list(used);
+        if (!cpuset_subset(used, want))
+                printf("# %s: enp2s0 on CPUs %s, not within %s\n", shape, got, within);
+        CHECK(cpuset_subset(used, want));
+}
+
+/* One device's vectors stay close together (intel-lpmd #25): the NIC's five vectors on five CPUs of one
+ * CCD, or of one core type, where the balancing CPUs allow it; the lowest-loaded CPUs alone would take
+ * 4-8 and 14-18, across CCDs and across P- and E-cores. */
+TEST(device_vectors_stay_close)
+{
+        /* 4-7 on CCD0, 8-13 on CCD1: only CCD1 has a CPU for each vector. */
+        check_nic_within("ryzen-2ccd", "[Profile]\nDescription=t\n[IRQ]\nBalance=all\nCPUs=4-13\n", "8-13");
+        /* 14-15 a P-core, 16-19 and 20-21 E-core clusters: the E-cores have room for all five. */
+        check_nic_within("intel-hybrid", "[Profile]\nDescription=t\n[IRQ]\nBalance=all\nCPUs=14-21\n",
+                         "16-21");
+        /* With isolated cores, housekeeping's part of the other CCD is used the same way. */
+        check_nic_within("ryzen-2ccd",
+                         "[Profile]\nDescription=t\n[CPU]\nIsolate=auto:2\n[IRQ]\nBalance=housekeeping\n",
+                         "0-7,16-23");
+}
+
 TEST(placement_deterministic_and_stable)
 {
         _cleanup_free_ char *root = fixture_copy("amd-workstation");
@@ -514,8 +571,27 @@ TEST(not_threaded_reported)
         CHECK(notes_contain("threadirqs"));
 }
 
-TEST_MAIN(T(workstation_classification), T(arm64_layout_parsed), T(server_classification_and_managed),
-          T(vm2_every_irq_covered), T(spread_is_numa_local_and_per_queue),
-          T(placement_deterministic_and_stable), T(unreadable_interrupts_keep_the_placement),
-          T(swinging_rates_move_only_what_matters), T(rules_and_pins), T(bad_rules_name_file_line_key),
-          T(thread_priorities_planned), T(shared_line_threads_matched_by_handler), T(not_threaded_reported))
+/* A machine (or a container) whose /proc/interrupts lists no IRQ: an empty table, not a crash. */
+TEST(empty_interrupts_empty_table)
+{
+        _cleanup_free_ char *root = fixture_copy("vm2");
+        IrqTable *t = NULL;
+
+        test_write(root, "proc/interrupts", "");
+        sysroot_set(root);
+        CHECK_INTEQ(irq_table_load(0, 2, &t), 0);
+        CHECK(t && t->n == 0);
+        CHECK(irq_table_find(t, 0) == NULL);
+        irq_table_free(t);
+        test_write(root, "proc/interrupts", "           CPU0       CPU1       \n");
+        CHECK_INTEQ(irq_table_load(0, 2, &t), 0);
+        CHECK(t && t->n == 0);
+        irq_table_free(t);
+}
+
+TEST_MAIN(T(workstation_classification), T(empty_interrupts_empty_table), T(arm64_layout_parsed),
+          T(server_classification_and_managed), T(device_vectors_stay_close), T(vm2_every_irq_covered),
+          T(spread_is_numa_local_and_per_queue), T(placement_deterministic_and_stable),
+          T(unreadable_interrupts_keep_the_placement), T(swinging_rates_move_only_what_matters),
+          T(rules_and_pins), T(bad_rules_name_file_line_key), T(thread_priorities_planned),
+          T(shared_line_threads_matched_by_handler), T(not_threaded_reported))

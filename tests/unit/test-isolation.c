@@ -3,6 +3,7 @@
  * v2-with-systemd mechanisms also run for real (host tier, VM tier); v2 without systemd has no test bed
  * and is tested here only. */
 #include "core/reconcile.h"
+#include "core/systemd.h"
 #include "shared/sysfs.h"
 #include "test.h"
 
@@ -25,7 +26,7 @@ static char *tree(const char *name, const char *mounts)
         return root;
 }
 
-static void plan(const char *root, const unsigned *attached, size_t n)
+static void plan_with(const char *root, const unsigned *attached, size_t n, SettingContext *kinds)
 {
         char *search[] = {(char *)test_tmpdir(), NULL};
         _cleanup_topology_ Topology *t = NULL;
@@ -41,9 +42,14 @@ static void plan(const char *root, const unsigned *attached, size_t n)
         if (!t || !p)
                 return;
         dirty_mark_all(&all);
-        reconcile_pass_with(p, t, NULL, &all, true, &(PassInput){.attached = attached, .n_attached = n},
-                            &res);
+        reconcile_pass_with(p, t, NULL, &all, true,
+                            &(PassInput){.attached = attached, .n_attached = n, .kinds = kinds}, &res);
         dirty_clear(&all);
+}
+
+static void plan(const char *root, const unsigned *attached, size_t n)
+{
+        plan_with(root, attached, n, NULL);
 }
 
 static const Setting *find(const char *object)
@@ -118,5 +124,69 @@ TEST(no_cpuset_controller_is_a_note)
         CHECK_INTEQ(res.stats.failed, 0);
 }
 
+/* cgroup v2 under systemd: the isolated slice becomes a partition through systemd's CPUSetPartition= when
+ * the running systemd's slices have that property, else by writing its cpuset.cpus.partition. Whether
+ * they have it is what systemd's introspection data answers (systemd_has_property()); here it is given,
+ * both ways. */
+TEST(v2_systemd_partition_through_the_property_where_systemd_has_it)
+{
+        _cleanup_free_ char *root = tree("v2-systemd", "cgroup2 /sys/fs/cgroup cgroup2 rw,nosuid 0 0\n");
+        unsigned attached[] = {100};
+        SettingContext kinds;
+
+        test_write(root, "run/systemd/system/.exists", "");
+        test_write(root, "sys/fs/cgroup/cgroup.controllers", "cpuset cpu io memory pids\n");
+        test_write(root, "sys/fs/cgroup/system.slice/cgroup.procs", "100\n");
+        test_write(root, "sys/fs/cgroup/init.scope/cgroup.procs", "1\n");
+        test_write(root, "proc/100/cgroup", "0::/system.slice\n");
+        setting_context_init(&kinds, NULL);
+
+        kinds.unit_partition = 1;
+        plan_with(root, attached, 1, &kinds);
+        CHECK_PLANNED("systemd:rtctl.slice:CPUSetPartition", "isolated");
+        CHECK(find("/sys/fs/cgroup/rtctl.slice/cpuset.cpus.partition") == NULL);
+        /* The rest of the split is the same either way. */
+        CHECK_PLANNED("systemd:system.slice:AllowedCPUs", "0-2");
+        CHECK_PLANNED("systemd:rtctl.slice:AllowedCPUs", "3");
+        CHECK_PLANNED("/proc/100/cgroup", "/rtctl.slice/rtctl-attached-100.scope");
+
+        kinds.unit_partition = 0;
+        plan_with(root, attached, 1, &kinds);
+        CHECK_PLANNED("/sys/fs/cgroup/rtctl.slice/cpuset.cpus.partition", "isolated");
+        CHECK(find("systemd:rtctl.slice:CPUSetPartition") == NULL);
+        CHECK_PLANNED("systemd:system.slice:AllowedCPUs", "0-2");
+        setting_context_clear(&kinds);
+}
+
+/* What systemd_has_property() looks for in the running manager's introspection data, as sd-bus prints
+ * it: the property on the Slice interface, with the type rtctl writes. */
+TEST(cpuset_partition_property_found_in_introspection_data)
+{
+        const char *slice_without = "<node>\n <interface name=\"org.freedesktop.systemd1.Unit\">\n"
+                                    "  <property name=\"Id\" type=\"s\" access=\"read\">\n  </property>\n"
+                                    " </interface>\n <interface name=\"org.freedesktop.systemd1.Slice\">\n"
+                                    "  <property name=\"AllowedCPUs\" type=\"ay\" access=\"read\">\n"
+                                    "  </property>\n </interface>\n"
+                                    " <interface name=\"org.example.Other\">\n"
+                                    "  <property name=\"CPUSetPartition\" type=\"s\" access=\"read\"/>\n"
+                                    " </interface>\n</node>\n";
+        const char *slice_with =
+            "<node>\n <interface name=\"org.freedesktop.systemd1.Slice\">\n"
+            "  <property name=\"AllowedCPUs\" type=\"ay\" access=\"read\">\n  </property>\n"
+            "  <property name=\"CPUSetPartition\" type=\"s\" access=\"read\">\n"
+            "   <annotation name=\"org.freedesktop.DBus.Property.EmitsChangedSignal\" "
+            "value=\"false\"/>\n  </property>\n </interface>\n</node>\n";
+        const char *iface = "org.freedesktop.systemd1.Slice";
+
+        CHECK(systemd_introspection_has(slice_with, iface, "CPUSetPartition", "s"));
+        /* Another interface's property of that name is not the slice's. */
+        CHECK(!systemd_introspection_has(slice_without, iface, "CPUSetPartition", "s"));
+        /* A type rtctl does not know how to write is as good as absent: today's path. */
+        CHECK(!systemd_introspection_has(slice_with, iface, "CPUSetPartition", "i"));
+        CHECK(!systemd_introspection_has("", iface, "CPUSetPartition", "s"));
+}
+
 TEST_MAIN(T(v2_without_systemd_uses_cgroupfs_partitions), T(v1_uses_cpusets),
-          T(no_cpuset_controller_is_a_note))
+          T(no_cpuset_controller_is_a_note),
+          T(v2_systemd_partition_through_the_property_where_systemd_has_it),
+          T(cpuset_partition_property_found_in_introspection_data))

@@ -313,6 +313,28 @@ TEST(non_string_types)
                  "/proc/sys/kernel/rt8: original lost: its kind is an object, not a string"));
 }
 
+/* A damaged byte inside a string: what rtctld puts in its status and log, and so on the bus, is UTF-8;
+ * and a loss carried over always says why (found by tests/fuzz/fuzz-journal). */
+TEST(not_utf8_and_empty_reasons)
+{
+        _cleanup_free_ char
+            *e2 = entry(2),
+            *text = xasprintf("{\"lost\":[{\"reason\":\"\"},"
+                              "{\"object\":\"/proc/sys/kernel/rt9\",\"reason\":\"or\xab"
+                              "ig\"},{\"object\":\"/proc/sys/kernel/rt\xff"
+                              "8\"}],\"entries\":["
+                              "{\"kind\":\"file\",\"tuner\":\"sysctl\",\"object\":\"/proc/sys/kernel/rt\xff"
+                              "\",\"original\":\"x\"},"
+                              "{\"kind\":\"file\",\"tuner\":\"sysctl\",\"object\":\"/proc/sys/kernel/"
+                              "rt1\",\"original\":\"o\xc3\"},%s]}",
+                              e2);
+
+        check_damaged_text(text, F(2),
+                           LOST("/proc/sys/kernel/rt9: original lost",
+                                "journal entry 1: original lost: its object is not UTF-8",
+                                "/proc/sys/kernel/rt1: original lost: its original is not UTF-8"));
+}
+
 /* Cut inside entry 20 of 38, after the line naming its object. */
 TEST(truncated_halfway)
 {
@@ -616,9 +638,9 @@ TEST(rtctl_restore_json_lost)
 }
 
 TEST_MAIN(T(kind_null), T(object_null), T(original_null), T(tuner_null_or_missing), T(unknown_kind),
-          T(missing_keys), T(non_string_types), T(truncated_halfway), T(truncated_between_entries),
-          T(truncated_in_header), T(garbage_in_the_middle), T(zeroed_entries_in_the_middle),
-          T(trailing_garbage), T(empty_file), T(not_json), T(root_not_an_object), T(entries_not_an_array),
-          T(huge_entry), T(duplicate_entries), T(many_entries_truncated), T(damaged_copy_never_overwritten),
-          T(restore_compares_tolerate_null), T(rtctl_restore_lists_lost_originals),
-          T(rtctl_restore_json_lost))
+          T(missing_keys), T(non_string_types), T(not_utf8_and_empty_reasons), T(truncated_halfway),
+          T(truncated_between_entries), T(truncated_in_header), T(garbage_in_the_middle),
+          T(zeroed_entries_in_the_middle), T(trailing_garbage), T(empty_file), T(not_json),
+          T(root_not_an_object), T(entries_not_an_array), T(huge_entry), T(duplicate_entries),
+          T(many_entries_truncated), T(damaged_copy_never_overwritten), T(restore_compares_tolerate_null),
+          T(rtctl_restore_lists_lost_originals), T(rtctl_restore_json_lost))

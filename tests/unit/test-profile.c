@@ -1,5 +1,9 @@
 /* SPDX-License-Identifier: GPL-2.0-or-later */
 /* Profile loading: lookup rules, Include=, drop-ins, and errors that name file:line:key. */
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "core/config.h"
 #include "core/policy.h"
 #include "test.h"
 
@@ -93,6 +97,21 @@ TEST(errors_name_file_line_key)
         CHECK_CONTAINS(err, "bad.conf:15: ../../etc/x=1: not a sysctl name");
 }
 
+/* GKeyFile turns the escape \n in a value into a newline: the message still takes one line, with the
+ * escape shown as written (found by tests/fuzz/fuzz-profile). */
+TEST(error_for_escaped_newline_is_one_line)
+{
+        _cleanup_free_ char *d = dir("escapes");
+        char *path[] = {d, NULL};
+        Policy *p = NULL;
+        _cleanup_free_ char *err = NULL;
+
+        test_write(d, "profiles/esc.conf", "[Profile]\nDescription=e\n[Block x]\nMatch=tr\\nsport:nvme\n");
+        CHECK_INTEQ(policy_load(path, "esc", &p, &err), -EINVAL);
+        CHECK_CONTAINS(err, "esc.conf:4: Match=tr\\nsport:nvme: 'tr\\nsport:nvme' is not a condition");
+        CHECK(err && !strchr(err, '\n'));
+}
+
 TEST(syntax_errors_have_lines)
 {
         _cleanup_free_ char *d = dir("syntax");
@@ -159,7 +178,7 @@ TEST(profile_names)
 TEST(cpu_set_words)
 {
         CpuSpec s;
-        _cleanup_free_ char *e1 = NULL, *e2 = NULL, *e3 = NULL;
+        _cleanup_free_ char *e1 = NULL, *e2 = NULL, *e3 = NULL, *e4 = NULL, *e5 = NULL;
 
         CHECK_INTEQ(cpu_spec_parse("all", &s, NULL), 0);
         CHECK_INTEQ(s.kind, CPU_SPEC_ALL);
@@ -170,6 +189,18 @@ TEST(cpu_set_words)
         CHECK_INTEQ(cpu_spec_parse("auto:3", &s, NULL), 0);
         CHECK_INTEQ(s.kind, CPU_SPEC_AUTO);
         CHECK_INTEQ(s.auto_cores, 3);
+        CHECK_INTEQ(s.auto_prefer, CORE_PREFER_FAST);
+        _cleanup_free_ char *a = cpu_spec_format(&s);
+        CHECK_STREQ(a, "auto:3");
+        CHECK_INTEQ(cpu_spec_parse("auto:2:cache", &s, NULL), 0);
+        CHECK_INTEQ(s.auto_cores, 2);
+        CHECK_INTEQ(s.auto_prefer, CORE_PREFER_CACHE);
+        _cleanup_free_ char *ac = cpu_spec_format(&s);
+        CHECK_STREQ(ac, "auto:2:cache");
+        CHECK_INTEQ(cpu_spec_parse("auto:1:efficient", &s, NULL), 0);
+        CHECK_INTEQ(s.auto_prefer, CORE_PREFER_EFFICIENT);
+        CHECK_INTEQ(cpu_spec_parse("auto:1:fast", &s, NULL), 0);
+        CHECK_INTEQ(s.auto_prefer, CORE_PREFER_FAST);
         CHECK_INTEQ(cpu_spec_parse("2-5,9", &s, NULL), 0);
         CHECK_INTEQ(s.kind, CPU_SPEC_LIST);
         _cleanup_free_ char *f = cpu_spec_format(&s);
@@ -181,6 +212,10 @@ TEST(cpu_set_words)
         CHECK_CONTAINS(e2, "is not a CPU set");
         CHECK_INTEQ(cpu_spec_parse("4-2", &s, &e3), -EINVAL);
         CHECK_CONTAINS(e3, "runs backwards");
+        CHECK_INTEQ(cpu_spec_parse("auto:2:big", &s, &e4), -EINVAL);
+        CHECK_STREQ(e4, "'auto:2:big': auto:N:PREFERENCE takes fast, efficient or cache");
+        CHECK_INTEQ(cpu_spec_parse("auto::cache", &s, &e5), -EINVAL);
+        CHECK_CONTAINS(e5, "1 or more");
 }
 
 TEST(shipped_profiles_load)
@@ -201,6 +236,142 @@ TEST(shipped_profiles_load)
         profiles_free(l, n);
 }
 
+/* fnmatch() takes a '[' without its ']' as a literal, so Match=name:[ matched nothing and said nothing. */
+TEST(malformed_globs_are_errors)
+{
+        static const struct {
+                const char *text, *want;
+        } cases[] = {
+            {"[IRQ snd]\nMatch=name:snd[\nThreadPolicy=fifo\nThreadPriority=80\n",
+             "bad.conf:4: Match=name:snd[: 'snd[': the '[' at 4 has no closing ']'"},
+            {"[Block x]\nMatch=name:loop[0-9\nScheduler=none\n",
+             "bad.conf:4: Match=name:loop[0-9: 'loop[0-9': the '[' at 5 has no closing ']'"},
+            {"[Attach a]\nMatch=comm:jack[d\nThreads=all\n",
+             "bad.conf:4: Match=comm:jack[d: 'jack[d': the '[' at 5"},
+            {"[Attach a]\nMatch=comm:jackd\nThreads=data[\n", "bad.conf:5: Threads=data[: 'data[': the '['"},
+        };
+
+        for (size_t i = 0; i < sizeof cases / sizeof *cases; i++) {
+                _cleanup_free_ char *text = xasprintf("[Profile]\nDescription=t\n%s", cases[i].text);
+                _cleanup_free_ char *err = test_profile_errors("bad", text);
+                CHECK_CONTAINS(err, cases[i].want);
+        }
+        /* Well-formed ones load: a class, a range, a leading ']' in a bracket. */
+        _cleanup_free_ char *ok = test_profile_errors(
+            "good",
+            "[Profile]\nDescription=t\n[IRQ snd]\nMatch=name:snd_hda[0-9]*|x[]]y|[!a]b\nThreadPolicy=fifo\n"
+            "ThreadPriority=80\n");
+        CHECK_STREQ(ok, "");
+}
+
+/* What a new user tried (issue 14): each is an error naming file and line (and the key where there is
+ * one), never a profile that loads and does something else. */
+TEST(hostile_and_careless_files)
+{
+        static const struct {
+                const char *text, *want;
+        } cases[] = {
+            /* Everything after a NUL byte used to be ignored. */
+            {"[Profile]\nDescription=t\n[Sysctl]\nvm.swappiness=10\0\nkernel.x=1\n",
+             "bad.conf:4: a NUL byte: a configuration file is text"},
+            /* Names that are not UTF-8 broke every D-Bus reply that carried them. */
+            {"[Profile]\nDescription=t\n[Sysctl\xff]\n", "bad.conf:3: not valid UTF-8"},
+            {"[Profile]\nDescription=t\n[Sysctl]\nvm.\xc3(=1\n", "bad.conf:4: not valid UTF-8"},
+            /* An unknown escape was kept as written. */
+            {"[Profile]\nDescription=t\n[Sysctl]\nkernel.timer_migration=\\q\n",
+             "bad.conf:4: kernel.timer_migration=\\q: invalid escape '\\q'"},
+            {"[Profile]\nDescription=t\n[Sysctl]\nkernel.timer_migration=1\\\n",
+             "bad.conf:4: kernel.timer_migration=1\\: ends in a lone backslash"},
+            {"[Profile]\nDescription=t\n[Block a]b]\nScheduler=none\n",
+             "bad.conf:3: malformed section header '[Block a]b]'"},
+            {"[Profile]\nDescription=t\nDescription[de]=y\n",
+             "bad.conf:3: Description[de]=: localized keys (Key[locale]=) are not supported"},
+            {"[Profile]\nDescription=t\n[Sysctl]\n=1\n", "bad.conf:4: '' is not a key name"},
+        };
+
+        for (size_t i = 0; i < sizeof cases / sizeof *cases; i++) {
+                _cleanup_free_ char *d = dir("hostile");
+                char *path[] = {d, NULL};
+                _cleanup_free_ char *file = xasprintf("%s/profiles/bad.conf", d), *err = NULL;
+                Policy *p = NULL;
+                /* Written with its length: the NUL case has one inside. */
+                size_t len = strlen(cases[i].text);
+                if (i == 0)
+                        len += 1 + strlen(cases[i].text + len + 1);
+                test_write(d, "profiles/bad.conf", "");
+                FILE *f = fopen(file, "w");
+                CHECK(f && fwrite(cases[i].text, 1, len, f) == len);
+                fclose(f);
+                CHECK_INTEQ(policy_load(path, "bad", &p, &err), -EINVAL);
+                CHECK_CONTAINS(err, cases[i].want);
+                CHECK(!p);
+        }
+}
+
+/* Only a regular file is read, and not without bound: a FIFO blocked the daemon for ever, a link to
+ * /dev/zero read until memory ran out. */
+TEST(only_regular_files_of_bounded_size)
+{
+        _cleanup_free_ char *d = dir("special");
+        char *path[] = {d, NULL};
+        _cleanup_free_ char *fifo = xasprintf("%s/profiles/fifo.conf", d),
+                            *zero = xasprintf("%s/profiles/zero.conf", d);
+        _cleanup_free_ char *big = xasprintf("%s/profiles/big.conf", d);
+        _cleanup_free_ char *e1 = NULL, *e2 = NULL, *e3 = NULL;
+        Policy *p = NULL;
+
+        test_write(d, "profiles/placeholder.conf", "[Profile]\nDescription=t\n");
+        CHECK_INTEQ(mkfifo(fifo, 0600), 0);
+        CHECK_INTEQ(symlink("/dev/zero", zero), 0);
+        CHECK_INTEQ(policy_load(path, "fifo", &p, &e1), -EINVAL);
+        CHECK_CONTAINS(e1, "fifo.conf: not a regular file (a FIFO): only regular files are read");
+        CHECK_INTEQ(policy_load(path, "zero", &p, &e2), -EINVAL);
+        CHECK_CONTAINS(e2, "zero.conf: not a regular file (a character device)");
+        FILE *f = fopen(big, "w");
+        CHECK(f != NULL);
+        fputs("[Profile]\nDescription=t\n", f);
+        for (int i = 0; i < 70000; i++)
+                fprintf(f, "# a comment line to make the file larger than a profile may be\n");
+        fclose(f);
+        CHECK(policy_load(path, "big", &p, &e3) < 0);
+        CHECK_CONTAINS(e3, "big.conf: ");
+        CHECK_CONTAINS(e3, "bytes, more than the 1048576 a configuration file may have");
+}
+
+/* 80,000 keys load, each found by its name (a scan per key made this take 20 s; bench/ has the time). */
+TEST(many_keys)
+{
+        _cleanup_free_ char *d = dir("many");
+        _cleanup_free_ char *file = xasprintf("%s/profiles/many.conf", d), *err = NULL;
+        Conf *c = NULL;
+
+        test_write(d, "profiles/many.conf", "");
+        FILE *f = fopen(file, "w");
+        CHECK(f != NULL);
+        fputs("[Profile]\nDescription=t\n[Sysctl]\n", f);
+        for (int i = 0; i < 80000; i++)
+                fprintf(f, "k%d=%d\n", i, i);
+        fclose(f);
+        CHECK_INTEQ(conf_parse_file(file, &c, &err), 0);
+        ConfSection *s = conf_section(c, "Sysctl");
+        CHECK(s && s->n_keys == 80000);
+        ConfKey *k = conf_key(s, "k79999");
+        CHECK(k && streq(k->value, "79999") && k->line == 80003);
+        conf_free(c);
+
+        /* The vector long lists are built with: every entry kept, in order, NULL-terminated. */
+        _cleanup_strv_free_ char **v = NULL;
+        size_t n = 0;
+        for (int i = 0; i < 1000; i++)
+                strv_append(&v, &n, xasprintf("%d", i));
+        CHECK_INTEQ(n, 1000);
+        CHECK_INTEQ(strv_length(v), 1000);
+        CHECK_STREQ(v[0], "0");
+        CHECK_STREQ(v[999], "999");
+}
+
 TEST_MAIN(T(include_chain_overrides), T(include_cycle_and_missing), T(errors_name_file_line_key),
-          T(syntax_errors_have_lines), T(admin_file_replaces_shipped_and_dropins_extend), T(profile_names),
-          T(cpu_set_words), T(shipped_profiles_load))
+          T(error_for_escaped_newline_is_one_line), T(syntax_errors_have_lines),
+          T(admin_file_replaces_shipped_and_dropins_extend), T(profile_names), T(cpu_set_words),
+          T(shipped_profiles_load), T(malformed_globs_are_errors), T(hostile_and_careless_files),
+          T(only_regular_files_of_bounded_size), T(many_keys))

@@ -2,6 +2,8 @@
 #include <stdarg.h>
 #include <sys/stat.h>
 
+#include "core/reconcile.h"
+#include "shared/sysfs.h"
 #include "test.h"
 
 int test_failures_;
@@ -23,10 +25,17 @@ static void remove_tmpdir(void)
 const char *test_tmpdir(void)
 {
         if (!tmpdir[0]) {
-                snprintf(tmpdir, sizeof tmpdir, "/tmp/rtctl-unit-XXXXXX");
+                /* In memory where there is a tmpfs: some tests copy a 16 MB fixture tree per case, which
+                 * on a busy disk took longer than a unit test may. */
+                snprintf(tmpdir, sizeof tmpdir, "%s/rtctl-unit-XXXXXX",
+                         access("/dev/shm", W_OK) == 0 ? "/dev/shm" : "/tmp");
                 if (!mkdtemp(tmpdir))
                         abort();
-                atexit(remove_tmpdir);
+                /* RTCTL_TEST_KEEP=1 leaves it, e.g. for tests/fuzz/gen-corpus.py to take journals from. */
+                if (getenv("RTCTL_TEST_KEEP"))
+                        printf("# scratch directory kept: %s\n", tmpdir);
+                else
+                        atexit(remove_tmpdir);
         }
         return tmpdir;
 }
@@ -48,6 +57,41 @@ void test_write(const char *dir, const char *rel, const char *text)
         fclose(f);
 }
 
+char *test_fixture(const char *shape)
+{
+        const char *dir = getenv("RTCTL_FIXTURES");
+        return xasprintf("%s/%s", dir ? dir : "tests/unit/fixtures", shape);
+}
+
+Policy *test_profile(const char *text)
+{
+        char *search[] = {(char *)test_tmpdir(), NULL};
+        _cleanup_free_ char *err = NULL;
+        Policy *p = NULL;
+
+        test_write(test_tmpdir(), "profiles/test.conf", text);
+        CHECK_INTEQ(policy_load(search, "test", &p, &err), 0);
+        if (err)
+                printf("# %s\n", err);
+        return p;
+}
+
+const char *test_desired(const PassResult *r, const char *object)
+{
+        for (size_t i = 0; i < r->plan.n; i++)
+                if (streq(r->plan.settings[i].object, object) && !r->plan.settings[i].restore)
+                        return r->plan.settings[i].desired;
+        return NULL;
+}
+
+const Unsupported *test_note(const PassResult *r, const char *text)
+{
+        for (size_t i = 0; i < r->notes.n; i++)
+                if (strstr(r->notes.items[i].reason, text))
+                        return &r->notes.items[i];
+        return NULL;
+}
+
 int test_run(const TestCase *cases, size_t n)
 {
         int failed = 0;
@@ -67,4 +111,63 @@ int test_run(const TestCase *cases, size_t n)
                 fflush(stdout);
         }
         return failed ? 1 : 0;
+}
+
+char *test_fixture_copy(const char *shape)
+{
+        _cleanup_free_ char *src = test_fixture(shape);
+        char *dst = xasprintf("%s/%s-copy", test_tmpdir(), shape);
+        _cleanup_free_ char *cmd = xasprintf("rm -rf '%s' && cp -a '%s' '%s'", dst, src, dst);
+
+        if (system(cmd) != 0)
+                abort();
+        return dst;
+}
+
+const Setting *test_plan_find(const Plan *plan, const char *object)
+{
+        for (size_t i = 0; i < plan->n; i++)
+                if (streq(plan->settings[i].object, object))
+                        return &plan->settings[i];
+        return NULL;
+}
+
+char *test_profile_errors(const char *name, const char *text)
+{
+        char *search[] = {(char *)test_tmpdir(), NULL};
+        _cleanup_free_ char *rel = xasprintf("profiles/%s.conf", name);
+        Policy *p = NULL;
+        char *err = NULL;
+
+        test_write(test_tmpdir(), rel, text);
+        (void)policy_load(search, name, &p, &err);
+        policy_free(p);
+        return err ?: xstrdup("");
+}
+
+void test_pass(const char *root, const char *profile, Journal *j, SettingContext *kinds, PassResult *res)
+{
+        /* The shipped profiles after the test's own, so that a test profile can include them. */
+        char *search[] = {(char *)test_tmpdir(), getenv("RTCTL_CONF_D"), NULL};
+        _cleanup_topology_ Topology *t = NULL;
+        _cleanup_policy_ Policy *p = NULL;
+        _cleanup_free_ char *err = NULL;
+        Dirty all = {};
+
+        sysroot_set(root);
+        pass_result_clear(res);
+        if (topology_load(NULL, &t) < 0)
+                abort();
+        if (profile) {
+                test_write(test_tmpdir(), "profiles/pass.conf", profile);
+                if (policy_load(search, "pass", &p, &err) < 0) {
+                        printf("# %s\n", err);
+                        abort();
+                }
+        }
+        if (!kinds->refused)
+                setting_context_init(kinds, NULL);
+        dirty_mark_all(&all);
+        reconcile_pass_with(p, t, j, &all, j == NULL, &(PassInput){.kinds = kinds}, res);
+        dirty_clear(&all);
 }

@@ -5,6 +5,7 @@
 #include <stdio.h>
 #include <string.h>
 
+#include "core/reconcile.h"
 #include "shared/util.h"
 
 extern int test_failures_;
@@ -73,3 +74,32 @@ int test_run(const TestCase *cases, size_t n);
 const char *test_tmpdir(void);
 /* Writes text to dir/rel, making directories. */
 void test_write(const char *dir, const char *rel, const char *text);
+
+/* $RTCTL_FIXTURES/SHAPE, a generated machine (tests/fixtures/gen-machine.py), and a writable copy of it
+ * in the scratch directory for passes that apply. */
+char *test_fixture(const char *shape);
+char *test_fixture_copy(const char *shape);
+
+struct Setting;
+struct Plan;
+/* The setting of the plan for object, or NULL. */
+const struct Setting *test_plan_find(const struct Plan *plan, const char *object);
+
+/* The errors of loading profile NAME written with text into the scratch directory ("" when it loads). */
+char *test_profile_errors(const char *name, const char *text);
+
+struct Journal;
+struct SettingContext;
+struct PassResult;
+/* One pass on the machine under root of profile text (written as profiles/pass.conf, which may include
+ * the shipped profiles in $RTCTL_CONF_D; NULL: no policy, a restore), journalled in j (NULL: a dry run),
+ * every tuner dirty. */
+void test_pass(const char *root, const char *profile, struct Journal *j, struct SettingContext *kinds,
+               struct PassResult *res);
+/* Writes text as the profile "test" in the scratch directory and loads it: NULL (a failed check, the
+ * errors printed) when it does not load. */
+Policy *test_profile(const char *text);
+/* What a pass planned for object (not a restore of it), or NULL. */
+const char *test_desired(const PassResult *r, const char *object);
+/* The first not-supported note or planning failure whose reason holds text, or NULL. */
+const Unsupported *test_note(const PassResult *r, const char *text);

@@ -523,9 +523,11 @@ TESTS = []
 STATE = {}
 
 
-def test(name, timeout=TEST_TIMEOUT):
+def test(name, timeout=TEST_TIMEOUT, own_run=False):
+    """own_run: left out of a run without rtctl_vmtest.only= (run.sh gives it a VM run of its own)."""
     def deco(fn):
         fn.timeout = timeout
+        fn.own_run = own_run
         TESTS.append((name, fn))
         return fn
     return deco
@@ -1158,6 +1160,56 @@ def isolation_state(job_pid):
         unit_prop("user.slice", "AllowedCPUs").get("AllowedCPUs"), cpus_of(job_pid))
 
 
+# bootargs-grub runs before the CPU hot-add tests: the arguments it computes (vmiso isolates the
+# highest present CPU) are what run.sh boots the second VM with, and that VM has the boot shape (-smp 4),
+# not the shape the hotplug tests leave behind.
+@test("bootargs-grub", timeout=300)
+def t_bootargs_grub():
+    """rtctl bootargs apply on Debian's real GRUB tooling: the drop-in, then update-grub puts the
+    arguments on every linux line of grub.cfg; revert takes them out and leaves /etc/default/grub.d as
+    it was, byte for byte. RebootPending follows the profile in force."""
+    run(["systemctl", "start", UNIT], check_rc=True, timeout=60)  # stop-restores, before this, stopped it
+    require_rtctld()
+    check(os.path.exists("/usr/sbin/update-grub"), "grub-pc is not in the image (no update-grub)")
+    # A grub.cfg from the unchanged configuration to compare with (the image never ran update-grub).
+    p = run(["update-grub"], timeout=120)
+    check(p.returncode == 0, "update-grub before apply: %s" % p.stderr.strip()[-300:])
+    baseline = grub_linux_lines()
+    check(baseline, "update-grub wrote no linux line: %s" % p.stderr.strip()[-300:])
+    dropins = files_under("/etc/default/grub.d")
+    shown = json.loads(run([RTCTL, "--json", "bootargs", "--profile", "vmiso"], check_rc=True).stdout)
+    want = shown["wanted"].split()
+    check(shown["boot_loader"] == "grub", "boot loader %r, want grub" % shown["boot_loader"])
+    check(any(w.startswith("isolcpus=managed_irq,") for w in want) and "preempt=full" in want,
+          "wanted %s" % shown["wanted"])
+    check("threadirqs" not in shown["missing"], "the VM boots with threadirqs, yet it is missing: %s" % shown)
+
+    t0 = time.monotonic()
+    p = run([RTCTL, "bootargs", "apply", "--profile", "vmiso"], timeout=180)
+    applied_in = time.monotonic() - t0
+    check(p.returncode == 0, "apply exited %d: %s" % (p.returncode, p.stderr.strip()[-500:]))
+    # GRUB_CMDLINE_LINUX_DEFAULT is for the normal entries; recovery ones ("single") go without.
+    lines = [l for l in grub_linux_lines() if "single" not in l.split()]
+    check(lines and all(all(w in l.split() for w in want) for l in lines),
+          "grub.cfg linux lines lack %s: %s" % (want, lines))
+    p = run([RTCTL, "bootargs", "revert"], timeout=180)
+    check(p.returncode == 0, "revert exited %d: %s" % (p.returncode, p.stderr.strip()[-500:]))
+    check(grub_linux_lines() == baseline, "after revert grub.cfg differs: %s vs %s" % (grub_linux_lines(), baseline))
+    check(files_under("/etc/default/grub.d") == dropins, "/etc/default/grub.d is not as it was")
+    check(not os.path.exists("/var/lib/rtctl/bootargs.json"), "the boot journal is still there")
+
+    # RebootPending: this boot lacks vmiso's isolation arguments, and the test profile wants none.
+    try:
+        r, err, msg = call("SetProfile", "vmiso")
+        check(err is None, "SetProfile(vmiso): %s %s" % (err, msg))
+        check(reboot_pending(), "RebootPending is false under vmiso on a kernel booted without %s" % want)
+    finally:
+        call("SetProfile", TEST_PROFILE)
+    check(not reboot_pending(), "RebootPending is still true under %s" % TEST_PROFILE)
+    return "wanted %s; apply + update-grub in %.1f s; revert restored grub.cfg and grub.d" % (
+        " ".join(want), applied_in)
+
+
 @test("isolation-v2-hotplug")
 def t_isolation_v2_hotplug():
     """The isolated CPU going offline and back, and a CPU hot-added through QMP: the isolation converges
@@ -1470,6 +1522,16 @@ def session_diagnostics():
     return "; ".join(out)
 
 
+def wait_for_agent(timeout):
+    """The agent's info once alice's login shell on tty1 became it, else None after timeout s."""
+    def up():
+        try:
+            return agent({"op": "info"}, 10)
+        except Fail:
+            return None
+    return wait_for(up, timeout, 0.5)
+
+
 def session():
     """alice's session, started once per run: getty@tty1 logs her in, her login shell becomes the
     agent. Checked here: logind has the session active, local, on seat0, and polkit counts the agent
@@ -1482,13 +1544,7 @@ def session():
         except Fail:
             STATE.pop("session")
     run(["systemctl", "start", "getty@tty1.service"], check_rc=True)
-
-    def up():
-        try:
-            return agent({"op": "info"}, 10)
-        except Fail:
-            return None
-    info = wait_for(up, 120, 0.5)
+    info = wait_for_agent(120)
     check(info, "no agent in alice's session 120 s after starting getty@tty1: %s" % session_diagnostics())
     check(info["uid"] == SESSION_UID, "the agent runs as uid %s" % info["uid"])
     sid = info["env"].get("XDG_SESSION_ID")
@@ -1983,6 +2039,26 @@ def pipewire_where(pid):
     return " ".join(out)
 
 
+@test("check-session-user", timeout=120)
+def t_check_session_user():
+    """rtctl check run as root judges the desktop user, not root: alice, whose session is the active one
+    on seat0, by her limits and a real SCHED_FIFO attempt as her. Run by alice in her session it judges
+    her as the caller; both attempts answer alike, as they try with the same limits."""
+    info = session()
+    as_root = cli(["check", "--local"], json_out=True, ok_rcs=(0, 1))
+    f = {c["check"]: c for c in as_root}
+    check(f["user"]["detail"] == "judged %s (uid %d, the active session's user)" % (SESSION_USER, SESSION_UID),
+          "rtctl check as root judged: %s" % f["user"])
+    p = as_alice([RTCTL, "--json", "check", "--local"])
+    check(p["rc"] in (0, 1), "rtctl check as alice exited %d: %s" % (p["rc"], p["stderr"][-300:]))
+    mine = {c["check"]: c for c in json.loads(p["stdout"])}
+    check(mine["user"]["detail"] == "judged %s (uid %d, the caller)" % (SESSION_USER, SESSION_UID),
+          "rtctl check as alice judged: %s" % mine["user"])
+    check(mine["sched-fifo"]["status"] == f["sched-fifo"]["status"],
+          "SCHED_FIFO as alice in her session: %s; as root judging her: %s" % (mine["sched-fifo"], f["sched-fifo"]))
+    return "as root: %s; %s" % (f["user"]["detail"], f["sched-fifo"]["detail"])
+
+
 @test("pipewire-data-loop", timeout=240)
 def t_pipewire_data_loop():
     """The audio profile's shipped [Attach pipewire] rule against a real PipeWire (alice's user service, a
@@ -2143,52 +2219,6 @@ def files_under(d):
     return out
 
 
-@test("bootargs-grub", timeout=300)
-def t_bootargs_grub():
-    """rtctl bootargs apply on Debian's real GRUB tooling: the drop-in, then update-grub puts the
-    arguments on every linux line of grub.cfg; revert takes them out and leaves /etc/default/grub.d as
-    it was, byte for byte. RebootPending follows the profile in force."""
-    require_rtctld()
-    check(os.path.exists("/usr/sbin/update-grub"), "grub-pc is not in the image (no update-grub)")
-    # A grub.cfg from the unchanged configuration to compare with (the image never ran update-grub).
-    p = run(["update-grub"], timeout=120)
-    check(p.returncode == 0, "update-grub before apply: %s" % p.stderr.strip()[-300:])
-    baseline = grub_linux_lines()
-    check(baseline, "update-grub wrote no linux line: %s" % p.stderr.strip()[-300:])
-    dropins = files_under("/etc/default/grub.d")
-    shown = json.loads(run([RTCTL, "--json", "bootargs", "--profile", "vmiso"], check_rc=True).stdout)
-    want = shown["wanted"].split()
-    check(shown["boot_loader"] == "grub", "boot loader %r, want grub" % shown["boot_loader"])
-    check(any(w.startswith("isolcpus=managed_irq,") for w in want) and "preempt=full" in want,
-          "wanted %s" % shown["wanted"])
-    check("threadirqs" not in shown["missing"], "the VM boots with threadirqs, yet it is missing: %s" % shown)
-
-    t0 = time.monotonic()
-    p = run([RTCTL, "bootargs", "apply", "--profile", "vmiso"], timeout=180)
-    applied_in = time.monotonic() - t0
-    check(p.returncode == 0, "apply exited %d: %s" % (p.returncode, p.stderr.strip()[-500:]))
-    # GRUB_CMDLINE_LINUX_DEFAULT is for the normal entries; recovery ones ("single") go without.
-    lines = [l for l in grub_linux_lines() if "single" not in l.split()]
-    check(lines and all(all(w in l.split() for w in want) for l in lines),
-          "grub.cfg linux lines lack %s: %s" % (want, lines))
-    p = run([RTCTL, "bootargs", "revert"], timeout=180)
-    check(p.returncode == 0, "revert exited %d: %s" % (p.returncode, p.stderr.strip()[-500:]))
-    check(grub_linux_lines() == baseline, "after revert grub.cfg differs: %s vs %s" % (grub_linux_lines(), baseline))
-    check(files_under("/etc/default/grub.d") == dropins, "/etc/default/grub.d is not as it was")
-    check(not os.path.exists("/var/lib/rtctl/bootargs.json"), "the boot journal is still there")
-
-    # RebootPending: this boot lacks vmiso's isolation arguments, and the test profile wants none.
-    try:
-        r, err, msg = call("SetProfile", "vmiso")
-        check(err is None, "SetProfile(vmiso): %s %s" % (err, msg))
-        check(reboot_pending(), "RebootPending is false under vmiso on a kernel booted without %s" % want)
-    finally:
-        call("SetProfile", TEST_PROFILE)
-    check(not reboot_pending(), "RebootPending is still true under %s" % TEST_PROFILE)
-    return "wanted %s; apply + update-grub in %.1f s; revert restored grub.cfg and grub.d" % (
-        " ".join(want), applied_in)
-
-
 @test("bootargs-booted")
 def t_bootargs_booted():
     """Booted with the arguments rtctl bootargs computed for vmiso in the first boot's bootargs-grub
@@ -2217,10 +2247,352 @@ def t_bootargs_booted():
         props = manager()[1].GetAll("org.rtctl.Manager1", dbus_interface="org.freedesktop.DBus.Properties")
         check(str(props["IsolatedCPUs"]) == iso[0], "IsolatedCPUs %s, booted with %s" % (props["IsolatedCPUs"], iso[0]))
         check(not props["RebootPending"], "RebootPending is true: %s" % plain(props["Unsupported"]))
+        # rtctl check is clean for what the arguments give: nothing pending, tickless, preemption.
+        p = run([RTCTL, "--json", "check"], timeout=120)
+        found = {f["check"]: f for f in json.loads(p.stdout or "[]")}
+        for name in ("reboot-pending", "tickless", "preemption"):
+            f = found.get(name)
+            check(f is not None and f["status"] == "ok", "rtctl check %s: %s" % (name, f))
     finally:
         call("SetProfile", TEST_PROFILE)
-    return "nohz_full=%s, isolated (domain) %r, RCU callbacks offloaded from %s, RebootPending false under vmiso" % (
-        nohz, isolated, iso[0])
+    return ("nohz_full=%s, isolated (domain) %r, RCU callbacks offloaded from %s, RebootPending false under vmiso; "
+            "rtctl check: reboot-pending, tickless, preemption ok" % (nohz, isolated, iso[0]))
+
+
+@test("scheduler-knobs")
+def t_scheduler_knobs():
+    """[Scheduler] on Debian's 6.1 kernel (CFS, before EEVDF; not locked down, unlike the host's): the
+    CFS knobs and two feature flags are written, base_slice_ns is "not supported" and nothing is written
+    in its stead, and switching back restores every knob and flag exactly."""
+    sched = "/sys/kernel/debug/sched/"
+    ensure_rtctld_base()
+    check(os.path.exists(sched + "features"), "no %sfeatures (debugfs not mounted?)" % sched)
+    check(not os.path.exists(sched + "base_slice_ns"), "this kernel has base_slice_ns: not the CFS kernel the test is for")
+
+    def feats():
+        return {w[3:] if w.startswith("NO_") else w: not w.startswith("NO_") for w in read(sched + "features").split()}
+
+    knobs = {k: read(sched + k) for k in ("min_granularity_ns", "migration_cost_ns", "nr_migrate")}
+    before = feats()
+    want = {k: str(int(v) * 2 + 1000) for k, v in knobs.items()}
+    off = next(n for n in ("CACHE_HOT_BUDDY", "WAKEUP_PREEMPTION", "NONTASK_CAPACITY") if before.get(n))
+    on = next(n for n in ("LB_MIN", "NEXT_BUDDY", "LATENCY_WARN") if before.get(n) is False)
+    path = "/etc/rtctl/profiles/vmsched.conf"
+    with open(path, "w") as f:
+        f.write("[Profile]\nDescription=VM tier: scheduler knobs\n[Scheduler]\nbase_slice_ns=3000000\n%s\n"
+                "features=NO_%s %s\n" % ("\n".join("%s=%s" % kv for kv in want.items()), off, on))
+    try:
+        r, err, msg = call("SetProfile", "vmsched")
+        check(err is None, "SetProfile(vmsched): %s %s" % (err, msg))
+        got = {k: read(sched + k) for k in want}
+        check(got == want, "knobs %s, want %s" % (got, want))
+        now = feats()
+        check(now[off] is False and now[on] is True, "features: %s %s, %s %s" % (off, now[off], on, now[on]))
+        check({n: v for n, v in now.items() if n not in (off, on)} == {n: v for n, v in before.items() if n not in (off, on)},
+              "other feature flags moved")
+        props = rtprops()
+        notes = {str(u[1]): str(u[2]) for u in props["Unsupported"]}
+        check(notes.get(sched + "base_slice_ns", "").startswith("not supported"),
+              "base_slice_ns on a CFS kernel: %s" % notes)
+        check(not props["Failures"], "failures: %s" % props["Failures"])
+    finally:
+        call("SetProfile", TEST_PROFILE)
+        os.unlink(path)
+    back = {k: read(sched + k) for k in knobs}
+    check(back == knobs, "after switching back: %s, was %s" % (back, knobs))
+    check(feats() == before, "feature flags not restored: %s" % {n: v for n, v in feats().items() if before.get(n) != v})
+    return "%s; NO_%s, %s; base_slice_ns: %s; all restored" % (
+        ", ".join("%s %s->%s" % (k, knobs[k], want[k]) for k in want), off, on, notes[sched + "base_slice_ns"])
+
+
+@test("unit-security")
+def t_unit_security():
+    """The hardened unit, after every test above exercised rtctld under it: systemd-analyze security's
+    exposure is no higher than the figure in README.md (run.sh passes it as rtctl_vmtest.security_max=),
+    and nothing rtctld logged in this boot says the sandbox refused it (EPERM from the syscall filter,
+    the device policy or a dropped capability)."""
+    m = re.search(r"(?:^|\s)rtctl_vmtest\.security_max=([0-9.]+)", read("/proc/cmdline", ""))
+    check(m, "no rtctl_vmtest.security_max= on the kernel command line (run.sh takes it from README.md)")
+    p = run(["systemd-analyze", "security", "--no-pager", UNIT], timeout=60)
+    e = re.search(r"Overall exposure level for %s: ([0-9.]+)" % re.escape(UNIT), p.stdout)
+    check(e, "systemd-analyze security printed no exposure level: %s" % (p.stdout + p.stderr)[-300:])
+    score, most = float(e.group(1)), float(m.group(1))
+    check(score <= most, "exposure %.1f is above README's %.1f:\n%s" % (
+        score, most, "\n".join(l for l in p.stdout.splitlines() if l.startswith("\u2717"))[:1500]))
+    log = run(["journalctl", "-b", "-u", UNIT, "-o", "cat", "--no-pager"], timeout=60).stdout
+    refused = [l for l in log.splitlines() if "Operation not permitted" in l or "EPERM" in l]
+    check(not refused, "rtctld was refused something under the unit's sandbox: %s" % refused[:5])
+    return "exposure %.1f (README: %.1f); %d journal lines of rtctld, none refused" % (
+        score, most, len(log.splitlines()))
+
+
+# --------------------------------------------------------------------------
+# tuning at boot: a second boot of the guest with rtctld enabled (README: boot-tuning)
+
+RESUME = "/var/lib/rtctl-vmtest/resume.json"
+LOGIN_RECORD = "/tmp/rtctl-vmtest-login.txt"
+TRACEFS = "/sys/kernel/tracing"
+FORK_INSTANCE = TRACEFS + "/instances/rtctlfork"
+
+# Started before sysinit.target of the second boot: every context switch (top buffer) and every
+# fork and thread creation (an instance of its own, small enough never to wrap) from then on, with
+# CLOCK_MONOTONIC timestamps, the clock of systemd's *TimestampMonotonic properties.
+TRACE_UNIT = """[Unit]
+Description=rtctl VM tier: trace context switches and forks from early boot
+DefaultDependencies=no
+Wants=sys-kernel-tracing.mount
+After=sys-kernel-tracing.mount
+Before=sysinit.target rtctld.service
+
+[Service]
+Type=oneshot
+RemainAfterExit=yes
+ExecStart=/bin/sh -ec 'T=%s; I=%s; echo mono > $T/trace_clock; echo 2048 > $T/buffer_size_kb; \\
+ mkdir -p $I; echo mono > $I/trace_clock; echo 2048 > $I/buffer_size_kb; \\
+ echo 1 > $I/events/sched/sched_process_fork/enable; echo 1 > $T/events/sched/sched_switch/enable; \\
+ echo 1 > $T/tracing_on; echo 1 > $I/tracing_on'
+
+[Install]
+WantedBy=sysinit.target
+""" % (TRACEFS, FORK_INSTANCE)
+
+# Sourced by alice's login shell before the session agent's hook: what her session has at login.
+LOGIN_HOOK = """if [ "$(id -un)" = alice ] && [ "$(tty)" = /dev/tty1 ]; then
+	cg=$(cut -d: -f3 /proc/$$/cgroup)
+	d=/sys/fs/cgroup$cg
+	while [ ! -e "$d/cpuset.cpus.effective" ] && [ "$d" != /sys/fs/cgroup ]; do d=${d%%/*}; done
+	{
+		echo "uptime $(cut -d' ' -f1 /proc/uptime)"
+		echo "pid $$"
+		echo "cgroup $cg"
+		echo "cpuset_dir $d"
+		echo "effective $(cat "$d/cpuset.cpus.effective")"
+		grep Cpus_allowed_list /proc/$$/status | tr -d '\\t' | sed 's/:/ /'
+	} > %s
+fi
+""" % LOGIN_RECORD
+
+
+class Reboot(Exception):
+    """Raised by a test that continues in the next boot: main() reboots the guest and the runner of
+    that boot calls the test's .after_reboot()."""
+
+
+def boot_unit_unordered(how):
+    """The premise broken on purpose (the test must fail then): rtctl_vmtest.boot_unordered drops
+    rtctld's Before= ordering; rtctl_vmtest.boot_unordered=late also holds its start until alice's
+    user manager runs, so her session begins untuned (an After= alone would not: user@1000 is not
+    in the boot's transaction when rtctld is started)."""
+    with open("/usr/lib/systemd/system/" + UNIT) as f:
+        text = f.read()
+    out = []
+    for l in text.splitlines():
+        if l.startswith("Before="):
+            l = "Before=shutdown.target"
+        if l.startswith("ExecStart=") and how == "late":
+            out.append("ExecStartPre=/bin/sh -c 'until systemctl -q is-active user@%d.service; do sleep 0.2; done'"
+                       % SESSION_UID)
+            out.append("TimeoutStartSec=300")
+        out.append(l)
+    write("/etc/systemd/system/" + UNIT, "\n".join(out) + "\n")
+
+
+@test("boot-tuning", timeout=240, own_run=True)
+def t_boot_tuning():
+    """Boot 1: configure what an admin does (DefaultProfile=vmiso, `systemctl enable rtctld`), let
+    alice log in at boot (getty@tty1 enabled, autologin), trace from early boot, reboot."""
+    check(rtctld_installed(), "%s is not installed" % UNIT)
+    if unit_prop(UNIT, "ActiveState").get("ActiveState") == "active":
+        run(["systemctl", "stop", UNIT], timeout=60, check_rc=True)
+    # a profile chosen by an earlier test is remembered and would win over DefaultProfile=
+    for f in glob.glob("/var/lib/rtctl/active-profile"):
+        os.unlink(f)
+    write("/etc/rtctl/rtctl.conf", "[Daemon]\nDefaultProfile=vmiso\n")
+    write("/etc/systemd/system/rtctl-vmtest-trace.service", TRACE_UNIT)
+    write("/etc/profile.d/rtctl-vmtest-boot.sh", LOGIN_HOOK)
+    m = re.search(r"(?:^|\s)rtctl_vmtest\.boot_unordered(?:=(\S+))?(?:\s|$)", read("/proc/cmdline", ""))
+    if m:
+        boot_unit_unordered(m.group(1))
+        run(["systemctl", "daemon-reload"], check_rc=True)
+    for u in (UNIT, "getty@tty1.service", "rtctl-vmtest-trace.service"):
+        p = run(["systemctl", "enable", u], timeout=60)
+        check(p.returncode == 0, "systemctl enable %s: %s" % (u, p.stderr.strip()))
+    raise Reboot()
+
+
+def mono(v):
+    """A systemd *TimestampMonotonic property (µs) in seconds; None when unset (0)."""
+    try:
+        return int(v) / 1e6 or None
+    except (TypeError, ValueError):
+        return None
+
+
+def trace_lines(path):
+    with open(path, errors="replace") as f:
+        for l in f:
+            if not l.startswith("#"):
+                yield l
+
+
+RE_TRACE = re.compile(r"^\s*(.+?)-(\d+)\s+\[(\d+)\]\s+\S+\s+([\d.]+): (\w+): (.*)$")
+
+
+def trace_events(path, event):
+    for l in trace_lines(path):
+        m = RE_TRACE.match(l)
+        if m and m.group(5) == event:
+            yield int(m.group(3)), float(m.group(4)), dict(
+                kv.split("=", 1) for kv in m.group(6).replace(" ==> ", " ").split() if "=" in kv)
+
+
+def trace_stats(cpu, base=TRACEFS):
+    st = {}
+    for l in read("%s/per_cpu/cpu%d/stats" % (base, cpu), "").splitlines():
+        k, _, v = l.partition(":")
+        st[k.strip()] = v.strip()
+    return st
+
+
+def descendants(roots, parent_of):
+    """Every PID/TID whose fork chain leads to one of roots (roots included)."""
+    out = set(roots)
+    changed = True
+    while changed:
+        changed = False
+        for child, parent in parent_of.items():
+            if parent in out and child not in out:
+                out.add(child)
+                changed = True
+    return out
+
+
+def is_kthread(pid):
+    st = read("/proc/%d/stat" % pid)
+    if not st:
+        return None
+    flags = int(st.rsplit(")", 1)[1].split()[6])
+    return bool(flags & 0x00200000)  # PF_KTHREAD
+
+
+def t_boot_tuning_after_reboot():
+    """Boot 2: rtctld enabled with DefaultProfile=vmiso tuned before the first login."""
+    steps, wrong = [], []
+    check(wait_for(lambda: unit_prop(UNIT, "ActiveState").get("ActiveState") == "active", 60, 0.5),
+          "rtctld.service (enabled) not active at boot: %s" % unit_prop(UNIT, "ActiveState", "Result"))
+    boot_log = run(["journalctl", "-b", "--no-pager", "-o", "short-monotonic"], timeout=60).stdout.splitlines()
+    check(len(boot_log) > 50, "the boot's journal has %d lines" % len(boot_log))
+    cycles = [l for l in boot_log if "ordering cycle" in l or "to break ordering cycle" in l]
+    check(not cycles, "the boot's journal reports an ordering cycle: %s" % " | ".join(cycles[:5]))
+    props = rtprops()
+    iso = cpu_set(props["IsolatedCPUs"])
+    check(props["ActiveProfile"] == "vmiso" and iso,
+          "rtctld at boot: ActiveProfile=%s IsolatedCPUs=%s, want vmiso (DefaultProfile=) isolating a CPU" % (
+              props["ActiveProfile"], props["IsolatedCPUs"]))
+    info = wait_for_agent(120)
+    check(info, "alice's autologin session did not come up at boot: %s" % session_diagnostics())
+    sid = info["env"].get("XDG_SESSION_ID")
+
+    # 1. the order: rtctld READY (ActiveEnter of a Type=notify unit) before any way in started
+    r = unit_prop(UNIT, "InactiveExitTimestampMonotonic", "ActiveEnterTimestampMonotonic")
+    start, ready = mono(r["InactiveExitTimestampMonotonic"]), mono(r["ActiveEnterTimestampMonotonic"])
+    later = {}
+    for u, prop in (("systemd-user-sessions.service", "InactiveExitTimestampMonotonic"),
+                    ("getty@tty1.service", "InactiveExitTimestampMonotonic"),
+                    ("user@%d.service" % SESSION_UID, "InactiveExitTimestampMonotonic"),
+                    ("session-%s.scope" % sid, "InactiveExitTimestampMonotonic")):
+        later[u] = mono(unit_prop(u, prop).get(prop))
+    check(start and ready and all(later.values()), "timestamps missing: rtctld start %s ready %s, %s" % (
+        start, ready, later))
+    early = ["%s %.3f" % (u, t) for u, t in later.items() if t <= ready]
+    if early:
+        wrong.append("started before rtctld was READY (%.3f s): %s" % (ready, ", ".join(early)))
+    # `systemd-analyze blame` refuses while the boot's jobs run, and this runner is one of them: its
+    # figure for a unit is ActiveEnter - InactiveExit, computed here from the same properties. What
+    # the logins waited for rtctld: how much later than everything else systemd-user-sessions.service
+    # is ordered after rtctld became READY.
+    others, after = [], unit_prop("systemd-user-sessions.service", "After").get("After", "").split()
+    for u in after:
+        t = mono(unit_prop(u, "ActiveEnterTimestampMonotonic").get("ActiveEnterTimestampMonotonic"))
+        if u != UNIT and t:
+            others.append((t, u))
+    last_other = max(others) if others else (0, "nothing")
+    if UNIT in after:
+        waited = "logins waited %.2f s for it (the rest of systemd-user-sessions' After= done at %.2f s, %s)" % (
+            max(0.0, ready - last_other[0]), last_other[0], last_other[1])
+    else:
+        waited = "systemd-user-sessions.service is not ordered after it"
+    steps.append("rtctld activating %.2f s, READY %.2f s: %.2f s in blame; %s; then %s" % (
+        start, ready, ready - start, waited,
+        ", ".join("%s %.2f s" % (u, t) for u, t in sorted(later.items(), key=lambda x: x[1]))))
+    # where rtctld's time went: its bus name waits for dbus-daemon, then the first pass
+    dbus_up = mono(unit_prop("dbus.service", "ActiveEnterTimestampMonotonic").get("ActiveEnterTimestampMonotonic"))
+    first = [l for l in boot_log if "rtctld[" in l and "Pass (" in l][:1]
+    for l in boot_log:
+        if "rtctld" in l or "systemd-user-sessions" in l or "getty@tty1" in l:
+            con.line("VMLOG boot-tuning " + l)  # the boot, in the console log: a passing test's too
+    steps.append("dbus.service active %.2f s; first pass: %s" % (
+        dbus_up or 0, re.sub(r"^\S+ \S+ \S+ ", "", first[0]) if first else "none logged"))
+
+    # 2. alice's login shell, at login: its cpuset and affinity exclude the isolated CPUs
+    check(wait_for(lambda: os.path.exists(LOGIN_RECORD), 20, 0.25), "no %s from alice's login" % LOGIN_RECORD)
+    rec = dict(l.split(" ", 1) for l in read(LOGIN_RECORD, "").splitlines() if " " in l)
+    eff, allowed = cpu_set(rec.get("effective", "")), cpu_set(rec.get("Cpus_allowed_list", ""))
+    if not (eff and allowed and not (eff & iso) and not (allowed & iso)):
+        wrong.append("alice's login shell at login (uptime %s, %s): cpuset.cpus.effective %s (%s), "
+                     "Cpus_allowed_list %s; isolated %s" % (
+                         rec.get("uptime"), rec.get("cgroup"), rec.get("effective"), rec.get("cpuset_dir"),
+                         rec.get("Cpus_allowed_list"), cpu_list(iso)))
+    steps.append("alice's login shell at uptime %s: %s effective %s, allowed %s" % (
+        rec.get("uptime"), rec.get("cpuset_dir", "").replace("/sys/fs/cgroup", ""), rec.get("effective"),
+        rec.get("Cpus_allowed_list")))
+
+    # 3. the trace: no task of her session (getty's process tree: login, her shell, all they started;
+    # her user manager's: PipeWire, wireplumber) was ever switched in on an isolated CPU
+    check(os.path.isdir(FORK_INSTANCE), "rtctl-vmtest-trace.service did not set up tracing: %s" % (
+        unit_prop("rtctl-vmtest-trace.service", "ActiveState", "Result")))
+    write(TRACEFS + "/tracing_on", "0")
+    write(FORK_INSTANCE + "/tracing_on", "0")
+    traced_from = mono(unit_prop("rtctl-vmtest-trace.service", "ActiveEnterTimestampMonotonic")
+                       .get("ActiveEnterTimestampMonotonic"))
+    lost = {c: trace_stats(c, FORK_INSTANCE).get("overrun") for c in cpu_ids()}
+    check(all(v == "0" for v in lost.values()), "fork trace lost events (overrun per CPU): %s" % lost)
+    parent_of = {int(e["child_pid"]): int(e["pid"]) for _, _, e in
+                 trace_events(FORK_INSTANCE + "/trace", "sched_process_fork")}
+    roots = [int(unit_prop(u, "MainPID").get("MainPID", "0")) for u in
+             ("getty@tty1.service", "user@%d.service" % SESSION_UID)]
+    check(all(roots), "no MainPID for getty@tty1 / user@%d: %s" % (SESSION_UID, roots))
+    theirs = descendants(roots, parent_of)
+    seen_session, others, n_switches, n_before = [], {}, 0, set()
+    for c in sorted(iso):
+        oldest = float(trace_stats(c).get("oldest event ts", "inf"))
+        check(oldest <= later["getty@tty1.service"],
+              "the trace of cpu%d begins at %.3f s, after getty@tty1 started (%.3f s): it cannot speak for "
+              "the session's whole life" % (c, oldest, later["getty@tty1.service"]))
+        for cpu, ts, e in trace_events("%s/per_cpu/cpu%d/trace" % (TRACEFS, c), "sched_switch"):
+            pid = int(e.get("next_pid", "0"))
+            n_switches += 1
+            if pid and ts <= ready and not is_kthread(pid):
+                n_before.add(pid)  # the trace sees user tasks there: they ran before the tuning
+            if pid in theirs:
+                seen_session.append("%s[%d] on cpu%d at %.3f s" % (e.get("next_comm"), pid, c, ts))
+            elif pid and ts > ready and not is_kthread(pid):
+                others.setdefault("%s[%d]" % (e.get("next_comm"), pid), ts)
+    if seen_session:
+        wrong.append("%d context switches of tasks of alice's session onto the isolated CPUs: %s" % (
+            len(seen_session), ", ".join(seen_session[:8])))
+    steps.append("trace from %.2f s: %d of the %d tasks of her session (getty@tty1 and user@%d trees) ever "
+                 "ran on cpu%s (%d switches traced there, to %d live or gone user tasks before READY); other "
+                 "user tasks there after READY: %s" % (
+                     traced_from or 0, len({x.split()[0] for x in seen_session}), len(theirs), SESSION_UID,
+                     cpu_list(iso), n_switches, len(n_before),
+                     ", ".join(sorted(others)) or "none"))
+    # the three parts are judged separately: a broken premise shows which of them it breaks
+    check(not wrong, "; ".join(wrong) + " || " + "; ".join(steps))
+    return "; ".join(steps)
+
+
+t_boot_tuning.after_reboot = t_boot_tuning_after_reboot
 
 
 # --------------------------------------------------------------------------
@@ -2229,11 +2601,28 @@ def t_bootargs_booted():
 def selected():
     m = re.search(r"(?:^|\s)rtctl_vmtest\.only=(\S+)", read("/proc/cmdline", ""))
     if not m:
-        # bootargs-booted needs a boot with the computed arguments (run.sh --only bootargs-booted
-        # --append ..., or RTCTL_VM_SECOND_BOOT=1): not part of the default run.
-        return [(n, f) for n, f in TESTS if n != "bootargs-booted"]
+        # bootargs-booted needs a boot with the arguments bootargs-grub computed: run.sh's second boot;
+        # own_run tests get a VM run of their own from run.sh.
+        return [(n, f) for n, f in TESTS if n != "bootargs-booted" and not f.own_run]
     pats = m.group(1).split(",")
     return [(n, f) for n, f in TESTS if n == "harness-boot" or any(fnmatch.fnmatch(n, p) for p in pats)]
+
+
+def reboot_for(left, done):
+    """Reboot the guest within this run: QEMU is told to reset rather than exit on the guest's reboot
+    (run-vm.py starts it with -no-reboot), the root disk's snapshot overlay lives as long as QEMU, and
+    the next boot's runner resumes with left[0].after_reboot(). Never returns."""
+    os.makedirs(os.path.dirname(RESUME), exist_ok=True)
+    with open(RESUME, "w") as f:
+        json.dump({"left": left, "done": done}, f)
+    host.call('qmp {"execute": "set-action", "arguments": {"reboot": "reset"}}', timeout=30)
+    con.line("VMINFO reboot for %s" % left[0])
+    os.sync()
+    # --force: straight to the kernel's reboot, without stopping units, so this runner's own stop
+    # never triggers its unit's SuccessAction=/FailureAction=poweroff-force
+    run(["systemctl", "--force", "reboot"], timeout=60)
+    while True:
+        time.sleep(60)
 
 
 def on_alarm(signum, frame):
@@ -2252,15 +2641,30 @@ def main():
         for l in run(["lsmod"]).stdout.splitlines():
             con.line("VMLOG lsmod " + l)
     tests = selected()
-    con.line("VMTEST-PLAN " + " ".join(n for n, _ in tests))
+    n, resumed = 0, None
+    if os.path.exists(RESUME):
+        # the second boot of a run: the test that rebooted goes on, then the tests after it
+        with open(RESUME) as f:
+            resumed = json.load(f)
+        os.unlink(RESUME)
+        n = resumed["done"]
+        tests = [(name, fn) for name, fn in tests if name in resumed["left"]]
+        con.line("VMINFO reboot-resume test=%s uptime=%.2f" % (resumed["left"][0], STATE["uptime_at_start"]))
+    else:
+        con.line("VMTEST-PLAN " + " ".join(n for n, _ in tests))
     signal.signal(signal.SIGALRM, on_alarm)
-    n = 0
-    for name, fn in tests:
+    for i, (name, fn) in enumerate(tests):
         t0 = time.monotonic()
         status, reason = "PASS", ""
         signal.alarm(fn.timeout)
         try:
-            reason = fn() or ""
+            if resumed and i == 0:
+                reason = fn.after_reboot() or ""
+            else:
+                reason = fn() or ""
+        except Reboot:
+            signal.alarm(0)
+            reboot_for([name for name, _ in tests[i:]], n)
         except Fail as e:
             status, reason = "FAIL", str(e)
         except Skip as e:

@@ -1,0 +1,28 @@
+/* SPDX-License-Identifier: GPL-2.0-or-later */
+#pragma once
+
+#include "core/audit.h"
+#include "core/tasks.h"
+
+/* The checks audit_run() runs, one file per family: audit-kernel.c (how the kernel was built and
+ * booted), audit-machine.c (memory, filesystems, interrupt lines), audit-isolation.c (what rtctl's
+ * isolation leaves where), audit-user.c (the judged user's session). */
+
+/* The kernel's configuration, from /proc/config.gz or /boot/config-RELEASE; NULL when neither is there. */
+typedef struct KernelInfo {
+        char *config;  /* the whole text */
+        char *where;   /* which file */
+        char *version; /* uname -v, from /proc/sys/kernel/version */
+        char *release; /* uname -r, from /proc/sys/kernel/osrelease */
+        char *cmdline;
+} KernelInfo;
+
+void kernel_info_load(KernelInfo *ret);
+void kernel_info_clear(KernelInfo *k);
+/* "y", "m", or NULL when CONFIG_name is not set (or there is no config). */
+const char *kernel_config(const KernelInfo *k, const char *name, char buf[static 8]);
+bool cmdline_has(const char *cmdline, const char *word);
+
+void audit_kernel(Audit *a, const KernelInfo *k);
+void audit_machine(Audit *a);
+void audit_isolation(Audit *a, const AuditOptions *o, TaskScan *tasks);

@@ -1,0 +1,49 @@
+/* SPDX-License-Identifier: GPL-2.0-or-later */
+#pragma once
+
+#include <stdint.h>
+
+#include "shared/cpuset.h"
+
+/* The kernel's timerlat tracer (Documentation/trace/timerlat-tracer.rst), as rtctl latency drives it:
+ * a kernel thread per CPU at SCHED_FIFO woken by a periodic timer, its wake-up latency printed to the
+ * trace buffer. Every path goes through the root prefix, so a fixture tracefs can stand in. */
+
+/* The tracefs files rtctl latency writes or depends on, relative to the tracefs directory. Each is
+ * saved before the first write and put back after, even when rtctl only depends on it. */
+enum {
+        TIMERLAT_TRACER,
+        TIMERLAT_TRACING_ON,
+        TIMERLAT_CPUS,
+        TIMERLAT_PERIOD,
+        TIMERLAT_STOP_US,
+        TIMERLAT_STOP_TOTAL_US,
+        TIMERLAT_OPTIONS,
+        _TIMERLAT_FILES,
+};
+
+typedef struct TimerlatState {
+        char *dir;                    /* the tracefs directory, as the kernel names it */
+        char *saved[_TIMERLAT_FILES]; /* NULL: the kernel has no such file */
+} TimerlatState;
+
+/* Where tracefs is mounted (from /proc/mounts; else /sys/kernel/tracing if it holds tracefs's files).
+ * -ENOENT when it is not mounted anywhere. */
+int tracefs_find(char **ret_dir);
+/* 0 when the tracefs at dir offers timerlat; -EOPNOTSUPP with a sentence saying why not. */
+int timerlat_probe(const char *dir, char **ret_why);
+
+/* Saves what the run changes. -EBUSY when another tracer than nop is in use: someone is tracing, and
+ * rtctl does not take the buffer from them. */
+int timerlat_save(const char *dir, TimerlatState *ret, char **ret_error);
+/* The tracer on cpus, one wake-up every period_us. On failure what was written stays written: call
+ * timerlat_restore. */
+int timerlat_start(const TimerlatState *st, const CpuSet *cpus, unsigned period_us, char **ret_error);
+/* Puts every saved file back that differs now, the tracer first (which stops the measuring threads).
+ * Returns the first error, having tried every file. */
+int timerlat_restore(const TimerlatState *st, char **ret_error);
+void timerlat_state_clear(TimerlatState *st);
+
+/* One line of trace output; true for a thread-context sample ("... [001] .... 54.029339: #1 context
+ * thread timer_latency 11700 ns"), the wake-up latency cyclictest measures too. */
+bool timerlat_parse_line(const char *line, unsigned *ret_cpu, uint64_t *ret_ns);

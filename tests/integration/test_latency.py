@@ -1,0 +1,270 @@
+"""rtctl latency on the real kernel: both methods on cpu1 give sane numbers, JSON and SVG; tracefs and
+the mount table are as they were afterwards, also after a SIGINT mid-run; --compare through rtctld on a
+private bus ends in the profile it started in. This host's kernel has no timerlat tracer: the timerlat
+method also runs end to end on a fixture tracefs whose trace_pipe the test feeds. No latency value is asserted: this VM's are the
+hypervisor's (bench/latency-check.py compares them with cyclictest)."""
+import json
+import os
+import shutil
+import signal
+import subprocess
+import threading
+import time
+import xml.etree.ElementTree as ET
+
+import harness
+
+TRACEFS_FILES = ["current_tracer", "tracing_on", "buffer_size_kb", "osnoise/cpus", "osnoise/timerlat_period_us",
+                 "osnoise/stop_tracing_us", "osnoise/stop_tracing_total_us", "osnoise/options"]
+
+
+def tracefs_mounts():
+    with open("/proc/mounts") as f:
+        return [line for line in f if line.split()[2:3] == ["tracefs"]]
+
+
+def tracefs_state():
+    """The mount table's tracefs lines and the tracer's files; tracefs read through a private mount when
+    nothing mounted it, so that reading leaves the mounts as they are."""
+    mounts = tracefs_mounts()
+    dump = "cd %s && for f in " + " ".join(TRACEFS_FILES) + "; do echo \"$f=$(cat $f 2>/dev/null)\"; done"
+    if mounts:
+        cmd = ["sh", "-c", dump % mounts[0].split()[1]]
+    else:
+        cmd = ["unshare", "-m", "--propagation", "private", "sh", "-c",
+               "mount -t tracefs tracefs /sys/kernel/tracing && " + dump % "/sys/kernel/tracing"]
+    p = subprocess.run(cmd, capture_output=True, text=True, check=True)
+    return mounts, p.stdout
+
+
+def timerlat_available():
+    mounts = tracefs_mounts()
+    d = mounts[0].split()[1] if mounts else "/sys/kernel/tracing"
+    cmd = ["cat", d + "/available_tracers"] if mounts else \
+        ["unshare", "-m", "--propagation", "private", "sh", "-c",
+         "mount -t tracefs tracefs /sys/kernel/tracing && cat /sys/kernel/tracing/available_tracers"]
+    return "timerlat" in subprocess.run(cmd, capture_output=True, text=True).stdout.split()
+
+
+HAS_TIMERLAT = os.geteuid() == 0 and timerlat_available()
+
+
+def fifo_processes():
+    """PIDs of SCHED_FIFO processes named rtctl: measuring processes left behind."""
+    left = []
+    for pid in os.listdir("/proc"):
+        if not pid.isdigit():
+            continue
+        try:
+            with open("/proc/%s/stat" % pid) as f:
+                fields = f.read().rsplit(")", 1)[1].split()
+            with open("/proc/%s/comm" % pid) as f:
+                comm = f.read().strip()
+        except OSError:
+            continue
+        if comm == "rtctl" and fields[38] == "1":  # policy: SCHED_FIFO
+            left.append(int(pid))
+    return left
+
+
+def check_sane(cpu):
+    assert cpu["samples"] > 0
+    assert cpu["max_us"] >= cpu["p99_9_us"] >= cpu["p99_us"] >= cpu["p50_us"] > 0
+    assert cpu["max_us"] >= cpu["avg_us"] >= cpu["min_us"] > 0
+    assert sum(c for _, c in cpu["histogram"]) + cpu["overflow"] == cpu["samples"]
+
+
+def measure(env, method, tmp_path):
+    svg = str(tmp_path / ("%s.svg" % method))
+    before = tracefs_state()
+    p = env.rtctl("--json", "latency", "--method", method, "--cpus", "1", "--duration", "2s", "--svg", svg)
+    assert tracefs_state() == before
+    assert fifo_processes() == []
+    return p, svg
+
+
+def test_timer_method(env, tmp_path):
+    p, svg = measure(env, "timer", tmp_path)
+    assert p.returncode == 0, p.stderr
+    out = json.loads(p.stdout)
+    assert out["method"] == "timer" and out["cpus"] == "1"
+    assert len(out["runs"]) == 1 and [c["cpu"] for c in out["runs"][0]["cpus"]] == [1]
+    check_sane(out["runs"][0]["cpus"][0])
+    root = ET.parse(svg).getroot()
+    assert root.tag == "{http://www.w3.org/2000/svg}svg"
+    assert len(root.findall("{http://www.w3.org/2000/svg}polyline")) == 1
+
+
+def test_timer_method_table(env):
+    p = env.rtctl("latency", "--method", "timer", "--cpus", "1", "--duration", "1s")
+    assert p.returncode == 0, p.stderr
+    lines = p.stdout.splitlines()
+    header = next(i for i, line in enumerate(lines) if line.startswith("CPU"))
+    assert lines[header].split() == ["CPU", "SAMPLES", "AVG", "us", "P99", "us", "P99.9", "us", "MAX", "us"]
+    assert lines[header + 1].split()[0] == "1" and int(lines[header + 1].split()[1]) > 0
+    assert any(line.startswith("LATENCY us") for line in lines)
+
+
+def test_timerlat_method(env, tmp_path):
+    """Where the kernel has timerlat, the same checks as the timer's; where it has not (this host:
+    CONFIG_TIMERLAT_TRACER is not set), the method says so and what to use instead, and auto falls back
+    to the timer. Either way tracefs and the mounts are as they were."""
+    p, svg = measure(env, "timerlat", tmp_path)
+    if HAS_TIMERLAT:
+        assert p.returncode == 0, p.stderr
+        out = json.loads(p.stdout)
+        assert out["method"] == "timerlat"
+        check_sane(out["runs"][0]["cpus"][0])
+        ET.parse(svg)
+        return
+    assert p.returncode == 1
+    assert "no timerlat tracer" in p.stderr and "--method timer" in p.stderr, p.stderr
+    p = env.rtctl("--json", "latency", "--cpus", "1", "--duration", "1s")
+    assert p.returncode == 0, p.stderr
+    assert json.loads(p.stdout)["method"] == "timer"
+
+
+def test_not_root_says_what_is_missing(env):
+    for method, words in [("timerlat", "needs root"), ("timer", "RLIMIT_RTPRIO")]:
+        p = env.rtctl("latency", "--method", method, "--cpus", "1", "--duration", "1s", user=harness.NOBODY)
+        assert p.returncode == 1
+        assert words in p.stderr, p.stderr
+
+
+def interrupt(env, args, after):
+    """rtctl latency args, SIGINT after `after` seconds: its exit code and stderr."""
+    before = tracefs_state()
+    p = subprocess.Popen([harness.RTCTL, "latency"] + args, env=env.environ, stdout=subprocess.PIPE,
+                         stderr=subprocess.PIPE, text=True)
+    time.sleep(after)
+    p.send_signal(signal.SIGINT)
+    out, err = p.communicate(timeout=harness.HANG_SECONDS)
+    assert tracefs_state() == before
+    assert fifo_processes() == []
+    return p.returncode, err
+
+
+def test_sigint_mid_run_puts_everything_back(env):
+    """Each method the kernel has, interrupted 1.5 s into a 60 s run."""
+    for method in ["timer"] + (["timerlat"] if HAS_TIMERLAT else []):
+        rc, err = interrupt(env, ["--method", method, "--cpus", "1", "--duration", "60s"], 1.5)
+        assert rc == 1
+        assert "Interrupted" in err, err
+
+
+def test_compare_ends_in_the_starting_profile(env):
+    env.start("--profile", "off")
+    p = env.rtctl("--json", "latency", "--method", "timer", "--cpus", "1", "--duration", "2s", "--slice", "1s",
+                  "--compare", "audio")
+    assert p.returncode == 0, p.stderr
+    out = json.loads(p.stdout)
+    assert [r["profile"] for r in out["runs"]] == ["off", "audio"]
+    for run in out["runs"]:
+        check_sane(run["cpus"][0])
+    assert env.rtctl_json("profile")["profile"] == "off"
+
+
+def test_compare_interrupted_ends_in_the_starting_profile(env):
+    env.start("--profile", "off")
+    rc, err = interrupt(env, ["--method", "timer", "--cpus", "1", "--duration", "30s", "--slice", "1s",
+                              "--compare", "audio"], 3.5)
+    assert rc == 1 and "Interrupted" in err, err
+    assert env.rtctl_json("profile")["profile"] == "off"
+
+
+def test_isolated_cpus_from_the_profile_without_a_daemon(env):
+    """No rtctld: isolated and housekeeping are the CPUs of the profile it would apply (audio: cpu1)."""
+    env.write("rtctl.conf", "[Daemon]\nDefaultProfile=audio\nUevents=kernel\n")
+    for word, cpus in [("isolated", "1"), ("housekeeping", "0")]:
+        p = env.rtctl("--json", "latency", "--method", "timer", "--cpus", word, "--duration", "1s")
+        assert p.returncode == 0, p.stderr
+        out = json.loads(p.stdout)
+        assert out["cpus"] == cpus
+        assert out["runs"][0]["profile"] is None
+        check_sane(out["runs"][0]["cpus"][0])
+
+
+# A timerlat trace as the kernel prints it (Documentation/trace/timerlat-tracer.rst): IRQ and thread
+# context per activation, here for cpu0 and cpu1.
+TRACE_LINE = "          <...>-%d     [%03d] ....  %d.%06d: #%d     context %6s timer_latency %9d ns\n"
+
+
+def fixture_tracefs(tmp_path):
+    """The vm2 fixture machine with a tracefs that has timerlat, trace_pipe a FIFO the test writes."""
+    src = os.path.join(harness.BUILD, "tests", "unit", "fixtures", "vm2")
+    assert os.path.isdir(src), "fixtures are built with the tree (ninja -C %s)" % harness.BUILD
+    root = str(tmp_path / "vm2")
+    shutil.copytree(src, root, symlinks=True)
+    t = os.path.join(root, "sys/kernel/tracing")
+    os.makedirs(os.path.join(t, "osnoise"))
+    files = {"available_tracers": "timerlat osnoise function nop\n", "current_tracer": "nop\n",
+             "tracing_on": "0\n", "osnoise/cpus": "0-1\n", "osnoise/timerlat_period_us": "1000\n",
+             "osnoise/stop_tracing_us": "0\n", "osnoise/stop_tracing_total_us": "0\n",
+             "osnoise/options": "DEFAULTS OSNOISE_WORKLOAD NO_PANIC_ON_STOP\n"}
+    for rel, text in files.items():
+        with open(os.path.join(t, rel), "w") as f:
+            f.write(text)
+    os.mkfifo(os.path.join(t, "trace_pipe"))
+    return root, t, files
+
+
+def feed(pipe, samples, hold):
+    """Writes samples (cpu, ns) as trace lines once rtctl opened the pipe, then keeps it open for hold s."""
+    def run():
+        try:
+            with open(pipe, "w") as f:
+                for i, (cpu, ns) in enumerate(samples):
+                    f.write(TRACE_LINE % (867 + cpu, cpu, 54, i, i + 1, "irq", ns // 10))
+                    f.write(TRACE_LINE % (867 + cpu, cpu, 54, i, i + 1, "thread", ns))
+                f.flush()
+                time.sleep(hold)
+        except (BrokenPipeError, OSError):
+            pass
+    th = threading.Thread(target=run, daemon=True)
+    th.start()
+    return th
+
+
+def fixture_files(t, files):
+    out = {}
+    for rel in files:
+        with open(os.path.join(t, rel)) as f:
+            out[rel] = f.read().strip()
+    return out
+
+
+def test_timerlat_method_on_a_fixture_tracefs(env, tmp_path):
+    """What this host's kernel cannot show: the timerlat method end to end on a fixture tracefs (root
+    prefix), its trace_pipe fed with the tracer's lines: only cpu1's thread samples count, and every
+    file is as it was afterwards."""
+    root, t, files = fixture_tracefs(tmp_path)
+    before = fixture_files(t, files)
+    env.extra["RTCTL_SYSROOT"] = root
+    samples = [(1, 2000 + 37 * i) for i in range(500)] + [(0, 999000)] * 50 + [(1, 12000000)]
+    th = feed(os.path.join(t, "trace_pipe"), samples, 3)
+    p = env.rtctl("--json", "latency", "--method", "timerlat", "--cpus", "1", "--duration", "1s")
+    th.join(5)
+    assert p.returncode == 0, p.stderr
+    out = json.loads(p.stdout)
+    assert out["method"] == "timerlat"
+    cpu = out["runs"][0]["cpus"][0]
+    assert cpu["cpu"] == 1 and cpu["samples"] == 501 and cpu["overflow"] == 1
+    assert cpu["min_us"] == 2.0 and cpu["max_us"] == 12000.0
+    assert abs(cpu["avg_us"] - (sum(2000 + 37 * i for i in range(500)) + 12000000) / 501 / 1000) < 0.001
+    check_sane(cpu)
+    assert fixture_files(t, files) == before
+
+
+def test_timerlat_on_a_fixture_tracefs_interrupted(env, tmp_path):
+    root, t, files = fixture_tracefs(tmp_path)
+    before = fixture_files(t, files)
+    env.extra["RTCTL_SYSROOT"] = root
+    feed(os.path.join(t, "trace_pipe"), [(1, 5000)] * 10, 10)
+    p = subprocess.Popen([harness.RTCTL, "latency", "--method", "timerlat", "--cpus", "1", "--duration", "60s"],
+                         env=env.environ, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    # Until it runs: the tracer set in the fixture.
+    assert harness.wait_until(lambda: fixture_files(t, files)["current_tracer"] == "timerlat", timeout=30)
+    p.send_signal(signal.SIGTERM)
+    out, err = p.communicate(timeout=harness.HANG_SECONDS)
+    assert p.returncode == 1 and "Interrupted" in err, err
+    assert fixture_files(t, files) == before

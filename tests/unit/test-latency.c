@@ -1,0 +1,286 @@
+/* SPDX-License-Identifier: GPL-2.0-or-later */
+/* rtctl latency's arithmetic (src/core/latency.c: statistics, histogram, SVG) and its handling of
+ * tracefs (src/core/timerlat.c) on a fixture tracefs: this host's kernel has no timerlat tracer, so the
+ * save / start / restore sequence is checked here file by file. */
+#include <json-c/json.h>
+#include <math.h>
+
+#include "core/latency.h"
+#include "core/timerlat.h"
+#include "shared/sysfs.h"
+#include "test.h"
+
+static LatencyHist h, h2;
+
+static bool near(double a, double b)
+{
+        return fabs(a - b) < 1e-9;
+}
+
+TEST(stats_of_an_even_latency)
+{
+        LatencyStats s;
+
+        latency_hist_init(&h);
+        for (int i = 0; i < 1000; i++)
+                latency_hist_add(&h, 3700);
+        latency_hist_stats(&h, &s);
+        CHECK_INTEQ(s.samples, 1000);
+        CHECK(near(s.avg_us, 3.7));
+        CHECK(near(s.min_us, 3.7));
+        CHECK(near(s.max_us, 3.7));
+        /* Quantiles never read below the samples' average nor above their maximum. */
+        CHECK(near(s.p50_us, 3.7));
+        CHECK(near(s.p99_us, 3.7));
+        CHECK(near(s.p99_9_us, 3.7));
+}
+
+TEST(quantiles_and_overflow)
+{
+        LatencyStats s;
+
+        latency_hist_init(&h);
+        for (int i = 0; i < 98; i++)
+                latency_hist_add(&h, 5200);
+        latency_hist_add(&h, 50100);
+        latency_hist_add(&h, 20000000); /* 20 ms: past the histogram */
+        latency_hist_stats(&h, &s);
+        CHECK_INTEQ(s.samples, 100);
+        CHECK_INTEQ(s.overflow, 1);
+        CHECK(near(s.p50_us, 6));
+        CHECK(near(s.p99_us, 51));
+        CHECK(near(s.p99_9_us, 20000));
+        CHECK(near(s.max_us, 20000));
+        CHECK(near(s.avg_us, (98 * 5.2 + 50.1 + 20000) / 100));
+        CHECK(s.max_us >= s.p99_9_us && s.p99_9_us >= s.p99_us && s.p99_us >= s.p50_us);
+        CHECK_INTEQ(latency_hist_range(&h, 4, 8), 98);
+        CHECK_INTEQ(latency_hist_range(&h, 32, 64), 1);
+        CHECK_INTEQ(latency_hist_range(&h, 8192, LATENCY_HIST_US + 1), 1);
+        CHECK_INTEQ(latency_hist_range(&h, 0, LATENCY_HIST_US), 99);
+}
+
+TEST(empty)
+{
+        LatencyStats s;
+
+        latency_hist_init(&h);
+        latency_hist_stats(&h, &s);
+        CHECK_INTEQ(s.samples, 0);
+        CHECK(s.max_us == 0 && s.avg_us == 0 && s.p99_us == 0);
+}
+
+TEST(merge_is_adding_every_sample)
+{
+        LatencyHist all;
+
+        latency_hist_init(&h);
+        latency_hist_init(&h2);
+        latency_hist_init(&all);
+        for (uint64_t ns = 100; ns < 3000000; ns = ns * 3 / 2) {
+                latency_hist_add(ns % 2 ? &h : &h2, ns);
+                latency_hist_add(&all, ns);
+        }
+        latency_hist_merge(&h, &h2);
+        CHECK(memcmp(&h, &all, sizeof(h)) == 0);
+}
+
+TEST(json_has_the_buckets)
+{
+        json_object *o, *v, *a;
+
+        latency_hist_init(&h);
+        latency_hist_add(&h, 2500);
+        latency_hist_add(&h, 2600);
+        latency_hist_add(&h, 9000);
+        o = latency_hist_json(&h);
+        CHECK(json_object_object_get_ex(o, "samples", &v) && json_object_get_int(v) == 3);
+        CHECK(json_object_object_get_ex(o, "max_us", &v) && near(json_object_get_double(v), 9.0));
+        CHECK(json_object_object_get_ex(o, "p99_9_us", &v));
+        CHECK(json_object_object_get_ex(o, "histogram", &a) && json_object_array_length(a) == 2);
+        CHECK_STREQ(json_object_to_json_string_ext(json_object_array_get_idx(a, 0), JSON_C_TO_STRING_PLAIN),
+                    "[2,2]");
+        CHECK_STREQ(json_object_to_json_string_ext(json_object_array_get_idx(a, 1), JSON_C_TO_STRING_PLAIN),
+                    "[9,1]");
+        json_object_put(o);
+}
+
+static size_t occurrences(const char *s, const char *what)
+{
+        size_t n = 0;
+
+        for (const char *p = s; (p = strstr(p, what)); p += strlen(what))
+                n++;
+        return n;
+}
+
+TEST(svg)
+{
+        _cleanup_free_ char *svg = NULL;
+        LatencySeries series[2] = {{"a<b & \"c\"", &h}, {"audio cpu1", &h2}};
+
+        latency_hist_init(&h);
+        latency_hist_init(&h2);
+        for (int i = 0; i < 5000; i++) {
+                latency_hist_add(&h, 4000 + (uint64_t)(i % 7) * 1000);
+                latency_hist_add(&h2, 3000 + (uint64_t)(i % 3) * 1000);
+        }
+        latency_hist_add(&h, 30000000);
+        svg = latency_svg(series, 2, "title <x>");
+        CHECK(startswith(svg, "<?xml"));
+        CHECK(endswith(svg, "</svg>\n"));
+        CHECK_INTEQ(occurrences(svg, "<polyline"), 2);
+        CHECK_INTEQ(occurrences(svg, "<svg"), 1);
+        CHECK_CONTAINS(svg, "a&lt;b &amp; &quot;c&quot;");
+        CHECK_CONTAINS(svg, "title &lt;x&gt;");
+        /* The 30 ms sample is in the bar beyond the axis; counts on a log scale up to 10^4 (1667 at most).
+         */
+        CHECK_CONTAINS(svg, "&gt;50</text>");
+        CHECK_CONTAINS(svg, ">1000</text>");
+        CHECK_CONTAINS(svg, ">10000</text>");
+        CHECK(!strstr(svg, ">100000</text>"));
+        CHECK(!strstr(svg, "nan") && !strstr(svg, "inf"));
+}
+
+TEST(parse_trace_lines)
+{
+        unsigned cpu = 99;
+        uint64_t ns = 0;
+
+        CHECK(timerlat_parse_line("           <...>-867     [000] ....    54.029339: #1     context thread "
+                                  "timer_latency     11700 ns",
+                                  &cpu, &ns));
+        CHECK_INTEQ(cpu, 0);
+        CHECK_INTEQ(ns, 11700);
+        CHECK(timerlat_parse_line(
+            "    timerlat/12-868 [012] ..... 54.029353: #1     context thread timer_latency"
+            "      9820 ns",
+            &cpu, &ns));
+        CHECK_INTEQ(cpu, 12);
+        CHECK_INTEQ(ns, 9820);
+        /* The IRQ's sample, headers, and anything else are not thread wake-ups. */
+        CHECK(!timerlat_parse_line("          <idle>-0       [000] d.h1    54.029328: #1     context    irq "
+                                   "timer_latency       932 ns",
+                                   &cpu, &ns));
+        CHECK(!timerlat_parse_line("#         TASK-PID      CPU# ||||   TIMESTAMP    ID            CONTEXT",
+                                   &cpu, &ns));
+        CHECK(!timerlat_parse_line("           <...>-867     [000] ....    54.029339: #1     context thread "
+                                   "timer_latency     ns",
+                                   &cpu, &ns));
+        CHECK(!timerlat_parse_line("", &cpu, &ns));
+}
+
+static char *fixture_tracefs(const char *name, const char *tracer, const char *options)
+{
+        char *root = xasprintf("%s/%s", test_tmpdir(), name);
+
+        test_write(root, "sys/kernel/tracing/available_tracers", "timerlat osnoise function nop\n");
+        test_write(root, "sys/kernel/tracing/current_tracer", tracer);
+        test_write(root, "sys/kernel/tracing/tracing_on", "1\n");
+        test_write(root, "sys/kernel/tracing/osnoise/cpus", "0-3\n");
+        test_write(root, "sys/kernel/tracing/osnoise/timerlat_period_us", "1000\n");
+        test_write(root, "sys/kernel/tracing/osnoise/stop_tracing_us", "50\n");
+        test_write(root, "sys/kernel/tracing/osnoise/stop_tracing_total_us", "0\n");
+        if (options)
+                test_write(root, "sys/kernel/tracing/osnoise/options", options);
+        return root;
+}
+
+static char *read_fixture(const char *rel)
+{
+        _cleanup_free_ char *p = xasprintf("/sys/kernel/tracing/%s", rel);
+        char *s = NULL;
+
+        if (sys_read(p, &s) < 0)
+                return xstrdup("(missing)");
+        return s;
+}
+
+#define CHECK_FILE(rel, value)                                                                              \
+        do {                                                                                                \
+                _cleanup_free_ char *v_ = read_fixture(rel);                                                \
+                CHECK_STREQ(v_, value);                                                                     \
+        } while (0)
+
+TEST(save_start_restore)
+{
+        _cleanup_free_ char *root =
+            fixture_tracefs("tl", "nop\n", "DEFAULTS OSNOISE_WORKLOAD NO_PANIC_ON_STOP\n");
+        _cleanup_free_ char *dir = NULL, *why = NULL, *err = NULL;
+        _cleanup_cpuset_ CpuSet *cpus = NULL;
+        TimerlatState st = {};
+
+        sysroot_set(root);
+        CHECK_INTEQ(tracefs_find(&dir), 0);
+        CHECK_STREQ(dir, "/sys/kernel/tracing");
+        CHECK_INTEQ(timerlat_probe(dir, &why), 0);
+        CHECK_INTEQ(timerlat_save(dir, &st, &err), 0);
+        CHECK_INTEQ(cpuset_parse_list("1,3", 4, &cpus, NULL), 0);
+        CHECK_INTEQ(timerlat_start(&st, cpus, 500, &err), 0);
+        CHECK_FILE("current_tracer", "timerlat");
+        CHECK_FILE("osnoise/cpus", "1,3");
+        CHECK_FILE("osnoise/timerlat_period_us", "500");
+        CHECK_FILE("osnoise/stop_tracing_us", "0");
+        /* The workload option was on: left alone. */
+        CHECK_FILE("osnoise/options", "DEFAULTS OSNOISE_WORKLOAD NO_PANIC_ON_STOP");
+
+        CHECK_INTEQ(timerlat_restore(&st, &err), 0);
+        CHECK(!err);
+        CHECK_FILE("current_tracer", "nop");
+        CHECK_FILE("tracing_on", "1");
+        CHECK_FILE("osnoise/cpus", "0-3");
+        CHECK_FILE("osnoise/timerlat_period_us", "1000");
+        CHECK_FILE("osnoise/stop_tracing_us", "50");
+        CHECK_FILE("osnoise/stop_tracing_total_us", "0");
+        CHECK_FILE("osnoise/options", "DEFAULTS OSNOISE_WORKLOAD NO_PANIC_ON_STOP");
+        timerlat_state_clear(&st);
+        sysroot_set(NULL);
+}
+
+TEST(workload_option_switched_on_and_back)
+{
+        _cleanup_free_ char *root = fixture_tracefs("tl-nowl", "nop\n", "DEFAULTS NO_OSNOISE_WORKLOAD\n");
+        _cleanup_free_ char *err = NULL;
+        _cleanup_cpuset_ CpuSet *cpus = NULL;
+        TimerlatState st = {};
+
+        sysroot_set(root);
+        CHECK_INTEQ(timerlat_save("/sys/kernel/tracing", &st, &err), 0);
+        CHECK_INTEQ(cpuset_parse_list("0", 4, &cpus, NULL), 0);
+        CHECK_INTEQ(timerlat_start(&st, cpus, 1000, &err), 0);
+        /* A plain file keeps the last word written: the kernel's file would list every option. */
+        CHECK_FILE("osnoise/options", "OSNOISE_WORKLOAD");
+        CHECK_INTEQ(timerlat_restore(&st, &err), 0);
+        CHECK_FILE("osnoise/options", "NO_OSNOISE_WORKLOAD");
+        CHECK_FILE("current_tracer", "nop");
+        timerlat_state_clear(&st);
+        sysroot_set(NULL);
+}
+
+TEST(someone_else_is_tracing)
+{
+        _cleanup_free_ char *root = fixture_tracefs("tl-busy", "function\n", NULL);
+        _cleanup_free_ char *err = NULL;
+        TimerlatState st = {};
+
+        sysroot_set(root);
+        CHECK_INTEQ(timerlat_save("/sys/kernel/tracing", &st, &err), -EBUSY);
+        CHECK_CONTAINS(err, "the function tracer is in use");
+        CHECK_FILE("current_tracer", "function");
+        sysroot_set(NULL);
+}
+
+TEST(no_timerlat_in_this_kernel)
+{
+        _cleanup_free_ char *root = xasprintf("%s/tl-none", test_tmpdir()), *why = NULL, *dir = NULL;
+
+        test_write(root, "sys/kernel/tracing/available_tracers", "blk function nop\n");
+        sysroot_set(root);
+        CHECK_INTEQ(tracefs_find(&dir), 0);
+        CHECK_INTEQ(timerlat_probe(dir, &why), -EOPNOTSUPP);
+        CHECK_CONTAINS(why, "CONFIG_TIMERLAT_TRACER");
+        sysroot_set(NULL);
+}
+
+TEST_MAIN(T(stats_of_an_even_latency), T(quantiles_and_overflow), T(empty), T(merge_is_adding_every_sample),
+          T(json_has_the_buckets), T(svg), T(parse_trace_lines), T(save_start_restore),
+          T(workload_option_switched_on_and_back), T(someone_else_is_tracing), T(no_timerlat_in_this_kernel))

@@ -107,6 +107,7 @@ static void *sched_parse(Conf *conf, char ***errors)
 {
         ConfSection *s = conf_section(conf, "Scheduler");
         SchedConfig *c;
+        bool hinted = false;
 
         if (!s || s->n_keys == 0)
                 return NULL;
@@ -114,16 +115,22 @@ static void *sched_parse(Conf *conf, char ***errors)
         for (size_t i = 0; i < s->n_keys; i++) {
                 ConfKey *k = &s->keys[i];
 
+                /* The first unknown key is told the knobs there are; the rest stay unused for the
+                 * loader, which names a few and counts the others (one error each made a profile with
+                 * thousands of them load in quadratic time). */
+                if (!streq(k->key, "features") && !sched_knob(k->key)) {
+                        if (!hinted)
+                                strv_push(errors, conf_key_error(
+                                                      k, "not a scheduler knob (base_slice_ns, latency_ns, "
+                                                         "min_granularity_ns, wakeup_granularity_ns, "
+                                                         "migration_cost_ns, nr_migrate, features)"));
+                        k->used = !hinted;
+                        hinted = true;
+                        continue;
+                }
                 k->used = true;
                 if (streq(k->key, "features")) {
                         sched_parse_features(c, k, errors);
-                        continue;
-                }
-                if (!sched_knob(k->key)) {
-                        strv_push(errors,
-                                  conf_key_error(k, "not a scheduler knob (base_slice_ns, latency_ns, "
-                                                    "min_granularity_ns, wakeup_granularity_ns, "
-                                                    "migration_cost_ns, nr_migrate, features)"));
                         continue;
                 }
                 if (!sched_value_valid(k->value)) {

@@ -147,13 +147,16 @@ TEST(bad_scheduler_section)
 {
         _cleanup_free_ char *err =
             test_profile_errors("bad", "[Profile]\nDescription=t\n[Scheduler]\nsched_latency_ns=1\n"
-                                       "base_slice_ns=fast\nfeatures=no_hrtick NO_HRTICK HRTICK\n");
+                                       "base_slice_ns=fast\nfeatures=no_hrtick NO_HRTICK HRTICK\n"
+                                       "sched_wakeup_granularity_ns=1\n");
 
         CHECK_CONTAINS(err, "bad.conf:4: sched_latency_ns=1: not a scheduler knob (base_slice_ns");
         CHECK_CONTAINS(err, "bad.conf:5: base_slice_ns=fast: expected a whole number");
         CHECK_CONTAINS(
             err, "bad.conf:6: features=no_hrtick NO_HRTICK HRTICK: 'no_hrtick' is not a scheduler feature");
         CHECK_CONTAINS(err, "bad.conf:6: features=no_hrtick NO_HRTICK HRTICK: 'HRTICK' is named twice");
+        /* The knobs are listed once; a second unknown key is one of the loader's counted unknowns. */
+        CHECK_CONTAINS(err, "bad.conf:7: sched_wakeup_granularity_ns=1: unknown key in [Scheduler]");
 }
 
 /* The shipped realtime profile: its [Scheduler] and [Sysctl] lines are planned on an EEVDF kernel. */

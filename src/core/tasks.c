@@ -35,6 +35,13 @@ int task_info(unsigned pid, TaskInfo *ret)
         return 0;
 }
 
+bool task_exited(unsigned pid)
+{
+        TaskInfo t;
+
+        return task_info(pid, &t) < 0 || (t.flags & PF_EXITING);
+}
+
 int task_uids(unsigned pid, uid_t *ret_uid, uid_t *ret_euid)
 {
         _cleanup_free_ char *path = xasprintf("/proc/%u/status", pid), *s = NULL;

@@ -18,6 +18,10 @@ typedef struct TaskInfo {
 /* Parses /proc/PID/stat. */
 int task_info(unsigned pid, TaskInfo *ret);
 
+/* True when the process is gone or exiting, a zombie its parent has not reaped among them: signal 0
+ * still finds one, but it runs nothing and no cgroup takes it. */
+bool task_exited(unsigned pid);
+
 /* The real and effective uid of a process, from /proc/PID/status. */
 int task_uids(unsigned pid, uid_t *ret_uid, uid_t *ret_euid);
 

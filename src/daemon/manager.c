@@ -6,6 +6,7 @@
 #include <time.h>
 
 #include "core/systemd.h"
+#include "core/tasks.h"
 #include "daemon/bus-attach.h"
 #include "daemon/bus-reads.h"
 #include "daemon/bus.h"
@@ -274,9 +275,9 @@ static void on_systemd_settled(void *userdata)
                 unsigned pid;
                 /* A scope's job fails when its process exited before systemd started it (a client
                  * killed mid-attach): nothing is left to place, so no failure; the cpuset tuner's next
-                 * pass drops the attachment. */
-                if (sscanf(f[i].label, "/proc/%u/", &pid) == 1 && kill((pid_t)pid, 0) < 0 &&
-                    errno == ESRCH) {
+                 * pass drops the attachment. Exited includes a zombie its parent has not reaped yet,
+                 * which signal 0 still finds but no cgroup can take (PF_EXITING). */
+                if (sscanf(f[i].label, "/proc/%u/", &pid) == 1 && task_exited(pid)) {
                         log_debug("%s: %s; the process is gone", f[i].label, f[i].message);
                         m->after_jobs[tuner_index("cpuset")] = true;
                         continue;

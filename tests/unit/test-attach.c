@@ -2,10 +2,12 @@
 /* [Attach] rules: parsing (errors name file:line:key), matching a process, choosing its threads. The
  * processes are a small /proc tree under a root prefix. */
 #include <sys/stat.h>
+#include <sys/wait.h>
 
 #include "core/attach.h"
 #include "core/policy.h"
 #include "core/setting.h"
+#include "core/tasks.h"
 #include "shared/sysfs.h"
 #include "test.h"
 
@@ -237,6 +239,35 @@ TEST(thread_values)
         sysroot_set("");
 }
 
-TEST_MAIN(T(parse_terms_and_threads), T(thread_values), T(no_rules_no_config), T(errors_name_file_line_key),
-          T(matching_is_and_of_terms_or_of_alternatives), T(first_rule_wins_and_includes_come_after),
-          T(threads_by_name))
+/* An attached client killed before systemd's scope job ran: a zombie until its parent reaps it, which
+ * signal 0 still finds. The real /proc, with a child of the test's own. */
+TEST(exited_includes_zombies)
+{
+        int fds[2];
+        pid_t pid;
+        char c;
+
+        sysroot_set("");
+        CHECK(!task_exited((unsigned)getpid()));
+        CHECK_INTEQ(pipe(fds), 0);
+        pid = fork();
+        if (pid == 0) {
+                close(fds[0]);
+                _exit(0); /* closing the pipe's end tells the parent */
+        }
+        CHECK(pid > 0);
+        close(fds[1]);
+        CHECK_INTEQ(read(fds[0], &c, 1), 0);
+        close(fds[0]);
+        /* The write end closes in do_exit before the task is a zombie: wait for the zombie itself. */
+        for (int i = 0; i < 1000 && kill(pid, 0) == 0 && !task_exited((unsigned)pid); i++)
+                usleep(1000);
+        CHECK_INTEQ(kill(pid, 0), 0); /* not reaped: still there for signal 0 */
+        CHECK(task_exited((unsigned)pid));
+        CHECK_INTEQ(waitpid(pid, NULL, 0), pid);
+        CHECK(task_exited((unsigned)pid));
+}
+
+TEST_MAIN(T(parse_terms_and_threads), T(thread_values), T(exited_includes_zombies), T(no_rules_no_config),
+          T(errors_name_file_line_key), T(matching_is_and_of_terms_or_of_alternatives),
+          T(first_rule_wins_and_includes_come_after), T(threads_by_name))

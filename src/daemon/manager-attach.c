@@ -98,7 +98,8 @@ int manager_attach(Manager *m, unsigned pid)
 {
         TaskInfo t;
 
-        if (pid == 0 || task_info(pid, &t) < 0)
+        /* A zombie has exited: there is nothing left to place. */
+        if (pid == 0 || task_info(pid, &t) < 0 || (t.flags & PF_EXITING))
                 return -ESRCH;
         return attach_task(m, pid, &t);
 }

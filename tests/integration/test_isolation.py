@@ -165,6 +165,13 @@ def test_attach_refusals_are_named(env):
     dead.wait()
     r = env.rtctl("attach", str(dead.pid))
     assert r.returncode == 1 and "No process with PID %d" % dead.pid in r.stderr
+    zombie = subprocess.Popen(["true"])
+    try:
+        assert wait_until(lambda: machine.read("/proc/%d/stat" % zombie.pid).rsplit(")", 1)[1].split()[0] == "Z")
+        r = env.rtctl("attach", str(zombie.pid))
+        assert r.returncode == 1 and "No process with PID %d" % zombie.pid in r.stderr, r.stderr
+    finally:
+        zombie.wait()
     r = env.rtctl("attach", "1")
     assert r.returncode == 2 and "is init" in r.stderr
     r = env.rtctl("attach", "2")

@@ -679,8 +679,18 @@ static int slice_write(SettingContext *ctx, const char *object, const char *valu
 
         if (!unit)
                 return -EINVAL;
-        if (streq(value, "present"))
-                return systemd_start_slice(ctx->systemd, unit, "CPUs isolated by rtctl", "", object);
+        if (streq(value, "present")) {
+                int r = systemd_start_slice(ctx->systemd, unit, "CPUs isolated by rtctl", "", object);
+                /* Still loaded from its last stop (stopping, or stopped and not yet collected): systemd
+                 * refuses a new transient unit of that name, but starts the loaded one again. */
+                if (r == -EEXIST) {
+                        r = systemd_start_unit(ctx->systemd, unit, object);
+                        if (r == -ENOENT) /* collected meanwhile */
+                                r = systemd_start_slice(ctx->systemd, unit, "CPUs isolated by rtctl", "",
+                                                        object);
+                }
+                return r;
+        }
         if (streq(value, "absent")) {
                 int r = systemd_stop_unit(ctx->systemd, unit, object);
                 return r == -ENOENT ? 0 : r;

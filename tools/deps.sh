@@ -8,6 +8,8 @@ pkgs=(
   # tests
   python3 python3-pytest python3-dbus python3-dbusmock dbus util-linux clang-format kmod
   jackd2 procps
+  # tests/integration/test_completions.py: each shell runs its own completion
+  bash-completion zsh fish
   # the flood client (tests/integration/flood_client.py): GLib main loop for calls under way at once
   python3-gi
   # bench/xruns.py (bench/ only, never tools/test): the JACK client library, load, a rival

@@ -34,8 +34,17 @@ int cli_exit_for_error(const sd_bus_error *e);
 void cli_print_failures(Cli *c);
 
 void cli_print_json(json_object *o);
-/* Prints rows of n columns, aligned; cells is rows*n strings. */
+/* Prints rows of n columns, aligned; cells is rows*n strings. The header line is left out under
+ * --no-legend; with colour on it is bold, and a STATUS column's ok / warn / fail are green / yellow / red.
+ */
 void cli_print_table(const char *const *header, size_t n, char **cells, size_t rows);
+/* Whether to print headers and summary lines (false under --no-legend). */
+bool cli_legend(void);
+
+/* --pager: from here on stdout goes through $RTCTL_PAGER, $PAGER or less (LESS=FRX unless set), when
+ * stdout is a terminal; otherwise nothing changes. cli_pager_close() waits for the pager to quit. */
+void cli_pager_open(void);
+void cli_pager_close(void);
 
 int verb_status(Cli *c, int argc, char *argv[]);
 int verb_profiles(Cli *c, int argc, char *argv[]);

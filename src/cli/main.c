@@ -5,6 +5,7 @@
 
 #include "cli/cli.h"
 #include "shared/log.h"
+#include "shared/version.h"
 
 #define BUS_NAME  "org.rtctl.Manager1"
 #define BUS_PATH  "/org/rtctl/Manager1"
@@ -13,7 +14,7 @@
 static void help(void)
 {
         printf(
-            "rtctl [--json] COMMAND ...\n\n"
+            "rtctl [OPTIONS] COMMAND ...\n\n"
             "Shows and changes how rtctld tunes this machine for low-latency work.\n\n"
             "Commands:\n"
             "  status                 Active profile, state, failures, last pass\n"
@@ -45,7 +46,10 @@ static void help(void)
             "Options:\n"
             "  -h --help              Show this help\n"
             "     --version           Show the version\n"
-            "     --json              Machine-readable output\n\n"
+            "     --json              Machine-readable output (keys are stable; see rtctl(1))\n"
+            "     --no-legend         Leave out table headers and summary lines\n"
+            "     --pager             Page long output through $RTCTL_PAGER, $PAGER or less\n"
+            "     --no-pager          Do not page output (the default)\n\n"
             "Exit status: 0 ok, 1 failed or failures left, 2 usage, 3 rtctld not running,\n"
             "4 no such profile, 5 invalid profile, 6 not authorized. See rtctl(1).\n");
 }
@@ -154,21 +158,83 @@ void cli_print_json(json_object *o)
         json_object_put(o);
 }
 
+/* How tables print, fixed once by main() from the options and the terminal, like systemctl's arg_legend:
+ * every verb prints through the two functions below. */
+static struct {
+        bool legend;
+        bool color;
+} output = {.legend = true};
+
+/* Colour only for a person at a terminal that shows it, and never when NO_COLOR is set
+ * (https://no-color.org). Decided before a pager takes stdout, which less -R passes through. */
+static bool want_color(void)
+{
+        const char *no_color = getenv("NO_COLOR"), *term = getenv("TERM");
+
+        if (no_color && *no_color)
+                return false;
+        if (!term || streq(term, "dumb"))
+                return false;
+        return isatty(STDOUT_FILENO) > 0;
+}
+
+bool cli_legend(void)
+{
+        return output.legend;
+}
+
+#define ANSI_BOLD   "\033[1m"
+#define ANSI_GREEN  "\033[32m"
+#define ANSI_YELLOW "\033[33m"
+#define ANSI_RED    "\033[31m"
+#define ANSI_RESET  "\033[0m"
+
+static const char *state_color(const char *state)
+{
+        if (streq(state, "ok"))
+                return ANSI_GREEN;
+        if (streq(state, "warn"))
+                return ANSI_YELLOW;
+        if (streq(state, "fail") || streq(state, "failed") || streq(state, "error"))
+                return ANSI_RED;
+        return NULL;
+}
+
+/* One cell padded to width (the last of a row unpadded, then the newline); the escape codes go around the
+ * text so they do not count towards the width. */
+static void print_cell(const char *text, const char *color, size_t width, bool last)
+{
+        if (output.color && color)
+                printf("%s%s%s", color, text, ANSI_RESET);
+        else
+                fputs(text, stdout);
+        if (last)
+                putchar('\n');
+        else
+                printf("%*s", (int)(width - strlen(text) + 2), "");
+}
+
 void cli_print_table(const char *const *header, size_t n, char **cells, size_t rows)
 {
         size_t width[16] = {};
+        size_t state_column = SIZE_MAX;
 
-        for (size_t j = 0; j < n; j++)
-                width[j] = strlen(header[j]);
+        for (size_t j = 0; j < n; j++) {
+                width[j] = output.legend ? strlen(header[j]) : 0;
+                if (streq(header[j], "STATUS"))
+                        state_column = j;
+        }
         for (size_t i = 0; i < rows; i++)
                 for (size_t j = 0; j < n; j++)
                         width[j] = MAX(width[j], strlen(cells[i * n + j]));
-        for (size_t j = 0; j < n; j++)
-                printf("%-*s%s", j + 1 < n ? (int)width[j] : 0, header[j], j + 1 < n ? "  " : "\n");
-        for (size_t i = 0; i < rows; i++)
+        if (output.legend)
                 for (size_t j = 0; j < n; j++)
-                        printf("%-*s%s", j + 1 < n ? (int)width[j] : 0, cells[i * n + j],
-                               j + 1 < n ? "  " : "\n");
+                        print_cell(header[j], ANSI_BOLD, width[j], j + 1 == n);
+        for (size_t i = 0; i < rows; i++)
+                for (size_t j = 0; j < n; j++) {
+                        const char *cell = cells[i * n + j];
+                        print_cell(cell, j == state_column ? state_color(cell) : NULL, width[j], j + 1 == n);
+                }
 }
 
 static const struct {
@@ -182,23 +248,46 @@ static const struct {
     {"verify", verb_verify},   {"bootargs", verb_bootargs}, {"latency", verb_latency},
 };
 
+/* Options every verb takes, before or after the verb. Returns false for anything else. */
+static bool global_option(Cli *c, const char *arg, bool *pager)
+{
+        if (streq(arg, "--json"))
+                c->json = true;
+        else if (streq(arg, "--no-legend"))
+                output.legend = false;
+        else if (streq(arg, "--pager"))
+                *pager = true;
+        else if (streq(arg, "--no-pager"))
+                *pager = false;
+        else
+                return false;
+        return true;
+}
+
+static void version(void)
+{
+        printf("rtctl %s\n%s\n", RTCTL_VERSION, rtctl_features());
+}
+
 int main(int argc, char *argv[])
 {
         Cli c = {};
+        bool pager = false;
         int i = 1, r;
 
         log_setup("rtctl");
         for (; i < argc && argv[i][0] == '-'; i++) {
-                if (streq(argv[i], "--json"))
-                        c.json = true;
-                else if (streq(argv[i], "-h") || streq(argv[i], "--help")) {
+                if (global_option(&c, argv[i], &pager))
+                        continue;
+                if (streq(argv[i], "-h") || streq(argv[i], "--help")) {
                         help();
                         return EXIT_OK;
-                } else if (streq(argv[i], "--version")) {
-                        puts("rtctl " RTCTL_VERSION);
+                }
+                if (streq(argv[i], "--version")) {
+                        version();
                         return EXIT_OK;
-                } else
-                        break;
+                }
+                break;
         }
         if (i >= argc) {
                 help();
@@ -206,16 +295,20 @@ int main(int argc, char *argv[])
         }
         for (size_t v = 0; v < ELEMENTSOF(verbs); v++)
                 if (streq(argv[i], verbs[v].name)) {
-                        /* --json may also follow the verb. */
-                        for (int k = i + 1; k < argc; k++)
-                                if (streq(argv[k], "--json")) {
-                                        c.json = true;
+                        /* The global options may also follow the verb, up to the "--" in front of a
+                         * command (run, hold), whose own options they are not. */
+                        for (int k = i + 1; k < argc && !streq(argv[k], "--"); k++)
+                                if (global_option(&c, argv[k], &pager)) {
                                         memmove(&argv[k], &argv[k + 1], sizeof(char *) * (size_t)(argc - k));
                                         argc--;
                                         k--;
                                 }
+                        output.color = want_color();
+                        if (pager)
+                                cli_pager_open();
                         r = verbs[v].run(&c, argc - i, argv + i);
                         sd_bus_flush_close_unref(c.bus);
+                        cli_pager_close();
                         return r;
                 }
         fprintf(stderr, "Unknown command '%s'. See rtctl --help.\n", argv[i]);

@@ -53,7 +53,9 @@ int verb_verify(Cli *c, int argc, char *argv[])
         } else {
                 cli_print_table((const char *const[]){"OBJECT", "DESIRED", "ACTUAL", "WHY NOT IN PLACE"},
                                 VERIFY_COLUMNS, (char **)cells->pdata, rows);
-                printf("\n%zu settings in force: %zu in place, %zu not.\n", rows, rows - drifted, drifted);
+                if (cli_legend())
+                        printf("\n%zu settings in force: %zu in place, %zu not.\n", rows, rows - drifted,
+                               drifted);
         }
         return drifted ? EXIT_FAILED : EXIT_OK;
 }

@@ -3,6 +3,7 @@
 
 #include "daemon/manager.h"
 #include "shared/log.h"
+#include "shared/version.h"
 
 static void help(void)
 {
@@ -35,7 +36,7 @@ static int parse_argv(int argc, char *argv[], Manager *m)
                         help();
                         return 0;
                 case ARG_VERSION:
-                        puts("rtctld " RTCTL_VERSION);
+                        printf("rtctld %s\n%s\n", RTCTL_VERSION, rtctl_features());
                         return 0;
                 case ARG_PROFILE:
                         free(m->profile_override);

@@ -186,3 +186,11 @@ def test_version_names_features_compiled_in():
     assert ("+ASAN" if "address" in sanitize else "-ASAN") in words, (sanitize, lines[1])
     assert ("+UBSAN" if "undefined" in sanitize else "-UBSAN") in words, (sanitize, lines[1])
     assert len(lines) == 2
+
+
+def test_daemon_version_names_the_same_features():
+    from harness import RTCTLD
+    out, _ = piped("--version")
+    d = subprocess.run([RTCTLD, "--version"], capture_output=True, text=True, timeout=30)
+    assert d.returncode == 0 and d.stderr == ""
+    assert d.stdout.splitlines() == ["rtctld " + meson_version(), out.splitlines()[1]], d.stdout

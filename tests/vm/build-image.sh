@@ -1,12 +1,17 @@
 #!/bin/bash
 # Build the VM test image: Debian 12 + systemd + the Debian kernel + rtctl.
 #
-#   tests/vm/build-image.sh [--no-rtctl] [--rebuild-base] [BUILD_DIR]
+#   tests/vm/build-image.sh [--no-rtctl] [--rebuild-base] [--deb FILE] [BUILD_DIR]
 #
 # BUILD_DIR is a meson build dir configured with --prefix=/usr (default:
 # <repo>/build); its `meson install --destdir` output goes into the image.
 # --no-rtctl builds the image without rtctl (harness work before the daemon
 # exists: the daemon tests then FAIL with "rtctld is not installed").
+# --deb FILE installs the package tools/build-deb built with dpkg -i in the
+# image (its maintainer scripts enable the unit), instead of meson install;
+# the .deb stays in /var/cache/rtctl-vmtest for the upgrade test. The stage
+# is then a full copy of the base, not hard links: dpkg and its triggers
+# write files in place (logs, man-db's index).
 #
 # Two layers:
 #   base   debootstrap --variant=minbase + packages + tests/vm/base/customize.sh.
@@ -57,9 +62,12 @@ CHROOT_PKGS=(linux-image-amd64 polkitd irqbalance
 with_rtctl=1
 rebuild_base=0
 BUILD_DIR=
+DEB=
 while [ $# -gt 0 ]; do
 	case $1 in
 	--no-rtctl) with_rtctl=0 ;;
+	--deb) DEB=$2; shift ;;
+	--deb=*) DEB=${1#*=} ;;
 	--rebuild-base) rebuild_base=1 ;;
 	-h | --help) sed -n '2,/^set -euo/{/^set -euo/d;s/^# \{0,1\}//;p}' "$0"; exit 0 ;;
 	-*) echo "build-image.sh: unknown option $1" >&2; exit 2 ;;
@@ -277,7 +285,10 @@ WORK=$CACHE/work
 rm -rf "$WORK"
 mkdir -p "$WORK/layer" "$OUT"
 t1=$SECONDS
-if [ "$with_rtctl" = 1 ]; then
+if [ -n "$DEB" ]; then
+	[ -f "$DEB" ] || die "no package at $DEB"
+	install -D -m 0644 "$DEB" "$WORK/layer/var/cache/rtctl-vmtest/$(basename "$DEB")"
+elif [ "$with_rtctl" = 1 ]; then
 	install_rtctl "$WORK/layer"
 else
 	log "--no-rtctl: image without rtctl"
@@ -286,13 +297,32 @@ install_guest "$WORK/layer"
 
 # stage = hard links to the base + the layer. tar unlinks a file before it
 # writes one in its place, so the cached base is never written through a link.
-cp -al "$BASE/rootfs" "$WORK/stage"
+if [ -n "$DEB" ]; then
+	cp -a "$BASE/rootfs" "$WORK/stage"
+else
+	cp -al "$BASE/rootfs" "$WORK/stage"
+fi
 tar -C "$WORK/layer" -cf - . | tar -C "$WORK/stage" -xf - --keep-directory-symlink --no-overwrite-dir
+if [ -n "$DEB" ]; then
+	log "dpkg -i $(basename "$DEB") in the image (log: $OUT/dpkg-install.log)"
+	printf '#!/bin/sh\nexit 101\n' >"$WORK/stage/usr/sbin/policy-rc.d"
+	chmod 755 "$WORK/stage/usr/sbin/policy-rc.d"
+	# shellcheck disable=SC2016 # $1, $2 expand in the inner shell
+	if ! unshare --mount --propagation private /bin/sh -euc '
+		mount -t proc proc "$1/proc"
+		exec chroot "$1" /usr/bin/env -i PATH=/usr/sbin:/usr/bin:/sbin:/bin dpkg -i "$2"' \
+		sh "$WORK/stage" "/var/cache/rtctl-vmtest/$(basename "$DEB")" >"$OUT/dpkg-install.log" 2>&1; then
+		tail -n 30 "$OUT/dpkg-install.log" >&2
+		die "dpkg -i in the image failed (log: $OUT/dpkg-install.log)"
+	fi
+	rm -f "$WORK/stage/usr/sbin/policy-rc.d"
+fi
 # record what is in the image (the guest prints it)
 {
 	echo "BASE_KEY=$KEY"
 	echo "KERNEL=$(cat "$BASE/kernel-version")"
 	echo "WITH_RTCTL=$with_rtctl"
+	echo "RTCTL_DEB=$(basename "${DEB:-none}")"
 	echo "RTCTL_GIT=$(git -C "$REPO" describe --always --dirty 2>/dev/null || echo none)"
 	echo "BUILT=$(date -u +%Y-%m-%dT%H:%M:%SZ)"
 } >"$WORK/stage/etc/rtctl-vmtest-image"

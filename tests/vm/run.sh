@@ -7,11 +7,14 @@
 #                   else <repo>/build); configured with --prefix=/usr
 # --no-rtctl        image without rtctl (harness work; the daemon tests FAIL)
 # --rebuild-base    rebuild the cached Debian base even if its key matches
+# --package         only the package run (below): the package-* tests
 # Anything else goes to run-vm.py: --only GLOB,... --timeout SEC --verbose
 # --keep --append WORD --console-log FILE (see tests/vm/run-vm.py --help).
 #
-# Without --only, three VM runs: every test but bootargs-booted and boot-tuning; bootargs-booted,
-# booted with what bootargs-grub computed; boot-tuning, which reboots the guest (tests/vm/README.md).
+# Without --only, four VM runs: every test but bootargs-booted, boot-tuning and the package-* tests;
+# bootargs-booted, booted with what bootargs-grub computed; boot-tuning, which reboots the guest; the
+# package-* tests, in an image of their own with tools/build-deb's .deb installed by dpkg -i instead of
+# meson install (tests/vm/README.md).
 #
 # Needs root (debootstrap, chroot). Cache: ${RTCTL_VM_CACHE:-/var/tmp/rtctl-vm}.
 # Last count line: "N passed, N failed, N skipped" (the totals); exit 1 on any failure.
@@ -22,8 +25,10 @@ REPO=$(cd "$HERE/../.." && pwd)
 build_dir=${RTCTL_BUILD_DIR:-$REPO/build}
 build_args=()
 run_args=()
+package_only=0
 while [ $# -gt 0 ]; do
 	case $1 in
+	--package) package_only=1 ;;
 	--build-dir) build_dir=$2; shift ;;
 	--build-dir=*) build_dir=${1#*=} ;;
 	--no-rtctl | --rebuild-base) build_args+=("$1") ;;
@@ -37,11 +42,9 @@ security_max=$(sed -n 's/.*`systemd-analyze security rtctld.service` rates it \*
 [ -n "$security_max" ] && run_args+=(--append "rtctl_vmtest.security_max=$security_max")
 
 t0=$SECONDS
-image_dir=$("$HERE/build-image.sh" "${build_args[@]}" "$build_dir" | tail -n1)
-echo "[run.sh] image ready in $((SECONDS - t0)) s: $image_dir"
-t1=$SECONDS
 out=$(mktemp)
 passed=0 failed=0 skipped=0
+image_dir=
 
 # One VM run; its "N passed, N failed, N skipped" line is added to the totals.
 run_vm() {
@@ -67,9 +70,35 @@ run_vm() {
 	return "$rc"
 }
 
+# The package run: tools/build-deb's .deb (from HEAD, as committed), in an image of its own where dpkg
+# installed it; the package-* tests install it over itself (upgrade), remove and purge it.
+package_run() {
+	local deb deb_image cache=${RTCTL_VM_CACHE:-/var/tmp/rtctl-vm}
+	echo "[run.sh] package: building the .deb (tools/build-deb)"
+	if ! deb=$("$REPO/tools/build-deb" "$cache/deb" 2>"$cache/build-deb.log" | tail -n1) || [ ! -f "$deb" ]; then
+		tail -n 30 "$cache/build-deb.log"
+		echo "[run.sh] package: FAIL: tools/build-deb built no package (log: $cache/build-deb.log)"
+		failed=$((failed + 1))
+		return 1
+	fi
+	deb_image=$(RTCTL_VM_OUT=$cache/out-deb "$HERE/build-image.sh" --deb "$deb" "$build_dir" | tail -n1)
+	echo "[run.sh] package: $(basename "$deb") in $deb_image"
+	run_vm --image-dir "$deb_image" --only 'package-*' "${run_args[@]}" \
+		--console-log "$deb_image/console-package.log"
+}
+
 rc=0
 first=$(mktemp)
 trap 'rm -f "$out" "$first"' EXIT
+if [ "$package_only" = 1 ]; then
+	package_run || rc=1
+	echo "[run.sh] VM $((SECONDS - t0)) s"
+	echo "$passed passed, $failed failed, $skipped skipped"
+	exit "$rc"
+fi
+image_dir=$("$HERE/build-image.sh" "${build_args[@]}" "$build_dir" | tail -n1)
+echo "[run.sh] image ready in $((SECONDS - t0)) s: $image_dir"
+t1=$SECONDS
 run_vm "${run_args[@]}" || rc=$?
 cp "$out" "$first"
 # The default run boots twice more: bootargs-booted, with the boot arguments the first boot's
@@ -93,6 +122,7 @@ if [[ " ${run_args[*]:-} " != *" --only"* ]]; then
 	fi
 	echo "[run.sh] boot-tuning: a VM run of its own (it reboots the guest)"
 	run_vm --only boot-tuning "${run_args[@]}" --console-log "$image_dir/console-boot-tuning.log" || rc=1
+	package_run || rc=1
 	echo "[run.sh] build $((t1 - t0)) s + VM $((SECONDS - t1)) s = $((SECONDS - t0)) s"
 	echo "$passed passed, $failed failed, $skipped skipped"
 	exit "$rc"

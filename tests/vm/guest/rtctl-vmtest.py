@@ -39,6 +39,7 @@ import shlex
 import signal
 import subprocess
 import sys
+import threading
 import time
 import traceback
 
@@ -258,8 +259,10 @@ def unit_prop(unit, *props):
     return out
 
 
-def journal(unit, lines=25):
-    p = run(["journalctl", "-u", unit, "-n", str(lines), "--no-pager", "-o", "short-monotonic"], timeout=20)
+def journal(unit, lines=25, since=None):
+    """The unit's last `lines` journal lines; with since (a time.time()), only those from then on."""
+    p = run(["journalctl", "-u", unit, "-n", str(lines), "--no-pager", "-o", "short-monotonic"] +
+            (["--since", "@%d" % int(since)] if since else []), timeout=20)
     return p.stdout.splitlines()
 
 
@@ -1065,18 +1068,24 @@ def put_irqs_back(before_aff, before_default):
 
 @test("systemd-job-does-not-block")
 def t_systemd_job_does_not_block():
-    """A systemd job rtctld waits for (stopping a rival whose stop takes seconds) is followed on the loop:
-    the bus answers meanwhile, and SetProfile answers only once the job is done and the unit masked."""
+    """A systemd job rtctld waits for (stopping a rival whose stop takes a while) is followed on the loop:
+    the bus answers meanwhile, and SetProfile answers only once the job is done and the unit masked. The
+    stop lasts until the test has looked (a file it creates ends it), not a fixed time a loaded machine
+    may overrun."""
     require_rtctld()
     before_aff = irq_affinities()
     before_default = read("/proc/irq/default_smp_affinity")
     dropin = "/etc/rtctl/rtctl.conf.d/vmtest-conflict.conf"
     slow = "/run/systemd/system/irqbalance.service.d/vmtest-slow-stop.conf"
+    release = "/run/vmtest-irqbalance-stop-release"
     busctl = ["busctl", "--system", "--timeout=60"]
     try:
+        if os.path.exists(release):
+            os.unlink(release)
         os.makedirs(os.path.dirname(slow), exist_ok=True)
         with open(slow, "w") as f:
-            f.write("[Service]\nExecStopPost=/bin/sleep 4\n")
+            f.write("[Service]\nTimeoutStopSec=90\nExecStopPost=/bin/sh -c 'for i in $(seq 600); do "
+                    "[ -e %s ] && exit 0; sleep 0.1; done'\n" % release)
         run(["systemctl", "daemon-reload"], check_rc=True)
         run(["systemctl", "start", "irqbalance.service"], check_rc=True)
         os.makedirs(os.path.dirname(dropin), exist_ok=True)
@@ -1096,6 +1105,8 @@ def t_systemd_job_does_not_block():
         check(pending and during == "deactivating",
               "the Get was not answered while the stop job ran (SetProfile pending: %s, irqbalance %s)"
               % (pending, during))
+        with open(release, "w"):
+            pass
         out, errout = set_profile.communicate(timeout=60)
         check(set_profile.returncode == 0, "SetProfile(audio): %s" % errout.strip())
         after = unit_prop("irqbalance.service", "ActiveState")["ActiveState"]
@@ -1104,9 +1115,11 @@ def t_systemd_job_does_not_block():
               "SetProfile answered before the job was done: irqbalance %s, %s" % (after, state))
         failures = plain(manager()[1].Get(IFACE, "Failures"))
         check(not failures, "failures after the job: %s" % failures)
-        return "ActiveProfile read while irqbalance's 4 s stop ran; SetProfile answered after it (%s), unit %s" \
+        return "ActiveProfile read while irqbalance's stop ran; SetProfile answered after it (%s), unit %s" \
             % (out.strip(), state)
     finally:
+        with open(release, "w"):
+            pass
         if os.path.exists(slow):
             os.unlink(slow)
         if os.path.exists(dropin):
@@ -1114,6 +1127,7 @@ def t_systemd_job_does_not_block():
         call("Restore")
         run(["systemctl", "stop", "irqbalance.service"])
         run(["systemctl", "daemon-reload"])
+        os.unlink(release)
         call("Reload")
         call("SetProfile", TEST_PROFILE)
         put_irqs_back(before_aff, before_default)
@@ -2002,6 +2016,34 @@ def t_hold_released_on_disconnect():
         call("SetProfile", TEST_PROFILE)
 
 
+@test("isolation-back-to-back")
+def t_isolation_back_to_back():
+    """Isolation ended and asked for again at once (a DAW closed and opened, a hold dropped and retaken):
+    rtctl.slice may still be loaded from its stop, which systemd's StartTransientUnit refuses; rtctld
+    starts the loaded slice again instead. Every round ends applied, with no failure."""
+    ensure_rtctld_base()
+    rounds = []
+    try:
+        for i in range(4):
+            r, err, msg = call("SetProfile", "audio")
+            check(err is None, "round %d: SetProfile(audio): %s %s" % (i, err, msg))
+            props = rtprops()
+            slice_state = unit_prop("rtctl.slice", "ActiveState").get("ActiveState")
+            check(not props.get("Failures") and props.get("IsolatedCPUs") and slice_state == "active",
+                  "round %d, isolating again right after the end: %s; rtctl.slice %s" % (
+                      i, brief(props), slice_state))
+            rounds.append(props["IsolatedCPUs"])
+            r, err, msg = call("SetProfile", TEST_PROFILE)
+            check(err is None, "round %d: SetProfile(%s): %s %s" % (i, TEST_PROFILE, err, msg))
+            props = rtprops()
+            check(not props.get("Failures") and not props.get("IsolatedCPUs"),
+                  "round %d, isolation ended: %s" % (i, brief(props)))
+        return "4 rounds of audio then %s back to back, isolated %s each time, no failures" % (
+            TEST_PROFILE, rounds[0])
+    finally:
+        call("SetProfile", TEST_PROFILE)
+
+
 def pipewire_placement(pid, iso, hk):
     """'' when pipewire's data-loop threads run on the isolated CPUs and every other thread of it on
     housekeeping CPUs (Cpus_allowed_list: the kernel's word, cpuset included), else what is not."""
@@ -2397,6 +2439,142 @@ def boot_unit_unordered(how):
     write("/etc/systemd/system/" + UNIT, "\n".join(out) + "\n")
 
 
+# --------------------------------------------------------------------------
+# the Debian package (run.sh's package run: an image with tools/build-deb's .deb installed by dpkg -i,
+# its maintainer scripts run as on any Debian machine; no meson install)
+
+PKG_CACHE = "/var/cache/rtctl-vmtest"
+
+
+def pkg_status():
+    return run(["dpkg-query", "-W", "-f", "${Status}", "rtctl"]).stdout.strip()
+
+
+def pkg_files():
+    """What dpkg -L lists for rtctl that is a file or link (directories like /usr/share/man are shared)."""
+    p = run(["dpkg", "-L", "rtctl"])
+    return [f for f in p.stdout.splitlines() if f.startswith("/") and (os.path.islink(f) or not os.path.isdir(f))]
+
+
+@test("package-installed", own_run=True)
+def t_package_installed():
+    """The package installed as a user would (dpkg -i): after boot the service is enabled and running with
+    the default profile in place, without anyone starting it."""
+    check(pkg_status() == "install ok installed", "dpkg-query: rtctl is %r" % pkg_status())
+    files = pkg_files()
+    STATE["pkg_files"] = files
+    for want in (RTCTLD, RTCTL, "/usr/share/polkit-1/actions/org.rtctl.policy",
+                 "/usr/lib/rtctl/profiles/desktop.conf", "/usr/share/man/man8/rtctld.8.gz"):
+        check(want in files or want.replace("/usr/lib/", "/lib/") in files, "dpkg -L rtctl lacks %s" % want)
+    check(any(f.endswith("/systemd/system/rtctld.service") for f in files), "dpkg -L rtctl lacks the unit")
+    enabled = run(["systemctl", "is-enabled", UNIT]).stdout.strip()
+    check(enabled == "enabled", "systemctl is-enabled %s: %s" % (UNIT, enabled))
+    st = unit_prop(UNIT, "ActiveState", "SubState", "MainPID", "ActiveEnterTimestampMonotonic")
+    check(st.get("ActiveState") == "active", "%s after boot: %s" % (UNIT, st))
+    props = rtprops()
+    check(props.get("ActiveProfile") == "desktop" and props.get("State") == "applied" and not props.get("Failures"),
+          "after boot, the package's default profile: %s" % brief(props))
+    v = run([RTCTL, "verify"], timeout=60)
+    check(v.returncode == 0, "rtctl verify after boot: rc %d %s" % (v.returncode, (v.stdout + v.stderr).strip()[-300:]))
+    return "rtctl %s: %d files; %s enabled, active since boot (pid %s), desktop applied, rtctl verify ok" % (
+        run(["dpkg-query", "-W", "-f", "${Version}", "rtctl"]).stdout.strip(), len(files), UNIT, st.get("MainPID"))
+
+
+def tuned_values():
+    """The values the vmtest profile changes (the extra disks' scheduler and bfq tunable)."""
+    return {k: v for k, v in snapshot().items() if k.startswith(("block/vdb/", "block/vdc/"))}
+
+
+@test("package-upgrade", own_run=True, timeout=240)
+def t_package_upgrade():
+    """dpkg -i of the package over itself runs the upgrade path of the maintainer scripts (prerm upgrade,
+    postinst configure with the old version): the daemon is restarted, and the tuning is never lost
+    meanwhile: the new daemon takes over the journal of original values, so a later stop still restores
+    the machine as it was before any rtctld ran."""
+    run(["systemctl", "stop", UNIT], check_rc=True, timeout=90)
+    settle()
+    STATE["pkg_before"] = snapshot()
+    original = tuned_values()
+    run(["systemctl", "start", UNIT], check_rc=True, timeout=90)
+    r, err, msg = call("SetProfile", TEST_PROFILE)
+    check(err is None, "SetProfile(%s): %s %s" % (TEST_PROFILE, err, msg))
+    tuned = tuned_values()
+    changed = sorted(k for k in tuned if tuned[k] != original.get(k))
+    check(changed, "%s changed nothing on vdb/vdc: %s" % (TEST_PROFILE, tuned))
+    old_pid = unit_prop(UNIT, "MainPID")["MainPID"]
+    debs = sorted(glob.glob(PKG_CACHE + "/rtctl_*.deb"))
+    check(debs, "no .deb in %s" % PKG_CACHE)
+    samples, lost = [0], []
+    done = threading.Event()
+
+    def sample():
+        while not done.is_set():
+            now = tuned_values()
+            samples[0] += 1
+            if any(now.get(k) != tuned[k] for k in changed) and not lost:
+                lost.append(now)
+            time.sleep(0.02)
+    th = threading.Thread(target=sample)
+    th.start()
+    try:
+        p = run(["dpkg", "-i", debs[-1]], timeout=180)
+    finally:
+        done.set()
+        th.join()
+    check(p.returncode == 0, "dpkg -i %s: rc %d %s" % (debs[-1], p.returncode, (p.stdout + p.stderr).strip()[-400:]))
+    st = unit_prop(UNIT, "ActiveState", "MainPID")
+    check(st.get("ActiveState") == "active" and st.get("MainPID") not in (old_pid, "0"),
+          "after the upgrade: %s (pid before %s): not restarted" % (st, old_pid))
+    check(not lost, "the tuning was lost during the upgrade (%d samples): %s, tuned %s" % (samples[0], lost[:1], tuned))
+    props = rtprops()
+    check(props.get("ActiveProfile") == TEST_PROFILE and props.get("State") == "applied" and not props.get("Failures"),
+          "after the upgrade: %s" % brief(props))
+    check(tuned_values() == tuned, "after the upgrade: %s, want %s" % (tuned_values(), tuned))
+    return "pid %s -> %s; %s (%s) held through dpkg -i, %d samples; %s applied again" % (
+        old_pid, st.get("MainPID"), ", ".join(changed), ", ".join(tuned[k] for k in changed), samples[0], TEST_PROFILE)
+
+
+@test("package-remove", own_run=True, timeout=180)
+def t_package_remove():
+    """apt-get remove stops the daemon, which restores every value: the machine is as before any rtctld ran
+    (the snapshot package-upgrade took with the daemon stopped), the binaries are gone, the admin's
+    configuration stays (conffiles), as with any Debian package."""
+    check("pkg_before" in STATE, "no snapshot from package-upgrade")
+    p = run(["apt-get", "remove", "-y", "-q", "rtctl"], timeout=150)
+    check(p.returncode == 0, "apt-get remove: rc %d %s" % (p.returncode, (p.stdout + p.stderr).strip()[-400:]))
+    st = unit_prop(UNIT, "ActiveState", "LoadState")
+    check(st.get("ActiveState") in ("inactive", "failed", "") or st.get("LoadState") == "not-found",
+          "after remove: %s" % st)
+    settle()
+    d = diff_snapshots(STATE["pkg_before"], snapshot())
+    check(not d, "%d values not restored by apt-get remove: %s" % (len(d), "; ".join(d[:8])))
+    check(not os.path.exists(RTCTLD) and not os.path.exists(RTCTL), "binaries left after remove")
+    status = pkg_status()
+    check(status in ("deinstall ok config-files", "unknown ok not-installed", ""),
+          "dpkg-query after remove: %r" % status)
+    return "every value back (%d compared); dpkg: %s" % (len(STATE["pkg_before"]), status)
+
+
+@test("package-purge", own_run=True, timeout=180)
+def t_package_purge():
+    """apt-get purge leaves nothing of the package: dpkg -L knows no rtctl, no file it listed is left,
+    and the daemon's state and runtime directories are gone."""
+    p = run(["apt-get", "purge", "-y", "-q", "rtctl"], timeout=150)
+    check(p.returncode == 0, "apt-get purge: rc %d %s" % (p.returncode, (p.stdout + p.stderr).strip()[-400:]))
+    listed = run(["dpkg", "-L", "rtctl"])
+    check(listed.returncode != 0, "dpkg -L rtctl after purge still lists: %s" % listed.stdout.strip()[:300])
+    left = [f for f in STATE.get("pkg_files", []) if os.path.lexists(f)]
+    check(not left, "left behind after purge: %s" % left[:10])
+    gone = [d for d in ("/var/lib/rtctl", "/run/rtctl") if os.path.lexists(d)]
+    check(not gone, "left behind after purge: %s" % gone)
+    etc = sorted(os.path.relpath(os.path.join(dp, f), "/etc/rtctl") for dp, _, fs in os.walk("/etc/rtctl") for f in fs)
+    foreign = [f for f in etc if not f.startswith("profiles/vm")]
+    check(not foreign, "/etc/rtctl after purge holds files the test image did not put there: %s" % foreign)
+    return "dpkg -L: %s; none of the %d files left; /var/lib/rtctl, /run/rtctl gone; /etc/rtctl: %s" % (
+        (listed.stderr.strip() or listed.stdout.strip())[:80], len(STATE.get("pkg_files", [])),
+        ", ".join(etc) or "empty")
+
+
 @test("boot-tuning", timeout=240, own_run=True)
 def t_boot_tuning():
     """Boot 1: configure what an admin does (DefaultProfile=vmiso, `systemctl enable rtctld`), let
@@ -2654,7 +2832,7 @@ def main():
         con.line("VMTEST-PLAN " + " ".join(n for n, _ in tests))
     signal.signal(signal.SIGALRM, on_alarm)
     for i, (name, fn) in enumerate(tests):
-        t0 = time.monotonic()
+        t0, wall0 = time.monotonic(), time.time()
         status, reason = "PASS", ""
         signal.alarm(fn.timeout)
         try:
@@ -2681,7 +2859,8 @@ def main():
         con.line("VMTEST %s %s %s(%.1f s)" % (name, status, (reason + " ") if reason else "", time.monotonic() - t0))
         if status == "FAIL" and name not in ("harness-boot",) and rtctld_installed() and not name.startswith("harness-"):
             try:
-                for l in journal(UNIT, 15):
+                # What rtctld said while the test ran: enough to tell a slow call's wait from a failure.
+                for l in journal(UNIT, 60, since=wall0 - 1):
                     con.line("VMLOG %s %s" % (name, l))
             except Exception:
                 pass

@@ -2451,9 +2451,10 @@ def pkg_status():
 
 
 def pkg_files():
-    """What dpkg -L lists for rtctl that is a file or link (directories like /usr/share/man are shared)."""
+    """What dpkg -L lists for rtctl that is no directory (directories like /usr/share/man, and /lib, a link
+    to one on merged /usr, are shared)."""
     p = run(["dpkg", "-L", "rtctl"])
-    return [f for f in p.stdout.splitlines() if f.startswith("/") and (os.path.islink(f) or not os.path.isdir(f))]
+    return [f for f in p.stdout.splitlines() if f.startswith("/") and not os.path.isdir(f)]
 
 
 @test("package-installed", own_run=True)
@@ -2530,8 +2531,8 @@ def t_package_upgrade():
     check(props.get("ActiveProfile") == TEST_PROFILE and props.get("State") == "applied" and not props.get("Failures"),
           "after the upgrade: %s" % brief(props))
     check(tuned_values() == tuned, "after the upgrade: %s, want %s" % (tuned_values(), tuned))
-    return "pid %s -> %s; %s (%s) held through dpkg -i, %d samples; %s applied again" % (
-        old_pid, st.get("MainPID"), ", ".join(changed), ", ".join(tuned[k] for k in changed), samples[0], TEST_PROFILE)
+    return "pid %s -> %s; %d tuned values (vdb, vdc: %s) held through dpkg -i, %d samples; %s applied again" % (
+        old_pid, st.get("MainPID"), len(changed), tuned.get("block/vdb/scheduler"), samples[0], TEST_PROFILE)
 
 
 @test("package-remove", own_run=True, timeout=180)

@@ -18,6 +18,8 @@ pkgs=(
   rt-tests
   # tests/fuzz (meson -Dfuzz=true): clang and its libFuzzer runtime (libclang_rt.fuzzer)
   clang libclang-rt-14-dev
+  # the Debian package (tools/build-deb, tools/quickstart on systemd, tests/integration/test_package.py)
+  git dpkg-dev debhelper lintian
 )
 missing=()
 for p in "${pkgs[@]}"; do

@@ -475,6 +475,8 @@ static int on_stop_signal(sd_event_source *s, const struct signalfd_siginfo *si,
                 return 0;
         (void)sd_notify(false, "STOPPING=1\nSTATUS=Restoring");
         m->stopping = true;
+        if (manager_handover_requested(m))
+                return sd_event_exit(m->event, 0);
         if (m->conf.keep_on_stop) {
                 log_info(
                     "Stopping; OnStop=keep leaves the tuning in place (the journal keeps the originals).");
@@ -606,6 +608,8 @@ int manager_start(Manager *m)
         r = open_journal(m);
         if (r < 0)
                 return r;
+        /* A marker left from before this start is never a request to this daemon. */
+        manager_handover_clear(m);
         r = topology_load(NULL, &m->topology);
         if (r < 0)
                 return log_error_errno(r, "Failed to read the CPU topology: %m");

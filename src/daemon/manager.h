@@ -230,4 +230,8 @@ int manager_irqs(Manager *m, IrqTable **ret, double **ret_rates, char ***ret_thr
 
 /* manager-events.c */
 void manager_on_uevent(const Uevent *ev, void *userdata);
+
+/* The upgrade's handover (manager-handover.c): a marker for this daemon's next stop only. */
+void manager_handover_clear(Manager *m);
+bool manager_handover_requested(Manager *m);
 int manager_on_sleep(sd_bus_message *msg, void *userdata, sd_bus_error *error);

@@ -166,7 +166,7 @@ TEST(ways_shared_with_devices_are_avoided)
 
         /* The two lowest ways are shared with I/O: the group takes the top ones. */
         sysroot_set(root);
-        CHECK_INTEQ(sys_write(RESCTRL_ROOT "/info/L3/shareable_bits", "3\n"), 0);
+        test_write(root, RESCTRL_ROOT "/info/L3/shareable_bits", "3\n");
         pass(root, SOCKET0_CORES "CacheWays=4\n", NULL);
         CHECK_STREQ(test_desired(&res, GROUP_SCH), "L3:0=f0000;1=f0000");
         CHECK_STREQ(test_desired(&res, ROOT_SCH), "L3:0=ffff;1=fffff");
@@ -204,7 +204,7 @@ TEST(cdp_or_one_class_is_not_supported)
 
         /* One class of service is the default group's: nothing left for a group. */
         sysroot_set(root);
-        CHECK_INTEQ(sys_write(RESCTRL_ROOT "/info/L3/num_closids", "1\n"), 0);
+        test_write(root, RESCTRL_ROOT "/info/L3/num_closids", "1\n");
         pass(root, SOCKET0_CORES "CacheWays=4\n", NULL);
         n = test_note(&res, "one class of service");
         CHECK(n && n->error == 0);
@@ -343,7 +343,7 @@ TEST(group_follows_the_isolated_set)
 
         /* CPU 31 goes offline (x86: its cache/ goes too; the kernel hands it to the default group). The
          * pass after the hotplug event plans the CPUs left. */
-        CHECK_INTEQ(sys_write("/sys/devices/system/cpu/online", "0-30\n"), 0);
+        test_write(root, "sys/devices/system/cpu/online", "0-30\n");
         CHECK_INTEQ(sys_write("/sys/devices/system/cpu/cpu31/online", "0\n"), 0);
         _cleanup_free_ char *rm = xasprintf("rm -rf '%s/sys/devices/system/cpu/cpu31/cache'", root);
         CHECK_INTEQ(system(rm), 0);

@@ -1,0 +1,107 @@
+"""The package upgrade's handover (rtctld(8), SIGNALS): a SIGTERM with RUNTIME_DIR/handover naming the
+daemon leaves the tuning and the journal to the next daemon, which adopts the originals; any other stop
+restores."""
+import os
+import signal
+
+import machine
+
+RULES = """
+[Profile]
+Description=test: loop devices made by the tests
+[Block test]
+Match=name:loop2[0-9][0-9]
+Scheduler=bfq
+NrRequests=32
+"""
+
+
+def tuned(name):
+    return {"scheduler": machine.active_choice(machine.read("/sys/block/%s/queue/scheduler" % name)),
+            "nr_requests": machine.read("/sys/block/%s/queue/nr_requests" % name)}
+
+
+def originals(env):
+    return {e["object"]: e["original"] for e in env.journal["entries"]}
+
+
+def mark(env, pid):
+    path = os.path.join(env.run, "handover")
+    with open(path, "w") as f:
+        f.write("%d\n" % pid)
+    return path
+
+
+def test_handover_keeps_the_tuning_and_the_next_daemon_restores_the_originals(env):
+    env.profile("t", RULES)
+    with machine.loop_devices(1) as (name,):
+        before = tuned(name)
+        assert before != {"scheduler": "bfq", "nr_requests": "32"}
+        d = env.start("--profile", "t")
+        assert tuned(name) == {"scheduler": "bfq", "nr_requests": "32"}
+        journalled = originals(env)
+        assert len(journalled) == 2
+        assert env.rtctl_json("status")["last_pass"]["changes"] == 2
+
+        marker = mark(env, d.proc.pid)
+        assert d.stop(signal.SIGTERM) == 0
+        assert "handover" in d.output()
+        # Still tuned, the journal still holds the true originals, the marker is used up.
+        assert tuned(name) == {"scheduler": "bfq", "nr_requests": "32"}
+        assert originals(env) == journalled
+        assert not os.path.exists(marker)
+
+        d2 = env.start("--profile", "t")
+        assert "Found 2 original values" in d2.output()
+        assert tuned(name) == {"scheduler": "bfq", "nr_requests": "32"}
+        # It kept the originals from before the first daemon, not the tuned values it found.
+        assert originals(env) == journalled
+        # It found everything in place: nothing to write, so the machine was never untuned.
+        status = env.rtctl_json("status")
+        assert status["failures"] == []
+        assert status["last_pass"]["changes"] == 0
+
+        assert d2.stop(signal.SIGTERM) == 0
+        assert tuned(name) == before
+        assert env.journal is None
+
+
+def test_marker_for_another_daemon_is_ignored_and_the_stop_restores(env):
+    env.profile("t", RULES)
+    with machine.loop_devices(1) as (name,):
+        before = tuned(name)
+        d = env.start("--profile", "t")
+        marker = mark(env, d.proc.pid + 1)
+        assert d.stop(signal.SIGTERM) == 0
+        assert "not this daemon's" in d.output()
+        assert tuned(name) == before
+        assert env.journal is None
+        assert not os.path.exists(marker)
+
+
+def test_stale_marker_is_ignored_and_the_stop_restores(env):
+    env.profile("t", RULES)
+    with machine.loop_devices(1) as (name,):
+        before = tuned(name)
+        d = env.start("--profile", "t")
+        marker = mark(env, d.proc.pid)
+        old = os.stat(marker).st_mtime - 3600
+        os.utime(marker, (old, old))
+        assert d.stop(signal.SIGTERM) == 0
+        assert "not just before this stop" in d.output()
+        assert tuned(name) == before
+        assert env.journal is None
+
+
+def test_marker_left_before_start_is_removed_so_the_stop_restores(env):
+    env.profile("t", RULES)
+    os.makedirs(env.run, exist_ok=True)
+    with machine.loop_devices(1) as (name,):
+        before = tuned(name)
+        marker = mark(env, 0)
+        d = env.start("--profile", "t")
+        assert not os.path.exists(marker)
+        assert tuned(name) != before
+        assert d.stop(signal.SIGTERM) == 0
+        assert tuned(name) == before
+        assert env.journal is None

@@ -190,9 +190,17 @@ def test_upgrade_leaves_the_daemon_running(control, tmp_path):
 
 def test_purge_leaves_nothing_behind(control, tmp_path):
     setup = ("mkdir -p /var/lib/rtctl /etc/rtctl/profiles; echo audio > /var/lib/rtctl/active-profile; "
-             "echo '[Daemon]' > /etc/rtctl/rtctl.conf; echo x > /etc/rtctl/profiles/mine.conf; "
              "echo '{}' > /run/rtctl/journal.json")
     calls = maintainer_script(control, str(tmp_path), "postrm", "purge", setup=setup)
     assert "deb-systemd-helper purge rtctld.service marker=none bus=system" in calls
     assert "exit 0" in calls
     assert [c for c in calls if c.startswith("left ")] == []
+
+
+def test_purge_keeps_what_the_admin_wrote_in_etc(control, tmp_path):
+    # /etc/rtctl is left to the admin: the package never writes there, so its files are theirs.
+    setup = ("mkdir -p /var/lib/rtctl /etc/rtctl/profiles /etc/rtctl/rtctl.conf.d; "
+             "echo '[Daemon]' > /etc/rtctl/rtctl.conf; echo x > /etc/rtctl/profiles/mine.conf")
+    calls = maintainer_script(control, str(tmp_path), "postrm", "purge", setup=setup)
+    assert "exit 0" in calls
+    assert [c for c in calls if c.startswith("left ")] == ["left /etc/rtctl"]

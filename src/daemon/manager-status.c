@@ -115,9 +115,13 @@ static unsigned take_setting(Status *s, const Setting *set)
                 break;
         case SETTING_DEFERRED:
                 break; /* the pass after systemd's jobs decides */
-        case SETTING_UNCHANGED:
         case SETTING_CHANGED:
-                set_fixed(s, set->tuner, set->object);
+        case SETTING_UNCHANGED:
+                /* A systemd job's end says whether it is in place (status_set_failure when it failed). */
+                if (set->queued)
+                        g_hash_table_remove(s->failures, set->object);
+                else
+                        set_fixed(s, set->tuner, set->object);
                 break;
         case SETTING_PENDING:
         case SETTING_GONE:
@@ -125,6 +129,23 @@ static unsigned take_setting(Status *s, const Setting *set)
                 break;
         }
         return 0;
+}
+
+/* What no longer fails without having been put in place (a device removed, an object a new profile does
+ * not want) is forgotten: if it fails again, that is news. A systemd job under way is neither. */
+static void forget_unlogged(Status *s, const Plan *plan)
+{
+        g_autoptr(GHashTable) standing = g_hash_table_new(g_str_hash, g_str_equal);
+        GHashTableIter it;
+        gpointer key;
+
+        g_hash_table_iter_init(&it, s->failures);
+        while (g_hash_table_iter_next(&it, &key, NULL))
+                g_hash_table_add(standing, key);
+        for (size_t i = 0; i < plan->n; i++)
+                if (plan->settings[i].queued)
+                        g_hash_table_add(standing, plan->settings[i].object);
+        failure_log_prune(&s->log, standing);
 }
 
 unsigned status_update(Status *s, const Dirty *dirty, PassResult *res)
@@ -147,9 +168,7 @@ unsigned status_update(Status *s, const Dirty *dirty, PassResult *res)
         }
         if (res->error)
                 logged += set_failure(s, LOG_WARNING, "policy", "Isolate", EINVAL, res->error);
-        /* What no longer fails without having been put in place (a device removed, an object a new
-         * profile does not want) is forgotten: if it fails again, that is news. */
-        failure_log_prune(&s->log, s->failures);
+        forget_unlogged(s, &res->plan);
         if (res->isolated) {
                 cpuset_free(s->isolated);
                 cpuset_free(s->housekeeping);

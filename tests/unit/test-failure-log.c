@@ -58,9 +58,10 @@ TEST(only_standing_failures_are_kept)
         failure_log_clear(&l);
 }
 
-/* One pass of the irq tuner over one object with this result; returns what the daemon wrote to stderr. */
-static char *pass(Status *s, const char *object, SettingResult result, int error, const char *message,
-                  unsigned *ret_logged)
+/* One pass of the irq tuner over one object with this result; returns what the daemon wrote to stderr.
+ * queued: the result is a systemd job's, under way. */
+static char *pass_queued(Status *s, const char *object, SettingResult result, int error, const char *message,
+                         bool queued, unsigned *ret_logged)
 {
         _cleanup_free_ char *path = xasprintf("%s/stderr", test_tmpdir());
         PassResult res = {};
@@ -75,6 +76,7 @@ static char *pass(Status *s, const char *object, SettingResult result, int error
                 set->result = result;
                 set->error = error;
                 set->message = message ? xstrdup(message) : NULL;
+                set->queued = queued;
         }
         dirty_mark_full(&dirty, tuner_index("irq"));
         fflush(stderr);
@@ -88,6 +90,12 @@ static char *pass(Status *s, const char *object, SettingResult result, int error
         pass_result_clear(&res);
         dirty_clear(&dirty);
         return out;
+}
+
+static char *pass(Status *s, const char *object, SettingResult result, int error, const char *message,
+                  unsigned *ret_logged)
+{
+        return pass_queued(s, object, result, error, message, false, ret_logged);
 }
 
 static unsigned count(const char *haystack, const char *needle)
@@ -145,6 +153,25 @@ TEST(a_pass_logs_each_failure_once)
         status_clear(&s);
 }
 
+/* A systemd job that fails after every pass: the pass that queues it again neither says it is fixed nor
+ * forgets it, so the job's next failure, the same, is not logged again. */
+TEST(systemd_job_failing_again_is_logged_once)
+{
+        Status s;
+        unsigned logged;
+        char *out;
+
+        status_init(&s);
+        status_set_failure(&s, LOG_WARNING, "irq", "systemd:x.slice:AllowedCPUs", EIO, "job failed");
+        CHECK_INTEQ(failure_log_size(&s.log), 1);
+        out = pass_queued(&s, "systemd:x.slice:AllowedCPUs", SETTING_CHANGED, 0, NULL, true, &logged);
+        CHECK_STREQ(out, "");
+        free(out);
+        CHECK_INTEQ(failure_log_size(&s.log), 1);
+        CHECK(!failure_log_note(&s.log, "irq", "systemd:x.slice:AllowedCPUs", EIO, "job failed"));
+        status_clear(&s);
+}
+
 TEST(newline_in_an_object_stays_on_its_line)
 {
         Status s;
@@ -182,5 +209,5 @@ TEST(status_line_says_profile_holds_failures)
 }
 
 TEST_MAIN(T(repeat_is_not_news), T(fixed_once_then_news_again), T(only_standing_failures_are_kept),
-          T(a_pass_logs_each_failure_once), T(newline_in_an_object_stays_on_its_line),
-          T(status_line_says_profile_holds_failures))
+          T(a_pass_logs_each_failure_once), T(systemd_job_failing_again_is_logged_once),
+          T(newline_in_an_object_stays_on_its_line), T(status_line_says_profile_holds_failures))

@@ -110,6 +110,7 @@ static void write_phase(Plan *plan, unsigned phase, SettingContext *ctx, int jou
                 if (r == SYSTEMD_QUEUED) {
                         /* systemd runs the job: its end, not a read now, says how it went. */
                         s->result = SETTING_CHANGED;
+                        s->queued = true;
                         continue;
                 }
                 r = s->kind->read(ctx, s->object, s->desired, &now);

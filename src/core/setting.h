@@ -151,6 +151,7 @@ typedef struct Setting {
         char *current; /* as read before writing (or instead of writing, in a dry run); a tuner that read
                           the object in this same pass may fill it, and the applier does not read again */
         int error;     /* negative errno when FAILED */
+        bool queued;   /* CHANGED by a systemd job still under way: how it ends is not known yet */
         char *message; /* a sentence for the status when FAILED */
 } Setting;
 

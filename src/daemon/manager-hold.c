@@ -44,6 +44,20 @@ const Hold *manager_winning_hold(const Manager *m)
         return best;
 }
 
+char *manager_holds_summary(const Manager *m)
+{
+        g_autoptr(GString) out = NULL;
+
+        if (m->n_holds == 0)
+                return NULL;
+        out = g_string_new(NULL);
+        g_string_append_printf(out, "%zu hold%s (", m->n_holds, m->n_holds == 1 ? "" : "s");
+        for (size_t i = 0; i < m->n_holds; i++)
+                g_string_append_printf(out, "%s%s", i ? ", " : "", m->holds[i]->application_id);
+        g_string_append(out, ")");
+        return xstrdup(out->str);
+}
+
 static uint32_t new_cookie(const Manager *m)
 {
         uint32_t c = 0;

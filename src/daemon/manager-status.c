@@ -6,16 +6,6 @@
 #include "shared/log.h"
 #include "shared/sysfs.h"
 
-static void failure_free(gpointer p)
-{
-        Failure *f = p;
-
-        free(f->tuner);
-        free(f->object);
-        free(f->message);
-        free(f);
-}
-
 static void power_clear(Status *s)
 {
         for (size_t i = 0; i < s->n_power; i++) {
@@ -34,6 +24,7 @@ void status_init(Status *s)
 {
         *s = (Status){.failures = g_hash_table_new_full(g_str_hash, g_str_equal, NULL, failure_free),
                       .unsupported = g_hash_table_new_full(g_str_hash, g_str_equal, NULL, failure_free)};
+        failure_log_init(&s->log);
 }
 
 void status_clear(Status *s)
@@ -42,6 +33,7 @@ void status_clear(Status *s)
                 g_hash_table_destroy(s->failures);
         if (s->unsupported)
                 g_hash_table_destroy(s->unsupported);
+        failure_log_clear(&s->log);
         cpuset_free(s->isolated);
         cpuset_free(s->housekeeping);
         free(s->isolation_reason);
@@ -54,18 +46,33 @@ void status_clear(Status *s)
 static void set_entry(GHashTable *table, const char *tuner, const char *object, int error,
                       const char *message)
 {
-        Failure *f = xmalloc0(sizeof(Failure));
+        Failure *f = failure_new(tuner, object, error, message);
 
-        *f = (Failure){.tuner = xstrdup(tuner),
-                       .object = xstrdup(object),
-                       .error = error < 0 ? -error : error,
-                       .message = xstrdup(message)};
         g_hash_table_replace(table, f->object, f);
 }
 
-void status_set_failure(Status *s, const char *tuner, const char *object, int error, const char *message)
+/* A failure stands: in status always, in the log when it is new or changed. */
+static unsigned set_failure(Status *s, int level, const char *tuner, const char *object, int error,
+                            const char *message)
 {
         set_entry(s->failures, tuner, object, error, message);
+        if (!failure_log_note(&s->log, tuner, object, error, message))
+                return 0;
+        log_object(level, error, tuner, object, "%s", message);
+        return 1;
+}
+
+static void set_fixed(Status *s, const char *tuner, const char *object)
+{
+        g_hash_table_remove(s->failures, object);
+        if (failure_log_fixed(&s->log, object))
+                log_object(LOG_INFO, 0, tuner, object, "now in place");
+}
+
+void status_set_failure(Status *s, int level, const char *tuner, const char *object, int error,
+                        const char *message)
+{
+        (void)set_failure(s, level, tuner, object, error, message);
 }
 
 static gboolean of_tuner(gpointer key, gpointer value, gpointer tuner)
@@ -82,6 +89,7 @@ void status_forget_under(Status *s, const char *prefix)
 {
         g_hash_table_foreach_remove(s->failures, under, (gpointer)prefix);
         g_hash_table_foreach_remove(s->unsupported, under, (gpointer)prefix);
+        failure_log_forget_under(&s->log, prefix);
 }
 
 void status_forget_tuner(Status *s, const char *tuner)
@@ -95,50 +103,72 @@ unsigned status_n_failures(const Status *s)
         return g_hash_table_size(s->failures);
 }
 
-static void take_setting(Status *s, const Setting *set)
+static unsigned take_setting(Status *s, const Setting *set)
 {
         switch (set->result) {
         case SETTING_FAILED:
         case SETTING_BUSY:
-                set_entry(s->failures, set->tuner, set->object, set->error, set->message);
-                log_warning("%s: %s", set->object, set->message);
-                break;
+                return set_failure(s, LOG_WARNING, set->tuner, set->object, set->error, set->message);
         case SETTING_REFUSED:
                 g_hash_table_remove(s->failures, set->object);
                 set_entry(s->unsupported, set->tuner, set->object, 0, set->message);
                 break;
         case SETTING_DEFERRED:
                 break; /* the pass after systemd's jobs decides */
-        case SETTING_PENDING:
-        case SETTING_UNCHANGED:
         case SETTING_CHANGED:
+        case SETTING_UNCHANGED:
+                /* A systemd job's end says whether it is in place (status_set_failure when it failed). */
+                if (set->queued)
+                        g_hash_table_remove(s->failures, set->object);
+                else
+                        set_fixed(s, set->tuner, set->object);
+                break;
+        case SETTING_PENDING:
         case SETTING_GONE:
                 g_hash_table_remove(s->failures, set->object);
                 break;
         }
+        return 0;
 }
 
-void status_update(Status *s, const Dirty *dirty, PassResult *res)
+/* What no longer fails without having been put in place (a device removed, an object a new profile does
+ * not want) is forgotten: if it fails again, that is news. A systemd job under way is neither. */
+static void forget_unlogged(Status *s, const Plan *plan)
 {
+        g_autoptr(GHashTable) standing = g_hash_table_new(g_str_hash, g_str_equal);
+        GHashTableIter it;
+        gpointer key;
+
+        g_hash_table_iter_init(&it, s->failures);
+        while (g_hash_table_iter_next(&it, &key, NULL))
+                g_hash_table_add(standing, key);
+        for (size_t i = 0; i < plan->n; i++)
+                if (plan->settings[i].queued)
+                        g_hash_table_add(standing, plan->settings[i].object);
+        failure_log_prune(&s->log, standing);
+}
+
+unsigned status_update(Status *s, const Dirty *dirty, PassResult *res)
+{
+        unsigned logged = 0;
+
         for (int i = 0; i < N_TUNERS; i++)
                 if (dirty->full[i])
                         status_forget_tuner(s, tuners[i]->name);
         g_hash_table_foreach_remove(s->failures, of_tuner, (gpointer) "policy");
 
         for (size_t i = 0; i < res->plan.n; i++)
-                take_setting(s, &res->plan.settings[i]);
+                logged += take_setting(s, &res->plan.settings[i]);
         for (size_t i = 0; i < res->notes.n; i++) {
                 const Unsupported *u = &res->notes.items[i];
-                if (u->error) {
-                        set_entry(s->failures, u->tuner, u->object, u->error, u->reason);
-                        log_warning("%s: %s", u->object, u->reason);
-                } else
+                if (u->error)
+                        logged += set_failure(s, LOG_WARNING, u->tuner, u->object, u->error, u->reason);
+                else
                         set_entry(s->unsupported, u->tuner, u->object, 0, u->reason);
         }
-        if (res->error) {
-                set_entry(s->failures, "policy", "Isolate", EINVAL, res->error);
-                log_warning("The profile cannot be placed on this machine: %s", res->error);
-        }
+        if (res->error)
+                logged += set_failure(s, LOG_WARNING, "policy", "Isolate", EINVAL, res->error);
+        forget_unlogged(s, &res->plan);
         if (res->isolated) {
                 cpuset_free(s->isolated);
                 cpuset_free(s->housekeeping);
@@ -147,6 +177,7 @@ void status_update(Status *s, const Dirty *dirty, PassResult *res)
                 free(s->isolation_reason);
                 s->isolation_reason = TAKE_PTR(res->isolation_reason);
         }
+        return logged;
 }
 
 void status_update_boot(Status *s, const Policy *p, const Topology *t)
@@ -228,17 +259,54 @@ void status_refresh_power(Status *s, const CpuSet *online)
         }
 }
 
-void status_notify(Status *s, const char *profile)
+static gint cmp_names(gconstpointer a, gconstpointer b)
 {
-        _cleanup_free_ char *line = NULL;
+        return strcmp(*(const char *const *)a, *(const char *const *)b);
+}
+
+/* The tuners with failures, in order: "block, irq". */
+static char *failing_tuners(const Status *s)
+{
+        g_autoptr(GString) out = g_string_new(NULL);
+        GHashTableIter it;
+        gpointer value;
+        g_autoptr(GPtrArray) names = g_ptr_array_new();
+
+        g_hash_table_iter_init(&it, s->failures);
+        while (g_hash_table_iter_next(&it, NULL, &value)) {
+                const char *t = ((const Failure *)value)->tuner;
+                if (!g_ptr_array_find_with_equal_func(names, t, g_str_equal, NULL))
+                        g_ptr_array_add(names, (gpointer)t);
+        }
+        g_ptr_array_sort(names, cmp_names);
+        for (guint i = 0; i < names->len; i++)
+                g_string_append_printf(out, "%s%s", i ? ", " : "", (const char *)names->pdata[i]);
+        return xstrdup(out->str);
+}
+
+char *status_line(const Status *s, const char *profile, const char *holds)
+{
+        g_autoptr(GString) line = g_string_new(NULL);
         unsigned n = status_n_failures(s);
 
         if (isempty(profile))
-                line = xstrdup("No profile: nothing tuned");
-        else if (n > 0)
-                line = xasprintf("Profile %s: %u settings failed (rtctl status)", profile, n);
+                g_string_append(line, "No profile: nothing tuned");
         else
-                line = xasprintf("Profile %s applied", profile);
+                g_string_append_printf(line, "Profile %s", profile);
+        if (holds)
+                g_string_append_printf(line, "; %s", holds);
+        if (n > 0) {
+                _cleanup_free_ char *names = failing_tuners(s);
+                g_string_append_printf(line, "; %u failure%s (%s)", n, n == 1 ? "" : "s", names);
+        } else if (!isempty(profile))
+                g_string_append(line, "; applied");
+        return xstrdup(line->str);
+}
+
+void status_notify(Status *s, const char *profile, const char *holds)
+{
+        _cleanup_free_ char *line = status_line(s, profile, holds);
+
         if (s->ready_sent && streq_ptr(line, s->last_line))
                 return;
         (void)sd_notifyf(false, "%sSTATUS=%s", s->ready_sent ? "" : "READY=1\n", line);

@@ -4,13 +4,7 @@
 #include <glib.h>
 
 #include "core/reconcile.h"
-
-typedef struct Failure {
-        char *tuner;
-        char *object;
-        int error; /* positive errno, as on the bus */
-        char *message;
-} Failure;
+#include "daemon/failure-log.h"
 
 typedef struct LastPass {
         uint64_t timestamp_usec; /* CLOCK_REALTIME */
@@ -36,6 +30,7 @@ typedef struct CpuPower {
 typedef struct Status {
         GHashTable *failures;    /* object -> Failure */
         GHashTable *unsupported; /* object -> Failure (error 0) */
+        FailureLog log;          /* the failures logged: each is logged once, until it changes */
         CpuSet *isolated;
         CpuSet *housekeeping;
         char *isolation_reason; /* why auto:N chose those cores; NULL for a CPU list */
@@ -54,12 +49,16 @@ void status_clear(Status *s);
 
 /* Takes a pass's results: failures and notes of wholly replanned tuners start over, those of single
  * devices are replaced object by object; every setting's result (sorted by the applier: gone, busy,
- * refused, failed) lands in one place here. Takes the CPU split from res. */
-void status_update(Status *s, const Dirty *dirty, PassResult *res);
+ * refused, failed) lands in one place here. Takes the CPU split from res. Logs each failure that is new
+ * or changed (one that stands as it was is not logged again) and each logged one that is now in place;
+ * returns how many failures it logged. */
+unsigned status_update(Status *s, const Dirty *dirty, PassResult *res);
 /* Compares the boot arguments p wants on t (src/core/bootargs.c) with the running kernel's command line:
  * boot_missing, and a note in Unsupported naming them. p NULL: nothing is wanted. */
 void status_update_boot(Status *s, const Policy *p, const Topology *t);
-void status_set_failure(Status *s, const char *tuner, const char *object, int error, const char *message);
+/* A failure found outside a pass (a systemd job, the journal): logged at level, once, as a pass's are. */
+void status_set_failure(Status *s, int level, const char *tuner, const char *object, int error,
+                        const char *message);
 /* A removed device's failures and notes go with it ("/sys/block/loop9/"). */
 void status_forget_under(Status *s, const char *prefix);
 void status_forget_tuner(Status *s, const char *tuner);
@@ -67,6 +66,9 @@ void status_forget_tuner(Status *s, const char *tuner);
  * pass that touched CPUs, never on a property read. */
 void status_refresh_power(Status *s, const CpuSet *online);
 unsigned status_n_failures(const Status *s);
+/* The line `systemctl status rtctld` shows: "Profile rt; 1 hold (org.example.Daw); 2 failures (irq, block)".
+ * holds: "1 hold (...)", or NULL when none. */
+char *status_line(const Status *s, const char *profile, const char *holds);
 /* Tells systemd (READY=1 the first time, STATUS=) only when the line changed: a pass for each uevent
  * must not wake PID 1 too. */
-void status_notify(Status *s, const char *profile);
+void status_notify(Status *s, const char *profile, const char *holds);

@@ -174,10 +174,13 @@ void manager_wait_for_pass_cookie(Manager *m, sd_bus_message *call, uint32_t coo
 /* When nothing more is under way: callers get their answer, and a stopping daemon exits. */
 static void finish(Manager *m)
 {
+        _cleanup_free_ char *holds = NULL;
+
         if (outstanding(m))
                 return;
         answer_waiting(m);
-        status_notify(&m->status, manager_active_profile(m));
+        holds = manager_holds_summary(m);
+        status_notify(&m->status, manager_active_profile(m), holds);
         if (m->stopping) {
                 unsigned n = status_n_failures(&m->status);
                 if (n)
@@ -278,12 +281,13 @@ static void on_systemd_settled(void *userdata)
                  * pass drops the attachment. Exited includes a zombie its parent has not reaped yet,
                  * which signal 0 still finds but no cgroup can take (PF_EXITING). */
                 if (sscanf(f[i].label, "/proc/%u/", &pid) == 1 && task_exited(pid)) {
-                        log_debug("%s: %s; the process is gone", f[i].label, f[i].message);
+                        log_object(LOG_DEBUG, 0, e ? e->tuner : "systemd", f[i].label,
+                                   "%s; the process is gone", f[i].message);
                         m->after_jobs[tuner_index("cpuset")] = true;
                         continue;
                 }
-                status_set_failure(&m->status, e ? e->tuner : "systemd", f[i].label, EIO, f[i].message);
-                log_warning("%s: %s", f[i].label, f[i].message);
+                status_set_failure(&m->status, LOG_WARNING, e ? e->tuner : "systemd", f[i].label, EIO,
+                                   f[i].message);
         }
         systemd_failures_free(f, n);
         for (int i = 0; i < N_TUNERS; i++)
@@ -381,6 +385,7 @@ static int on_pass(sd_event_source *s, void *userdata)
         Dirty dirty = m->dirty;
         AttachInput attach;
         PassResult res;
+        unsigned logged;
 
         m->dirty = (Dirty){};
         manager_attach_input(m, &attach);
@@ -397,7 +402,7 @@ static int on_pass(sd_event_source *s, void *userdata)
         attach_input_clear(&attach);
         irq_state_note_results(&m->irq, &res.plan);
         irq_state_commit(&m->irq);
-        status_update(&m->status, &dirty, &res);
+        logged = status_update(&m->status, &dirty, &res);
         /* The profile changed, or the CPUs: the boot arguments it wants may have too. */
         if (touches_cpus(&dirty) || !m->policy)
                 status_update_boot(&m->status, m->policy, m->topology);
@@ -411,7 +416,9 @@ static int on_pass(sd_event_source *s, void *userdata)
                        .failures = res.stats.failed + res.stats.busy + (res.error ? 1 : 0) +
                                    planning_failures(&res) + report_lost(m),
                        .duration_usec = res.duration_usec};
-        if (res.stats.changed || res.stats.failed || res.stats.busy || res.error)
+        /* A pass whose failures all stand as they were logged is not news (a rebalance timer would repeat
+         * it every interval): only one that changed something or logged a failure is. */
+        if (res.stats.changed || logged)
                 log_info("Pass (%s): %u changed, %u failed, %u busy, %u already in place, %" PRIu64 " µs",
                          strempty(reason), res.stats.changed, res.stats.failed, res.stats.busy,
                          res.stats.unchanged, res.duration_usec);
@@ -544,11 +551,9 @@ static int open_journal(Manager *m)
                 return log_error_errno(r, "%s", err ?: "Failed to open the journal");
         for (size_t i = 0; i < journal_n_lost(m->journal); i++) {
                 const JournalLoss *l = journal_lost(m->journal, i);
-                _cleanup_free_ char *loss = journal_loss_message(l);
                 _cleanup_free_ char *object =
                     l->object ? xstrdup(l->object) : xasprintf("journal: %s", l->reason);
-                log_error("%s", loss);
-                status_set_failure(&m->status, "journal", object, EBADMSG, l->reason);
+                status_set_failure(&m->status, LOG_ERR, "journal", object, EBADMSG, l->reason);
         }
         if (journal_damaged_copy(m->journal))
                 log_error("The damaged journal is kept as %s; %s.", journal_damaged_copy(m->journal),

@@ -184,6 +184,8 @@ int manager_hold(Manager *m, const char *profile, const char *reason, const char
 int manager_release(Manager *m, uint32_t cookie);
 void manager_release_all(Manager *m);
 const Hold *manager_find_hold(const Manager *m, uint32_t cookie);
+/* For the status line: "2 holds (org.example.Daw, rtctl run)"; NULL when there is none. */
+char *manager_holds_summary(const Manager *m);
 /* The hold that wins, NULL when the base profile is in force. */
 const Hold *manager_winning_hold(const Manager *m);
 /* Starts watching bus names leave: their holds end, their waiting reads are dropped. */

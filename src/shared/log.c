@@ -1,6 +1,7 @@
 /* SPDX-License-Identifier: GPL-2.0-or-later */
 #include <stdarg.h>
 #include <sys/stat.h>
+#include <sys/uio.h>
 #include <systemd/sd-journal.h>
 
 #include "shared/log.h"
@@ -47,10 +48,62 @@ void log_set_max_level(int level)
         max_level = level;
 }
 
-int log_internal(int level, int error, const char *file, int line, const char *fmt, ...)
+/* A name from the kernel or a configuration file, fit for one line: control characters become \xNN, so
+ * a newline in a device or file name cannot start a line of its own that reads like another message. */
+static void append_escaped(char *buf, size_t size, const char *s)
 {
-        char buf[2048];
-        va_list ap;
+        size_t n = strlen(buf);
+
+        for (; *s && n + 5 < size; s++) {
+                unsigned char c = (unsigned char)*s;
+                if (c < 0x20 || c == 0x7f)
+                        n += (size_t)snprintf(buf + n, size - n, "\\x%02x", c);
+                else
+                        buf[n++] = (char)c;
+        }
+        buf[n] = '\0';
+}
+
+/* Each field is one iovec: sd_journal_sendv sends a value that holds a newline in the protocol's binary
+ * form, so no value can end its field early and forge another. */
+static void send_journal(int level, int error, const char *tuner, const char *object, const char *file,
+                         int line, const char *func, const char *message)
+{
+        char priority[16], errno_field[32], codeline[32];
+        _cleanup_free_ char *msg = xasprintf("MESSAGE=%s", message);
+        _cleanup_free_ char *codefile = xasprintf("CODE_FILE=%s", file);
+        _cleanup_free_ char *codefunc = xasprintf("CODE_FUNC=%s", func);
+        _cleanup_free_ char *identifier = xasprintf("SYSLOG_IDENTIFIER=%s", ident);
+        _cleanup_free_ char *tuner_field = tuner ? xasprintf("RTCTL_TUNER=%s", tuner) : NULL;
+        _cleanup_free_ char *object_field = object ? xasprintf("RTCTL_OBJECT=%s", object) : NULL;
+        struct iovec iov[9];
+        int n = 0;
+
+        snprintf(priority, sizeof priority, "PRIORITY=%d", level);
+        snprintf(codeline, sizeof codeline, "CODE_LINE=%d", line);
+        iov[n++] = (struct iovec){msg, strlen(msg)};
+        iov[n++] = (struct iovec){priority, strlen(priority)};
+        iov[n++] = (struct iovec){identifier, strlen(identifier)};
+        iov[n++] = (struct iovec){codefile, strlen(codefile)};
+        iov[n++] = (struct iovec){codeline, strlen(codeline)};
+        iov[n++] = (struct iovec){codefunc, strlen(codefunc)};
+        if (error) {
+                /* As systemd's own daemons log it: the number, no name. */
+                snprintf(errno_field, sizeof errno_field, "ERRNO=%d", error);
+                iov[n++] = (struct iovec){errno_field, strlen(errno_field)};
+        }
+        /* sd_journal_sendv refuses a field with an empty value ("RTCTL_TUNER="): then it is left out. */
+        if (!isempty(tuner))
+                iov[n++] = (struct iovec){tuner_field, strlen(tuner_field)};
+        if (!isempty(object))
+                iov[n++] = (struct iovec){object_field, strlen(object_field)};
+        (void)sd_journal_sendv(iov, n);
+}
+
+static int log_send(int level, int error, const char *tuner, const char *object, const char *file, int line,
+                    const char *func, const char *fmt, va_list ap)
+{
+        char buf[2048] = "";
         int saved = errno;
 
         if (error < 0)
@@ -58,19 +111,35 @@ int log_internal(int level, int error, const char *file, int line, const char *f
         if (level > max_level)
                 return -error;
 
+        /* The line says which tuner and object, on stderr and in the journal's MESSAGE= alike. */
+        if (tuner) {
+                append_escaped(buf, sizeof buf, tuner);
+                strncat(buf, ": ", sizeof buf - strlen(buf) - 1);
+        }
+        if (object) {
+                append_escaped(buf, sizeof buf, object);
+                strncat(buf, ": ", sizeof buf - strlen(buf) - 1);
+        }
         errno = error;
-        va_start(ap, fmt);
-        vsnprintf(buf, sizeof buf, fmt, ap); /* glibc expands %m from errno */
-        va_end(ap);
+        vsnprintf(buf + strlen(buf), sizeof buf - strlen(buf), fmt, ap); /* glibc expands %m from errno */
 
-        if (to_journal) {
-                char codefile[256], codeline[32];
-                snprintf(codefile, sizeof codefile, "CODE_FILE=%s", file);
-                snprintf(codeline, sizeof codeline, "CODE_LINE=%d", line);
-                sd_journal_print_with_location(level, codefile, codeline, ident, "%s", buf);
-        } else
+        if (to_journal)
+                send_journal(level, error, tuner, object, file, line, func, buf);
+        else
                 fprintf(stderr, "%s%s\n", level <= LOG_WARNING && level > LOG_ERR ? "warning: " : "", buf);
 
         errno = saved;
         return -error;
+}
+
+int log_object_internal(int level, int error, const char *tuner, const char *object, const char *file,
+                        int line, const char *func, const char *fmt, ...)
+{
+        va_list ap;
+        int r;
+
+        va_start(ap, fmt);
+        r = log_send(level, error, tuner, object, file, line, func, fmt, ap);
+        va_end(ap);
+        return r;
 }

@@ -153,8 +153,8 @@ class Env:
         with open(path) as f:
             return json.load(f)
 
-    def start(self, *args, wait_ready=True):
-        d = Daemon(self, list(args))
+    def start(self, *args, wait_ready=True, wrapper=(), journal_stream=False):
+        d = Daemon(self, list(args), wrapper, journal_stream)
         self.daemons.append(d)
         if wait_ready:
             d.wait_ready()
@@ -187,7 +187,11 @@ class Env:
 
 
 class Daemon:
-    def __init__(self, env, args):
+    """rtctld with its output in a file. wrapper: a command that runs it (an argument vector that execs
+    the rest). journal_stream: $JOURNAL_STREAM names that file, as systemd names the journal's stream, so
+    the daemon logs to the journal socket."""
+
+    def __init__(self, env, args, wrapper=(), journal_stream=False):
         self.env = env
         self.notify_path = os.path.join(env.dir, "notify-%d" % len(env.daemons))
         self.notify = socket.socket(socket.AF_UNIX, socket.SOCK_DGRAM)
@@ -197,7 +201,13 @@ class Daemon:
         e["NOTIFY_SOCKET"] = self.notify_path
         self.log_path = os.path.join(env.dir, "rtctld-%d.log" % len(env.daemons))
         self.log = open(self.log_path, "w")
-        self.proc = subprocess.Popen([RTCTLD] + args, env=e, stdout=self.log, stderr=subprocess.STDOUT)
+        if journal_stream:
+            st = os.fstat(self.log.fileno())
+            e["JOURNAL_STREAM"] = "%d:%d" % (st.st_dev, st.st_ino)
+        else:
+            e.pop("JOURNAL_STREAM", None)
+        self.proc = subprocess.Popen(list(wrapper) + [RTCTLD] + args, env=e, stdout=self.log,
+                                     stderr=subprocess.STDOUT)
         # Read the notify socket all the time, as systemd does: sd_notify blocks once the socket's queue
         # (10 datagrams) is full.
         self.reader = threading.Thread(target=self._read_notify, daemon=True)

@@ -677,6 +677,58 @@ def t_set_profile():
     return "changes=%d failures=%d in %.0f ms; vdb, vdc: [bfq] low_latency=0" % (changes, failures, dt * 1000)
 
 
+LOGFAIL_PROFILE = "vmtest-logfail"
+
+
+def journal_entries(*matches):
+    """rtctld's journal entries with these FIELD=value matches, as dicts."""
+    p = run(["journalctl", "-u", UNIT, "--no-pager", "-o", "json"] + list(matches), timeout=20)
+    return [json.loads(line) for line in p.stdout.splitlines() if line.startswith("{")]
+
+
+@test("journal-fields")
+def t_journal_fields():
+    """A failure rtctld logs carries RTCTL_TUNER=, RTCTL_OBJECT=, ERRNO=, so that `journalctl -u rtctld
+    RTCTL_TUNER=block` finds it; a Reload that finds it again does not log it again; `systemctl status
+    rtctld` shows the STATUS= line with the profile and the failure. vdc's NrRequests=1 is the failure:
+    the kernel keeps at least 4."""
+    require_rtctld()
+    path = "/etc/rtctl/profiles/%s.conf" % LOGFAIL_PROFILE
+    obj = "/sys/block/vdc/queue/nr_requests"
+    os.makedirs(os.path.dirname(path), exist_ok=True)
+    with open(path, "w") as f:
+        f.write("[Profile]\nDescription=vmtest: a failure to log\n[Block logfail]\nMatch=name:vdc\nNrRequests=1\n")
+    try:
+        r, err, msg = call("SetProfile", LOGFAIL_PROFILE)
+        check(err is None, "SetProfile(%s): %s: %s" % (LOGFAIL_PROFILE, err, msg))
+        check(r[1] >= 1, "SetProfile(%s) reported no failure (nr_requests now %s)" % (LOGFAIL_PROFILE, read(obj)))
+        found = lambda: [e for e in journal_entries("RTCTL_TUNER=block", "RTCTL_OBJECT=" + obj)
+                         if e.get("PRIORITY") == "4"]
+        wait_for(lambda: found(), 15)
+        got = found()
+        check(len(got) == 1, "journalctl -u rtctld RTCTL_TUNER=block RTCTL_OBJECT=%s: %d warnings, want 1: %s" % (
+            obj, len(got), [e.get("MESSAGE") for e in got]))
+        e = got[0]
+        check(e.get("ERRNO") not in (None, "0"), "the failure has no ERRNO=: %r" % e)
+        check(obj in e.get("MESSAGE", ""), "MESSAGE=%r does not name %s" % (e.get("MESSAGE"), obj))
+        status = run(["systemctl", "status", "--no-pager", UNIT], timeout=20).stdout
+        want = "Profile %s; 1 failure (block)" % LOGFAIL_PROFILE
+        check(want in status, "systemctl status shows no %r:\n%s" % (want, status))
+        # The same failure on the next pass: not logged again.
+        _, err, msg = call("Reload")
+        check(err is None, "Reload: %s: %s" % (err, msg))
+        time.sleep(2)  # journald may be a moment behind
+        check(len(found()) == 1, "the failure was logged again after Reload: %s" % [x.get("MESSAGE") for x in found()])
+    finally:
+        call("SetProfile", TEST_PROFILE)
+        os.unlink(path)
+    fixed = journal_entries("RTCTL_OBJECT=" + obj, "PRIORITY=6")
+    status = unit_prop(UNIT, "StatusText").get("StatusText", "")
+    check(status == "Profile %s; applied" % TEST_PROFILE, "StatusText=%r after SetProfile(%s)" % (status, TEST_PROFILE))
+    return "1 entry RTCTL_TUNER=block ERRNO=%s %r; %d info after; status %r" % (
+        e.get("ERRNO"), e.get("MESSAGE"), len(fixed), status)
+
+
 @test("dbus-errors")
 def t_dbus_errors():
     require_rtctld()

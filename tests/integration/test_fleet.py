@@ -9,7 +9,7 @@ import subprocess
 
 import machine
 from conftest import ROOT, wait_until
-from harness import HANG_SECONDS
+from harness import HANG_SECONDS, RTCTL
 
 PLAYBOOK = os.path.join(ROOT, "docs", "fleet", "rtctl.yml")
 TEMPLATE = os.path.join(ROOT, "docs", "fleet", "templates", "studio.conf.j2")
@@ -50,7 +50,7 @@ def play(env, daemon, loop, **extra):
     os.makedirs(tmp, exist_ok=True)
     variables = {
         "rtctl_confdir": env.conf,
-        "rtctl_bin": os.path.join(os.environ.get("RTCTL_BUILD_DIR", os.path.join(ROOT, "build")), "src", "rtctl"),
+        "rtctl_bin": RTCTL,
         "rtctl_environment": {"DBUS_SYSTEM_BUS_ADDRESS": env.bus.address},
         "rtctl_reload_command": "kill -HUP %d" % daemon.proc.pid,
         "rtctl_manage_service": False,

@@ -10,6 +10,8 @@ pkgs=(
   jackd2 procps
   # tests/integration/test_completions.py: each shell runs its own completion
   bash-completion zsh fish
+  # tests/integration/test_fleet.py runs docs/fleet/rtctl.yml
+  ansible-core
   # the flood client (tests/integration/flood_client.py): GLib main loop for calls under way at once
   python3-gi
   # bench/xruns.py (bench/ only, never tools/test): the JACK client library, load, a rival

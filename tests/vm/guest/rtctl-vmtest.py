@@ -848,6 +848,64 @@ def t_cli_restore_profile():
         json.dumps(j)[:60], json.dumps(j2)[:60])
 
 
+FLEET_PLAYBOOK = "/usr/local/share/rtctl-vmtest/fleet/rtctl.yml"  # docs/fleet/, copied by the image
+FLEET_FILES = ("/etc/rtctl/profiles/studio.conf", "/etc/rtctl/rtctl.conf.d/50-fleet.conf")
+# The example profile on the VM's disks: built on vmtest (vdb, vdc: bfq), with vdc's scheduler taken off
+# as the example does for the disks recordings go to.
+FLEET_VARS = {"rtctl_profile_include": TEST_PROFILE, "rtctl_scratch_match": "name:vdc",
+              "rtctl_scratch_scheduler": "mq-deadline", "ansible_python_interpreter": "/usr/bin/python3"}
+
+
+def fleet_play():
+    env = dict(os.environ, ANSIBLE_NOCOLOR="1", LC_ALL="C.UTF-8")
+    p = run(["ansible-playbook", "--connection=local", "-i", "localhost,", FLEET_PLAYBOOK,
+             "-e", json.dumps(FLEET_VARS)], timeout=200, env=env)
+    m = re.search(r"^localhost\s*: ok=\d+\s+changed=(\d+)\s+unreachable=0\s+failed=(\d+)", p.stdout, re.M)
+    check(p.returncode == 0 and m and m.group(2) == "0", "ansible-playbook exited %d: %s" % (
+        p.returncode, (p.stdout + p.stderr).strip()[-600:]))
+    verify = re.search(r"^TASK \[Everything the profile sets is in place \(rtctl verify\)\] \**\n(\w+):",
+                       p.stdout, re.M)
+    check(verify and verify.group(1) == "ok", "the play's verify task: %s" % (verify.group(1) if verify else "did not run"))
+    return int(m.group(1))
+
+
+@test("fleet-ansible", timeout=600)
+def t_fleet_ansible():
+    """docs/fleet.md's playbook with its defaults (/etc/rtctl, systemctl reload, the system bus): the
+    profile in force and verified, a second run changes nothing; taken off again as the doc says."""
+    require_rtctld()
+    for f in ("/usr/bin/ansible-playbook", FLEET_PLAYBOOK):
+        check(os.path.exists(f), "%s is not in the image (ansible-core, docs/fleet/)" % f)
+    previous = cli(["status"], json_out=True, ok_rcs=(0, 1))["base_profile"]
+    before = block_state(["vdb", "vdc"])
+    was_enabled = run(["systemctl", "is-enabled", UNIT]).stdout.strip()
+    try:
+        changed = fleet_play()
+        st = cli(["status"], json_out=True)
+        check((st["profile"], st["base_profile"], st["state"]) == ("studio", "studio", "applied"),
+              "after the play: profile %s, base %s, state %s" % (st["profile"], st["base_profile"], st["state"]))
+        check(active_scheduler("vdc") == "mq-deadline" and active_scheduler("vdb") == "bfq",
+              "after the play: vdb %s, vdc %s; want bfq, mq-deadline" % (active_scheduler("vdb"), active_scheduler("vdc")))
+        cli(["verify"])
+        again = fleet_play()
+        check(again == 0, "the second run reported changed=%d" % again)
+    finally:
+        # Switched back first: a reload rereads the profile in force, and studio's file is going.
+        run([RTCTL, "profile", previous], timeout=60)
+        for f in FLEET_FILES:
+            if os.path.exists(f):
+                os.unlink(f)
+        reload = run(["systemctl", "reload", UNIT], timeout=60)
+        if was_enabled != "enabled":
+            run(["systemctl", "disable", UNIT], timeout=60)
+    check(reload.returncode == 0, "systemctl reload after taking the files off: %s" % reload.stderr.strip())
+    st = cli(["status"], json_out=True, ok_rcs=(0, 1))
+    check(st["base_profile"] == previous, "after clean-up the base profile is %s, was %s" % (st["base_profile"], previous))
+    d = diff_snapshots(before, block_state(["vdb", "vdc"]))
+    check(not d, "after clean-up vdb/vdc differ from before the play: %s" % "; ".join(d[:6]))
+    return "studio in force and verified (first run changed=%d, second 0); back to %s" % (changed, previous)
+
+
 def cpus_of(pid):
     for line in (read("/proc/%d/status" % pid) or "").splitlines():
         if line.startswith("Cpus_allowed_list:"):

@@ -54,10 +54,11 @@ BASE_PKGS=(
 # services (pipewire-bin: pw-cat, pw-dump; libspa-0.2-modules: the null sink); jackd2
 # for the shipped [Attach jackd] rule (its dummy driver needs no sound card); grub-pc
 # for `rtctl bootargs apply` + update-grub (installed, never booted from: the guest
-# boots its kernel directly, so grub-install never runs).
+# boots its kernel directly, so grub-install never runs). ansible-core runs docs/fleet's playbook
+# (fleet-ansible) with --connection=local, as configuration management would.
 CHROOT_PKGS=(linux-image-amd64 polkitd irqbalance
 	libpam-systemd dbus-user-session pipewire pipewire-bin wireplumber libspa-0.2-modules jackd2
-	grub-pc)
+	grub-pc ansible-core)
 
 with_rtctl=1
 rebuild_base=0
@@ -245,6 +246,9 @@ install_guest() { # $1 = destdir: the in-VM test runner and its fixtures
 	install -D -m 0644 "$HERE/guest/session/rtctl-vmtest-session.sh" "$d/etc/profile.d/rtctl-vmtest-session.sh"
 	install -D -m 0644 "$HERE/guest/pipewire/rtctl-vmtest-sink.conf" \
 		"$d/etc/pipewire/pipewire.conf.d/rtctl-vmtest-sink.conf"
+	# docs/fleet (the playbook and its template), for fleet-ansible
+	mkdir -p "$d/usr/local/share/rtctl-vmtest"
+	cp -r "$REPO/docs/fleet" "$d/usr/local/share/rtctl-vmtest/fleet"
 	local p
 	for p in "$HERE"/guest/profiles/*.conf; do
 		install -D -m 0644 "$p" "$d/etc/rtctl/profiles/$(basename "$p")"

@@ -21,7 +21,7 @@ pkgs=(
   # tests/fuzz (meson -Dfuzz=true): clang and its libFuzzer runtime (libclang_rt.fuzzer)
   clang libclang-rt-14-dev
   # the Debian package (tools/build-deb, tools/quickstart on systemd, tests/integration/test_package.py)
-  git dpkg-dev debhelper lintian
+  git dpkg-dev debhelper lintian build-essential
 )
 missing=()
 for p in "${pkgs[@]}"; do

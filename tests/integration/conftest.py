@@ -16,6 +16,13 @@ def pytest_collection_modifyitems(config, items):
             item.add_marker(skip)
 
 
+def pytest_sessionstart(session):
+    if os.geteuid() == 0:
+        stale = machine.remove_stale_test_loops()
+        if stale:
+            print("\nhost tier: removed loop devices an interrupted earlier run left: %s" % " ".join(stale))
+
+
 @pytest.fixture(autouse=True, scope="module")
 def machine_unchanged():
     """Every module leaves the machine as it found it, proven by a snapshot."""

@@ -100,8 +100,8 @@ static void send_journal(int level, int error, const char *tuner, const char *ob
         (void)sd_journal_sendv(iov, n);
 }
 
-static int log_send(int level, int error, const char *tuner, const char *object, const char *file, int line,
-                    const char *func, const char *fmt, va_list ap)
+_printf_(8, 0) static int log_send(int level, int error, const char *tuner, const char *object,
+                                   const char *file, int line, const char *func, const char *fmt, va_list ap)
 {
         char buf[2048] = "";
         int saved = errno;

@@ -85,8 +85,8 @@ static void check_tasks(Audit *a, const AuditOptions *o, TaskScan *tasks, unsign
 static void check_irqs(Audit *a, const AuditOptions *o, unsigned n_cpus)
 {
         _cleanup_irq_table_ IrqTable *t = NULL;
-        _cleanup_free_ char *list = NULL;
-        unsigned n = 0, checked = 0;
+        _cleanup_free_ char *list = NULL, *pending = NULL;
+        unsigned n = 0, n_pending = 0, checked = 0;
 
         if (irq_table_load(IRQ_LOAD_EFFECTIVE, n_cpus, &t) < 0)
                 return;
@@ -102,7 +102,13 @@ static void check_irqs(Audit *a, const AuditOptions *o, unsigned n_cpus)
                         continue;
                 cpus = cpuset_format_list(where);
                 item = xasprintf("IRQ %u %s on CPU %s", irq->num, irq->actions ? irq->actions : "", cpus);
-                list_add(&list, n++, item);
+                /* Asked for housekeeping CPUs, still delivered to an isolated one: x86 moves an MSI
+                 * without interrupt remapping when it next fires, so a quiet IRQ (a NIC's tx queue)
+                 * shows its old CPU until then. The move is requested; nothing is left to fix. */
+                if (irq->effective && irq->affinity && !cpuset_intersects(irq->affinity, o->isolated))
+                        list_add(&pending, n_pending++, item);
+                else
+                        list_add(&list, n++, item);
         }
         if (n)
                 audit_add(a, "isolated-irqs", "warn",
@@ -110,6 +116,12 @@ static void check_irqs(Audit *a, const AuditOptions *o, unsigned n_cpus)
                                     n, n == 1 ? "" : "s", list),
                           xstrdup("an [IRQ] section in the profile (rtctl places every movable IRQ on "
                                   "housekeeping CPUs), and unpin what rtctl pin-irq put there"));
+        else if (n_pending)
+                audit_add(a, "isolated-irqs", "ok",
+                          xasprintf("all %u movable IRQs are set to housekeeping CPUs; %u still delivered "
+                                    "to isolated CPUs until their next interrupt moves them: %s",
+                                    checked, n_pending, pending),
+                          NULL);
         else
                 audit_add(a, "isolated-irqs", "ok",
                           xasprintf("all %u movable IRQs are delivered to housekeeping CPUs", checked),

@@ -120,6 +120,14 @@ static bool parse_main(ConfSection *s, IrqConfig *c, char ***errors)
         return ok;
 }
 
+/* [CPU] Isolate= names CPUs; whether they make sense is the cpuset tuner's to say. */
+static bool isolates(Conf *conf)
+{
+        ConfKey *k = conf_key(conf_section(conf, "CPU"), "Isolate");
+
+        return k && !isempty(k->value);
+}
+
 IrqConfig *irq_config_parse(Conf *conf, char ***errors)
 {
         IrqConfig *c = xmalloc0(sizeof(IrqConfig));
@@ -149,13 +157,16 @@ IrqConfig *irq_config_parse(Conf *conf, char ***errors)
                         abort();
                 c->rules[c->n_rules++] = r;
         }
-        if (!any || !ok) {
+        if (!ok || (!any && !isolates(conf))) {
                 irq_config_free(c);
                 return NULL;
         }
-        /* Rules alone (thread priorities) place nothing unless they say CPUs=. */
+        /* An isolated CPU that still takes device interrupts is not isolated: a profile that isolates
+         * and has no [IRQ] section balances over housekeeping, as [IRQ] Balance=housekeeping would
+         * ([IRQ] Balance=off says to leave them). Otherwise rules alone (thread priorities) place
+         * nothing unless they say CPUs=. */
         if (!c->has_irq_section)
-                c->balance = IRQ_BALANCE_OFF;
+                c->balance = isolates(conf) ? IRQ_BALANCE_HOUSEKEEPING : IRQ_BALANCE_OFF;
         return c;
 }
 

@@ -30,7 +30,7 @@ typedef struct IrqConfig {
         size_t n_rules;
 } IrqConfig;
 
-/* NULL when the profile has no [IRQ] section and no [IRQ NAME] rule. */
+/* NULL when the profile has no [IRQ] section, no [IRQ NAME] rule and isolates no CPUs. */
 IrqConfig *irq_config_parse(Conf *conf, char ***errors);
 void irq_config_free(void *config);
 /* Whether a profile places IRQs at all ([IRQ], or a rule with CPUs=), not only sets thread priorities. */

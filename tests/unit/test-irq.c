@@ -211,6 +211,28 @@ TEST(vm2_every_irq_covered)
         CHECK(notes_contain("isolcpus=managed_irq,1"));
 }
 
+/* An isolated CPU that still takes device interrupts is not isolated: Isolate= alone keeps every movable
+ * IRQ off it, as Balance=housekeeping does; Balance=off leaves them, and no isolation places nothing. */
+TEST(isolating_implies_housekeeping_irqs)
+{
+        _cleanup_free_ char *root = fixture("vm2");
+
+        pass(root, "[Profile]\nDescription=t\n[CPU]\nIsolate=1\n", true, NULL);
+        CHECK_STREQ(desired_of_irq(38), "0");
+        CHECK_STREQ(find("/proc/irq/default_smp_affinity") ? find("/proc/irq/default_smp_affinity")->desired
+                                                           : NULL,
+                    "0");
+        pass(root,
+             "[Profile]\nDescription=t\n[CPU]\nIsolate=1\n[IRQ "
+             "audio]\nMatch=class:audio\nThreadPriority=90\n",
+             true, NULL);
+        CHECK_STREQ(desired_of_irq(38), "0");
+        pass(root, "[Profile]\nDescription=t\n[CPU]\nIsolate=1\n[IRQ]\nBalance=off\n", true, NULL);
+        CHECK(desired_of_irq(38) == NULL);
+        pass(root, "[Profile]\nDescription=t\n[Sysctl]\nkernel.timer_migration=0\n", true, NULL);
+        CHECK(desired_of_irq(38) == NULL);
+}
+
 TEST(spread_is_numa_local_and_per_queue)
 {
         _cleanup_free_ char *root = fixture("smp2x8");
@@ -591,7 +613,7 @@ TEST(empty_interrupts_empty_table)
 
 TEST_MAIN(T(workstation_classification), T(empty_interrupts_empty_table), T(arm64_layout_parsed),
           T(server_classification_and_managed), T(device_vectors_stay_close), T(vm2_every_irq_covered),
-          T(spread_is_numa_local_and_per_queue), T(placement_deterministic_and_stable),
-          T(unreadable_interrupts_keep_the_placement), T(swinging_rates_move_only_what_matters),
-          T(rules_and_pins), T(bad_rules_name_file_line_key), T(thread_priorities_planned),
-          T(shared_line_threads_matched_by_handler), T(not_threaded_reported))
+          T(isolating_implies_housekeeping_irqs), T(spread_is_numa_local_and_per_queue),
+          T(placement_deterministic_and_stable), T(unreadable_interrupts_keep_the_placement),
+          T(swinging_rates_move_only_what_matters), T(rules_and_pins), T(bad_rules_name_file_line_key),
+          T(thread_priorities_planned), T(shared_line_threads_matched_by_handler), T(not_threaded_reported))

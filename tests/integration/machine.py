@@ -76,6 +76,34 @@ def irq_threads():
     return out
 
 
+def spread_irqs_like_boot(settle=3.0):
+    """Leaves the IRQs as a freshly booted machine has them: each mask as it was, but the effective
+    affinity of every IRQ that fired since on the last CPU of its mask, not on cpu0 where earlier runs
+    leave them. A move waits for the IRQ's next interrupt, so each is pointed at that CPU alone for
+    `settle` seconds, then given its mask back. Returns the IRQs whose effective affinity moved."""
+    online = read("/sys/devices/system/cpu/online") or "0"
+    masks = {}
+    for d in sorted(glob.glob("/proc/irq/[0-9]*")):
+        mask = read(d + "/smp_affinity_list")
+        last = mask.replace("-", ",").split(",")[-1] if mask else None
+        if not last or last == "0" or online == "0":
+            continue
+        try:
+            with open(d + "/smp_affinity_list", "w") as f:
+                f.write(last)
+        except OSError:
+            continue  # kernel-managed, or no handler: the kernel keeps those where it put them
+        masks[d] = (mask, read(d + "/effective_affinity_list"))
+    time.sleep(settle)
+    moved = []
+    for d, (mask, before) in masks.items():
+        if read(d + "/effective_affinity_list") != before:
+            moved.append(os.path.basename(d))
+        with open(d + "/smp_affinity_list", "w") as f:
+            f.write(mask)
+    return moved
+
+
 def snapshot():
     """What rtctl can touch, as a dict of path -> value. Equal before and after a test module, or the
     module left something behind."""

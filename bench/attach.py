@@ -34,10 +34,10 @@ Description=bench: cpu1 isolated, a rule for one thread name
 [CPU]
 Isolate=auto:1
 [Attach probe]
-Match=comm:rtctl-probe
+Match=comm:rtctl-probe user:0
 Threads=rt-bench
 [Attach poller]
-Match=comm:rtctl-poller
+Match=comm:rtctl-poller user:0
 Threads=all
 """
 # Spins on the isolated CPU: "watch PID TID CPUS" -> "T" (CLOCK_MONOTONIC ns when the thread's CPUs

@@ -124,6 +124,14 @@ static void rule_error(char ***errors, const ConfKey *k, char *msg)
         free(msg);
 }
 
+static bool rule_names_users(const AttachRule *r)
+{
+        for (size_t i = 0; i < r->n_terms; i++)
+                if (r->terms[i].kind == ATTACH_USER)
+                        return true;
+        return false;
+}
+
 static bool parse_rule(ConfSection *s, const char *name, AttachRule *ret, char ***errors)
 {
         ConfKey *match = conf_key(s, "Match"), *threads = conf_key(s, "Threads");
@@ -150,6 +158,14 @@ static bool parse_rule(ConfSection *s, const char *name, AttachRule *ret, char *
                                 abort();
                         r.terms[r.n_terms++] = t;
                 }
+        }
+        if (ok && !rule_names_users(&r)) {
+                /* comm: and exe: are the process's to choose: without a user condition, any local user
+                 * who names a process so would get onto the isolated CPUs without asking anyone. */
+                rule_error(errors, match,
+                           xstrdup("a rule must say whose processes it attaches: add user:active (the "
+                                   "active session's user), a user name or a UID"));
+                ok = false;
         }
         if (!threads || isempty(threads->value)) {
                 strv_push(errors, conf_section_error(s, "Threads= is missing: a thread-name glob, or all "

@@ -12,7 +12,7 @@ import tempfile
 import pytest
 
 import machine
-from conftest import ROOT, wait_until
+from conftest import NOBODY, ROOT, wait_until
 
 CPUSET = "/sys/fs/cgroup/cpuset"
 PROBE = os.path.join(os.path.dirname(os.path.abspath(__file__)), "probe.py")
@@ -23,11 +23,11 @@ Isolate=auto:1
 """
 RULES = ISOLATE + """
 [Attach probe]
-Match=comm:rtctl-probe
+Match=comm:rtctl-probe user:0
 Threads=rt-worker*
 
 [Attach whole]
-Match=comm:rtctl-whole
+Match=comm:rtctl-whole user:0
 Threads=all
 """
 
@@ -59,9 +59,12 @@ HOUSEKEEPING = ("/rtctl-housekeeping", "0")
 class Probe:
     """probe.py: a process named name with worker threads that rename themselves on request."""
 
-    def __init__(self, name, threads=2):
-        self.proc = subprocess.Popen([sys.executable, PROBE, name, str(threads)], stdin=subprocess.PIPE,
-                                     stdout=subprocess.PIPE, text=True)
+    def __init__(self, name, threads=2, user=None):
+        # As another user, the probe's source goes on the command line: the checkout may be closed to it.
+        with open(PROBE) as f:
+            argv = [sys.executable, "-c", f.read()] if user is not None else [sys.executable, PROBE]
+        self.proc = subprocess.Popen(argv + [name, str(threads)], stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+                                     text=True, user=user, cwd="/")
         info = json.loads(self.proc.stdout.readline())
         self.pid, self.tids = info["pid"], info["tids"]
 
@@ -88,8 +91,8 @@ class Probe:
 def probes():
     made = []
 
-    def make(name="rtctl-probe", threads=2):
-        p = Probe(name, threads)
+    def make(name="rtctl-probe", threads=2, user=None):
+        p = Probe(name, threads, user)
         made.append(p)
         return p
     yield make
@@ -194,8 +197,16 @@ def shipped_attach_rules():
     return text
 
 
+def shipped_rules_for_root():
+    """The shipped rules, with root standing for the active session's user: this host has no logind,
+    so user:active matches nobody here (the VM tier tests them with alice at the seat)."""
+    text = shipped_attach_rules()
+    assert text.count("user:active") >= 2, "every shipped rule names its users: %s" % text
+    return text.replace("user:active", "user:0")
+
+
 def test_jackd_is_attached_by_the_shipped_rule(env):
-    env.profile("audio-rules", ISOLATE + shipped_attach_rules())
+    env.profile("audio-rules", ISOLATE + shipped_rules_for_root())
     env.start("--profile", "audio-rules")
     shm_before = set(os.listdir("/dev/shm"))
     jackd = subprocess.Popen(["jackd", "-n", "rtctl-test", "-d", "dummy", "-r", "48000",
@@ -214,6 +225,24 @@ def test_jackd_is_attached_by_the_shipped_rule(env):
         for f in set(os.listdir("/dev/shm")) - shm_before:
             if f.startswith("jack"):
                 os.unlink(os.path.join("/dev/shm", f))
+
+
+def test_a_process_another_user_names_jackd_stays_off_the_isolated_cpus(env, probes):
+    """Any local user can name a process jackd or pipewire. The shipped rules let in only the user they
+    name (root stands for the active user here), so nobody's "jackd" stays on housekeeping: root's probe,
+    started after it and matched by a rule after the shipped ones, is attached, so rtctld has seen both."""
+    env.profile("audio-rules", ISOLATE + shipped_rules_for_root() +
+                "\n[Attach whole]\nMatch=comm:rtctl-whole user:0\nThreads=all\n")
+    env.start("--profile", "audio-rules")
+    jackd = probes("jackd", threads=1, user=NOBODY)
+    pipewire = probes("pipewire", threads=1, user=NOBODY)
+    pipewire.rename(0, "data-loop.0")
+    mine = probes("rtctl-whole", threads=1)
+    assert wait_until(lambda: all(placement(mine.pid, t) == ISOLATED for t in mine.threads()))
+    for impostor in (jackd, pipewire):
+        assert all(placement(impostor.pid, t) == HOUSEKEEPING for t in impostor.threads()), \
+            [placement(impostor.pid, t) for t in impostor.threads()]
+    assert {a[0] for a in attached_by_rules(env)} == {mine.pid}
 
 
 FORK_LOOPS = ["while :; do /bin/true; done"] * 3

@@ -37,7 +37,7 @@ static Policy *load_ok(const char *name, const char *rules)
 TEST(parse_terms_and_threads)
 {
         _cleanup_policy_ Policy *p =
-            load_ok("ok", "[Attach pw]\nMatch=comm:pipewire exe:/usr/bin/pipewire|/opt/*\n"
+            load_ok("ok", "[Attach pw]\nMatch=comm:pipewire exe:/usr/bin/pipewire|/opt/* user:active\n"
                           "Threads=data-loop*\n"
                           "[Attach jack]\nMatch=comm:jackd|jackdbus user:0|active\n"
                           "Threads=all\n");
@@ -47,7 +47,7 @@ TEST(parse_terms_and_threads)
         CHECK_INTEQ(p->attach->n, 2);
         CHECK_STREQ(p->attach->rules[0].name, "pw");
         CHECK_STREQ(p->attach->rules[0].threads, "data-loop*");
-        CHECK_INTEQ(p->attach->rules[0].n_terms, 2);
+        CHECK_INTEQ(p->attach->rules[0].n_terms, 3);
         CHECK_INTEQ(strv_length(p->attach->rules[0].terms[1].globs), 2);
         CHECK(p->attach->rules[1].threads == NULL);
         CHECK_INTEQ(p->attach->rules[1].terms[1].kind, ATTACH_USER);
@@ -89,15 +89,16 @@ TEST(errors_name_file_line_key)
         CHECK(p == NULL);
 
         /* Rules need isolated CPUs to attach to. */
-        CHECK_INTEQ(
-            load("bad2", "[Profile]\nDescription=t\n[Attach x]\nMatch=comm:x\nThreads=all\n", &p, &e2),
-            -EINVAL);
+        CHECK_INTEQ(load("bad2", "[Profile]\nDescription=t\n[Attach x]\nMatch=comm:x user:0\nThreads=all\n",
+                         &p, &e2),
+                    -EINVAL);
         CHECK_CONTAINS(e2, "bad2.conf:3: [Attach x]: attach rules need isolated CPUs");
 
-        CHECK_INTEQ(load("bad3",
-                         "[Profile]\nDescription=t\n[CPU]\nIsolate=1\n[Attach]\nMatch=comm:x\nThreads=all\n",
-                         &p, &e3),
-                    -EINVAL);
+        CHECK_INTEQ(
+            load("bad3",
+                 "[Profile]\nDescription=t\n[CPU]\nIsolate=1\n[Attach]\nMatch=comm:x user:0\nThreads=all\n",
+                 &p, &e3),
+            -EINVAL);
         CHECK_CONTAINS(e3, "bad3.conf:5: [Attach]: a rule needs a name");
 
         CHECK_INTEQ(
@@ -106,6 +107,45 @@ TEST(errors_name_file_line_key)
                  &e4),
             -EINVAL);
         CHECK_CONTAINS(e4, "bad4.conf:6: Match=comm:x|: 'comm:x|' has an empty alternative");
+}
+
+/* A process's name and executable are its owner's to choose: a rule without user: would let any local
+ * user onto the isolated CPUs by naming a process jackd, so the profile is refused where the rule is. */
+TEST(rules_must_name_users)
+{
+        _cleanup_free_ char *e = NULL;
+        Policy *p = NULL;
+
+        CHECK_INTEQ(load("nouser",
+                         "[Profile]\nDescription=t\n[CPU]\nIsolate=1\n[Attach jackd]\nMatch=comm:jackd "
+                         "exe:/usr/bin/jackd\nThreads=all\n",
+                         &p, &e),
+                    -EINVAL);
+        CHECK_CONTAINS(e,
+                       "nouser.conf:6: Match=comm:jackd exe:/usr/bin/jackd: a rule must say whose processes "
+                       "it attaches: add user:active");
+        CHECK(p == NULL);
+}
+
+/* The shipped rules let in only the active session's user. */
+TEST(shipped_rules_name_users)
+{
+        char *path[] = {getenv("RTCTL_CONF_D"), NULL};
+        _cleanup_policy_ Policy *p = NULL;
+        _cleanup_free_ char *err = NULL;
+
+        CHECK(path[0] != NULL);
+        if (!path[0])
+                return;
+        CHECK_INTEQ(policy_load(path, "audio", &p, &err), 0);
+        CHECK_STREQ(err, NULL);
+        for (size_t i = 0; p && p->attach && i < p->attach->n; i++) {
+                bool active = false;
+                for (size_t t = 0; t < p->attach->rules[i].n_terms; t++)
+                        active |= p->attach->rules[i].terms[t].active;
+                CHECK(active);
+        }
+        CHECK(p && p->attach && p->attach->n >= 2);
 }
 
 /* A process under the root prefix: comm, exe (a dangling link is enough for readlink), the real UID,
@@ -147,7 +187,7 @@ TEST(matching_is_and_of_terms_or_of_alternatives)
         _cleanup_policy_ Policy *p =
             load_ok("m", "[Attach mine]\nMatch=comm:pipewire user:1000\nThreads=data-loop*\n"
                          "[Attach seat]\nMatch=comm:ardour*|bitwig* user:active\nThreads=all\n"
-                         "[Attach path]\nMatch=exe:/usr/bin/jackd|/opt/jack/*\nThreads=all\n");
+                         "[Attach path]\nMatch=exe:/usr/bin/jackd|/opt/jack/* user:0\nThreads=all\n");
         uid_t active[] = {1001};
 
         if (!p)
@@ -181,10 +221,11 @@ TEST(first_rule_wins_and_includes_come_after)
         _cleanup_policy_ Policy *p = NULL;
         char *path[] = {d, NULL};
 
-        test_write(d, "profiles/base.conf",
-                   "[Profile]\nDescription=b\n[CPU]\nIsolate=1\n[Attach any]\nMatch=comm:*\nThreads=all\n");
+        test_write(
+            d, "profiles/base.conf",
+            "[Profile]\nDescription=b\n[CPU]\nIsolate=1\n[Attach any]\nMatch=comm:* user:0\nThreads=all\n");
         test_write(d, "profiles/top.conf",
-                   "[Profile]\nInclude=base\n[Attach mine]\nMatch=comm:pw\nThreads=loop*\n");
+                   "[Profile]\nInclude=base\n[Attach mine]\nMatch=comm:pw user:0\nThreads=loop*\n");
         CHECK_INTEQ(policy_load(path, "top", &p, &err), 0);
         CHECK_STREQ(err, NULL);
         if (!p)
@@ -196,8 +237,9 @@ TEST(first_rule_wins_and_includes_come_after)
 TEST(threads_by_name)
 {
         _cleanup_free_ char *root = xasprintf("%s/threads", test_tmpdir());
-        _cleanup_policy_ Policy *p = load_ok("t", "[Attach pw]\nMatch=comm:pipewire\nThreads=data-loop*\n"
-                                                  "[Attach all]\nMatch=comm:jackd\nThreads=all\n");
+        _cleanup_policy_ Policy *p =
+            load_ok("t", "[Attach pw]\nMatch=comm:pipewire user:1000\nThreads=data-loop*\n"
+                         "[Attach all]\nMatch=comm:jackd user:active\nThreads=all\n");
         AttachedThread *t = NULL;
         size_t n = 0;
 
@@ -268,6 +310,7 @@ TEST(exited_includes_zombies)
         CHECK(task_exited((unsigned)pid));
 }
 
-TEST_MAIN(T(parse_terms_and_threads), T(thread_values), T(exited_includes_zombies), T(no_rules_no_config),
-          T(errors_name_file_line_key), T(matching_is_and_of_terms_or_of_alternatives),
-          T(first_rule_wins_and_includes_come_after), T(threads_by_name))
+TEST_MAIN(T(parse_terms_and_threads), T(rules_must_name_users), T(shipped_rules_name_users),
+          T(thread_values), T(exited_includes_zombies), T(no_rules_no_config), T(errors_name_file_line_key),
+          T(matching_is_and_of_terms_or_of_alternatives), T(first_rule_wins_and_includes_come_after),
+          T(threads_by_name))

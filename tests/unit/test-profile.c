@@ -246,9 +246,10 @@ TEST(malformed_globs_are_errors)
              "bad.conf:4: Match=name:snd[: 'snd[': the '[' at 4 has no closing ']'"},
             {"[Block x]\nMatch=name:loop[0-9\nScheduler=none\n",
              "bad.conf:4: Match=name:loop[0-9: 'loop[0-9': the '[' at 5 has no closing ']'"},
-            {"[Attach a]\nMatch=comm:jack[d\nThreads=all\n",
-             "bad.conf:4: Match=comm:jack[d: 'jack[d': the '[' at 5"},
-            {"[Attach a]\nMatch=comm:jackd\nThreads=data[\n", "bad.conf:5: Threads=data[: 'data[': the '['"},
+            {"[Attach a]\nMatch=comm:jack[d user:0\nThreads=all\n",
+             "bad.conf:4: Match=comm:jack[d user:0: 'jack[d': the '[' at 5"},
+            {"[Attach a]\nMatch=comm:jackd user:0\nThreads=data[\n",
+             "bad.conf:5: Threads=data[: 'data[': the '['"},
         };
 
         for (size_t i = 0; i < sizeof cases / sizeof *cases; i++) {

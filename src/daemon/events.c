@@ -62,9 +62,13 @@ static int on_kernel_uevent(sd_event_source *s, int fd, uint32_t revents, void *
                 n = nl_recv(m->sock, &from, &buf, NULL);
                 if (n <= 0) {
                         free(buf);
-                        if (n < 0 && n != -NLE_AGAIN)
-                                log_warning("Failed to receive a kernel uevent: %s, ignoring",
+                        if (n < 0 && n != -NLE_AGAIN) {
+                                /* ENOBUFS (libnl says "Out of memory"): the kernel dropped events
+                                 * while the socket was full. Nobody can say which: resync. */
+                                log_warning("Kernel uevents were lost (%s); rescanning every device",
                                             nl_geterror(n));
+                                m->handler(NULL, m->userdata);
+                        }
                         break;
                 }
                 /* Only the kernel (port 0) speaks for devices on this group. */
@@ -123,6 +127,8 @@ static int start_udev(UeventMonitor *m, sd_event *e)
         r = sd_device_monitor_new(&m->udev);
         if (r < 0)
                 return r;
+        /* As large as udevd's own: a burst (a dock, resume) must not overflow it. */
+        (void)sd_device_monitor_set_receive_buffer_size(m->udev, 128 * 1024 * 1024);
         r = sd_device_monitor_attach_event(m->udev, e);
         if (r < 0)
                 return r;

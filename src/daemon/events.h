@@ -17,6 +17,7 @@ typedef struct Uevent {
  * device event or lacks ACTION, SUBSYSTEM or DEVPATH. ret points into buf. */
 bool uevent_parse(const char *buf, size_t len, Uevent *ret);
 
+/* ev NULL: the kernel dropped events (the socket overflowed), so every device may have changed unseen. */
 typedef void (*UeventHandler)(const Uevent *ev, void *userdata);
 
 typedef struct UeventMonitor UeventMonitor;

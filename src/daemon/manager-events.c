@@ -37,8 +37,16 @@ static bool tuner_cares(const Tuner *t, const char *subsystem)
 void manager_on_uevent(const Uevent *ev, void *userdata)
 {
         Manager *m = userdata;
-        _cleanup_free_ char *reason = xasprintf("%s %s %s", ev->subsystem, ev->action, ev->sysname);
+        _cleanup_free_ char *reason = NULL;
 
+        if (!ev) {
+                /* Lost events: CPUs and devices may have come and gone unseen. A whole pass plans every
+                 * device there is now, as at start. */
+                on_cpu_event(m, "lost uevents");
+                dirty_mark_all(&m->dirty);
+                return;
+        }
+        reason = xasprintf("%s %s %s", ev->subsystem, ev->action, ev->sysname);
         if (is_cpu_event(ev)) {
                 on_cpu_event(m, reason);
                 return;

@@ -97,6 +97,33 @@ def test_burst_of_new_devices_coalesces(env):
     assert passes[0].count("block add") == 5, passes
 
 
+def test_a_device_whose_uevent_was_lost_is_tuned_all_the_same(env):
+    """While rtctld is busy (here: stopped) the kernel's uevent socket fills and the kernel drops what
+    comes after: here the add of a new disk. rtctld is told (ENOBUFS), so it rescans every device and
+    the disk gets its rule all the same."""
+    env.profile("t", RULES)
+    with machine.loop_devices(1) as (flooder,):
+        d = env.start("--profile", "t")
+        assert sched(flooder) == "bfq"
+        d.proc.send_signal(signal.SIGSTOP)
+        try:
+            # Far more than the socket holds (2 MiB at most with this kernel's rmem_max of 4 MiB).
+            fd = os.open("/sys/block/%s/uevent" % flooder, os.O_WRONLY)
+            try:
+                for _ in range(20000):
+                    os.write(fd, b"change")
+            finally:
+                os.close(fd)
+            late = machine.add_loop()
+        finally:
+            d.proc.send_signal(signal.SIGCONT)
+        try:
+            assert wait_until(lambda: sched(late) == "bfq", 10), d.output()[-2000:]
+            assert "Kernel uevents were lost" in d.output()
+        finally:
+            machine.remove_loop(late)
+
+
 def test_zram_is_skipped_not_failed(env):
     if not machine.zram_available():
         pytest.fail("zram-control is not available on this machine (expected on the CI host)")

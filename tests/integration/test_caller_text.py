@@ -20,6 +20,7 @@ INVALID = "org.rtctl.Error.InvalidArgument"
 LIMIT = "org.rtctl.Error.LimitExceeded"
 # The contract's bounds (dbus/org.rtctl.Manager1.xml, rtctld(8)).
 HOLDS_PER_CALLER = 16
+HOLDS_MAX = 256
 
 
 def contract_string_args():
@@ -128,6 +129,21 @@ def test_holds_are_bounded_per_caller(tenv):
     assert tenv.daemon.running()
     other.close()
     conn.close()
+
+
+def test_holds_are_bounded_in_all(tenv):
+    conns = [connect(tenv) for _ in range(HOLDS_MAX // HOLDS_PER_CALLER + 1)]
+    for conn, api in conns[:-1]:
+        for i in range(HOLDS_PER_CALLER):
+            api.HoldProfile("hi", "take %d" % i, "org.example.Daw", timeout=HANG_SECONDS)
+    name, message = error_of(lambda: conns[-1][1].HoldProfile("hi", "r", "org.example.Late", timeout=HANG_SECONDS))
+    assert name == LIMIT and str(HOLDS_MAX) in message, (name, message)
+    conns[0][0].close()  # its holds end with its bus name
+    assert wait_until(lambda: len(holds(conns[-1][0])) == HOLDS_MAX - HOLDS_PER_CALLER)
+    conns[-1][1].HoldProfile("hi", "r", "org.example.Late", timeout=HANG_SECONDS)
+    assert tenv.daemon.running()
+    for conn, _ in conns[1:]:
+        conn.close()
 
 
 def test_rtctl_run_with_a_long_command_line_runs(tenv):

@@ -37,7 +37,11 @@ void cli_print_json(json_object *o);
 /* Prints rows of n columns, aligned; cells is rows*n strings. The header line is left out under
  * --no-legend; with colour on it is bold, and a STATUS column's ok / warn / fail are green / yellow / red.
  */
+/* Escapes the cells in place first (cli_escape_cells()). */
 void cli_print_table(const char *const *header, size_t n, char **cells, size_t rows);
+/* Text the daemon hands on (a hold's reason, a device's name) is shown escaped (text_escape()), so it
+ * cannot forge a line of the output or drive the terminal. */
+void cli_escape_cells(char **cells, size_t n);
 /* Whether to print headers and summary lines (false under --no-legend). */
 bool cli_legend(void);
 

@@ -86,6 +86,23 @@ static char *command_line(char **argv)
         return g_string_free(g_steal_pointer(&s), false);
 }
 
+/* HoldProfile keeps a reason of at most this many bytes, of printable text only. */
+#define HOLD_REASON_MAX 256
+
+/* "rtctl run: CMD ARGS": escaped, and cut on a character boundary with an ellipsis, so a long or odd
+ * command line still makes a reason the daemon takes. */
+static char *default_reason(bool run, char **argv)
+{
+        _cleanup_free_ char *cmdline = command_line(argv);
+        _cleanup_free_ char *shown = text_escape(cmdline);
+        _cleanup_free_ char *full = xasprintf("rtctl %s: %s", run ? "run" : "hold", shown);
+        static const char ellipsis[] = "\u2026";
+
+        if (strlen(full) <= HOLD_REASON_MAX)
+                return TAKE_PTR(full);
+        return xasprintf("%.*s%s", (int)utf8_cut(full, HOLD_REASON_MAX - strlen(ellipsis)), full, ellipsis);
+}
+
 static int hold(Cli *c, const char *profile, const char *reason, uint32_t *ret_cookie)
 {
         sd_bus_message *reply = NULL;
@@ -135,7 +152,7 @@ int verb_hold(Cli *c, int argc, char *argv[])
 {
         bool run = streq(argv[0], "run");
         const char *profile = run ? "audio" : NULL, *reason = NULL;
-        _cleanup_free_ char *cmdline = NULL, *default_reason = NULL;
+        _cleanup_free_ char *reason_made = NULL;
         uint32_t cookie = 0;
         int i = 1, gate = -1, code, status;
         pid_t pid;
@@ -157,9 +174,8 @@ int verb_hold(Cli *c, int argc, char *argv[])
                 return EXIT_USAGE;
         }
         argv += i + 1;
-        cmdline = command_line(argv);
         if (!reason)
-                reason = default_reason = xasprintf("rtctl %s: %s", run ? "run" : "hold", cmdline);
+                reason = reason_made = default_reason(run, argv);
 
         code = hold(c, profile, reason, &cookie);
         if (code != EXIT_OK)

@@ -214,10 +214,21 @@ static void print_cell(const char *text, const char *color, size_t width, bool l
                 printf("%*s", (int)(width - strlen(text) + 2), "");
 }
 
+void cli_escape_cells(char **cells, size_t n)
+{
+        for (size_t i = 0; i < n; i++) {
+                char *e = text_escape(cells[i]);
+                free(cells[i]);
+                cells[i] = e;
+        }
+}
+
 void cli_print_table(const char *const *header, size_t n, char **cells, size_t rows)
 {
         size_t width[16] = {};
         size_t state_column = SIZE_MAX;
+
+        cli_escape_cells(cells, rows * n);
 
         for (size_t j = 0; j < n; j++) {
                 width[j] = output.legend ? strlen(header[j]) : 0;

@@ -41,7 +41,15 @@ void cli_pager_open(void)
                 /* Quit when it fits on one screen, keep colours, leave the screen as it was: git's and
                  * systemd's defaults. */
                 setenv("LESS", "FRX", 0);
-                execl("/bin/sh", "sh", "-c", cmd, (char *)NULL);
+                /* rtctl runs as root: less must offer no way out of the pager (!command, v for an editor,
+                 * |, saving to a file) and run no input preprocessor. */
+                setenv("LESSSECURE", "1", 1);
+                unsetenv("LESSOPEN");
+                unsetenv("LESSCLOSE");
+                if (streq(cmd, "less"))
+                        execlp("less", "less", (char *)NULL);
+                else
+                        execl("/bin/sh", "sh", "-c", cmd, (char *)NULL);
                 fprintf(stderr, "Cannot run the pager '%s': %s\n", cmd, strerror(errno));
                 _exit(EXIT_FAILED);
         }

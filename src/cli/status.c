@@ -62,6 +62,7 @@ void cli_print_failures(Cli *c)
 
         if (read_problems(c, "Failures", true, &cells, &rows) != EXIT_OK)
                 return;
+        cli_escape_cells(cells, rows * 4);
         for (size_t i = 0; i < rows; i++)
                 fprintf(stderr, "%s: %s\n", cells[i * 4 + 1], cells[i * 4 + 3]);
 }
@@ -264,6 +265,8 @@ int verb_status(Cli *c, int argc, char *argv[])
                 time_t t = (time_t)(ts / 1000000);
                 if (ts)
                         strftime(when, sizeof when, "%Y-%m-%d %H:%M:%S", localtime(&t));
+                cli_escape_cells(holds, n_holds * 6);
+                cli_escape_cells(unsupported, n_unsupported * 4);
                 printf("Profile:          %s", *profile ? profile : "(none)");
                 if (n_holds && streq(profile, base))
                         printf(" (base profile; no hold outranks it)\n");

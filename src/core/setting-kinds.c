@@ -181,11 +181,6 @@ static char *dir_of(const char *procs_file)
         return xstrndup(procs_file, slash ? (size_t)(slash - procs_file) : 0);
 }
 
-static char *refusal_key(const TaskInfo *t)
-{
-        return xasprintf("%u:%llu", t->pid, t->starttime);
-}
-
 /* v2 keeps every kernel thread in the root cgroup; v1 lets those without PF_NO_SETAFFINITY move. A
  * process the kernel refused once (EINVAL) is not counted again. An exiting process is on its way out:
  * the kernel skips it when moving (a write of its PID succeeds and leaves it where it is), and a leader
@@ -193,14 +188,12 @@ static char *refusal_key(const TaskInfo *t)
  * now, not from the pass's scan: what matters is whether it is exiting at this moment. */
 static bool movable(SettingContext *ctx, unsigned pid, bool v2)
 {
-        _cleanup_free_ char *key = NULL;
         TaskInfo t;
 
         if (task_info(pid, &t) < 0 || (t.flags & (PF_NO_SETAFFINITY | PF_EXITING)) ||
             (v2 && (t.flags & PF_KTHREAD)))
                 return false;
-        key = refusal_key(&t);
-        return !g_hash_table_contains(ctx->refused, key);
+        return !setting_context_refused(ctx, &t);
 }
 
 static void note_refused(SettingContext *ctx, unsigned pid)
@@ -208,7 +201,7 @@ static void note_refused(SettingContext *ctx, unsigned pid)
         TaskInfo t;
 
         if (task_info(pid, &t) >= 0)
-                g_hash_table_add(ctx->refused, refusal_key(&t));
+                setting_context_refuse(ctx, &t);
 }
 
 static bool is_v2(const char *dir)

@@ -25,6 +25,41 @@ void setting_context_clear(SettingContext *c)
         *c = (SettingContext){.pmqos_fd = -EBADF, .unit_partition = -1};
 }
 
+static char *refusal_key(const TaskInfo *t)
+{
+        return xasprintf("%u:%llu", t->pid, t->starttime);
+}
+
+bool setting_context_refused(const SettingContext *c, const TaskInfo *t)
+{
+        _cleanup_free_ char *key = refusal_key(t);
+
+        return g_hash_table_contains(c->refused, key);
+}
+
+void setting_context_refuse(SettingContext *c, const TaskInfo *t)
+{
+        if (g_hash_table_size(c->refused) >= REFUSED_MAX)
+                (void)setting_context_prune_refused(c);
+        if (g_hash_table_size(c->refused) < REFUSED_MAX)
+                g_hash_table_add(c->refused, refusal_key(t));
+}
+
+static gboolean refusal_gone(gpointer key, gpointer value, gpointer userdata)
+{
+        unsigned pid;
+        unsigned long long starttime;
+        TaskInfo t;
+
+        return sscanf(key, "%u:%llu", &pid, &starttime) != 2 || task_info(pid, &t) < 0 ||
+               t.starttime != starttime;
+}
+
+unsigned setting_context_prune_refused(SettingContext *c)
+{
+        return g_hash_table_foreach_remove(c->refused, refusal_gone, NULL);
+}
+
 bool setting_equal_folded(const char *a, const char *b)
 {
         if (!a || !b)

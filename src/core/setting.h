@@ -32,6 +32,15 @@ typedef struct SettingContext {
 void setting_context_init(SettingContext *c, sd_event *event);
 void setting_context_clear(SettingContext *c);
 
+/* The refused table is bounded: at most REFUSED_MAX processes; when full, the gone ones are dropped
+ * first, and a process that finds it full still is not remembered (it is only tried again). */
+#define REFUSED_MAX 1024
+bool setting_context_refused(const SettingContext *c, const TaskInfo *t);
+void setting_context_refuse(SettingContext *c, const TaskInfo *t);
+/* Forgets the refused processes that are gone: their PID is free, or another process's now. Returns how
+ * many it forgot. The Manager calls it after every pass. */
+unsigned setting_context_prune_refused(SettingContext *c);
+
 /* How a kernel object is read, written and compared. Each kind is one small ops table; the journal
  * stores the kind's name, so restore after a restart knows how to put a value back. */
 typedef struct SettingKind {

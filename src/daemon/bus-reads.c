@@ -242,6 +242,9 @@ int bus_method_plan(sd_bus_message *msg, void *userdata, sd_bus_error *error)
         r = sd_bus_message_read(msg, "s", &name);
         if (r < 0)
                 return r;
+        r = bus_check_text(error, "profile", name);
+        if (r < 0)
+                return r;
         if (isempty(name)) {
                 r = manager_plan_active(m, &rows, &n, &why);
                 if (r < 0)

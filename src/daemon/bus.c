@@ -15,8 +15,34 @@ static int authorize(sd_bus_message *msg, Manager *m, const char *action, sd_bus
         return r > 0 ? 0 : r == 0 ? 1 : r;
 }
 
-/* The longest reason or application id a hold keeps. */
-#define HOLD_TEXT_MAX 256
+/* The longest reason a hold keeps, and the longest application id. */
+#define HOLD_TEXT_MAX   256
+#define APPLICATION_MAX 128
+
+int bus_check_text(sd_bus_error *error, const char *arg, const char *text)
+{
+        _cleanup_free_ char *shown = NULL;
+
+        if (text_printable(text))
+                return 0;
+        shown = echo_text(text);
+        return sd_bus_error_setf(error, RTCTL_ERROR_INVALID_ARGUMENT,
+                                 "The %s '%s' holds control characters or is not UTF-8 text; it may hold "
+                                 "printable characters only",
+                                 arg, shown);
+}
+
+/* An application id names a program as D-Bus and desktop files do (org.example.Daw): letters, digits,
+ * '.', '-' and '_'. Empty is allowed (power-profiles-daemon's clients may send none). */
+static bool application_id_valid(const char *id)
+{
+        if (strlen(id) > APPLICATION_MAX)
+                return false;
+        for (const char *p = id; *p; p++)
+                if (!strchr("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789.-_", *p))
+                        return false;
+        return true;
+}
 
 static int profile_error(sd_bus_error *error, int r, const char *name, const char *msg)
 {
@@ -36,6 +62,9 @@ static int method_set_profile(sd_bus_message *msg, void *userdata, sd_bus_error 
         int r;
 
         r = sd_bus_message_read(msg, "s", &name);
+        if (r < 0)
+                return r;
+        r = bus_check_text(error, "name", name);
         if (r < 0)
                 return r;
         r = authorize(msg, m, ACTION_SET_PROFILE, error);
@@ -172,21 +201,42 @@ static int method_hold_profile(sd_bus_message *msg, void *userdata, sd_bus_error
         r = sd_bus_message_read(msg, "sss", &profile, &reason, &app);
         if (r < 0)
                 return r;
+        if ((r = bus_check_text(error, "profile", profile)) < 0 ||
+            (r = bus_check_text(error, "reason", reason)) < 0 ||
+            (r = bus_check_text(error, "application_id", app)) < 0)
+                return r;
         if (!profile_name_valid(profile)) {
                 _cleanup_free_ char *shown = echo_text(profile);
                 return sd_bus_error_setf(error, RTCTL_ERROR_INVALID_ARGUMENT, "'%s' is not a profile name",
                                          shown);
         }
         /* Kept for as long as the hold lasts and shown to every reader of ActiveProfileHolds. */
-        if (strlen(reason) > HOLD_TEXT_MAX || strlen(app) > HOLD_TEXT_MAX)
-                return sd_bus_error_setf(
-                    error, RTCTL_ERROR_INVALID_ARGUMENT, "The %s is %zu bytes long; at most %d are kept",
-                    strlen(reason) > HOLD_TEXT_MAX ? "reason" : "application id",
-                    strlen(strlen(reason) > HOLD_TEXT_MAX ? reason : app), HOLD_TEXT_MAX);
+        if (strlen(reason) > HOLD_TEXT_MAX)
+                return sd_bus_error_setf(error, RTCTL_ERROR_INVALID_ARGUMENT,
+                                         "The reason is %zu bytes long; at most %d are kept", strlen(reason),
+                                         HOLD_TEXT_MAX);
+        if (!application_id_valid(app)) {
+                _cleanup_free_ char *shown = echo_text(app);
+                return sd_bus_error_setf(error, RTCTL_ERROR_INVALID_ARGUMENT,
+                                         "The application_id '%s' is no application id: at most %d letters, "
+                                         "digits, '.', '-' and '_' (e.g. org.example.Daw)",
+                                         shown, APPLICATION_MAX);
+        }
         r = authorize(msg, m, ACTION_HOLD_PROFILE, error);
         if (r != 0)
                 return r;
         r = manager_hold(m, profile, reason, app, sd_bus_message_get_sender(msg), &cookie, &err);
+        if (r == -EDQUOT)
+                return sd_bus_error_setf(error, RTCTL_ERROR_LIMIT_EXCEEDED,
+                                         "This caller holds %d profiles already, the most one may; release "
+                                         "one first",
+                                         HOLDS_PER_CALLER_MAX);
+        if (r == -EUSERS)
+                return sd_bus_error_setf(
+                    error, RTCTL_ERROR_LIMIT_EXCEEDED,
+                    "%d profiles are held already, the most rtctld keeps; try again once "
+                    "some are released",
+                    HOLDS_MAX);
         if (r < 0)
                 return profile_error(error, r, profile, err);
         manager_wait_for_pass_cookie(m, msg, cookie);
@@ -286,6 +336,9 @@ static int pin_irq(sd_bus_message *msg, Manager *m, uint32_t irq, const char *cp
         _cleanup_free_ char *err = NULL;
         int r;
 
+        r = bus_check_text(error, "cpus", cpus);
+        if (r < 0)
+                return r;
         if (flags & ~(uint64_t)1)
                 return sd_bus_error_setf(error, RTCTL_ERROR_INVALID_ARGUMENT, "Unknown flags 0x%" PRIx64,
                                          flags);
@@ -575,5 +628,12 @@ void bus_emit_profiles_changed(Manager *m)
 {
         if (m->bus)
                 (void)sd_bus_emit_properties_changed(m->bus, RTCTL_BUS_PATH, RTCTL_BUS_IFACE, "Profiles",
+                                                     NULL);
+}
+
+void bus_emit_base_profile_changed(Manager *m)
+{
+        if (m->bus)
+                (void)sd_bus_emit_properties_changed(m->bus, RTCTL_BUS_PATH, RTCTL_BUS_IFACE, "BaseProfile",
                                                      NULL);
 }

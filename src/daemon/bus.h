@@ -21,9 +21,17 @@ typedef struct Manager Manager;
 #define RTCTL_ERROR_ISOLATED_CPU     "org.rtctl.Error.IsolatedCPU"
 #define RTCTL_ERROR_NOT_PINNED       "org.rtctl.Error.NotPinned"
 #define RTCTL_ERROR_NO_SUCH_HOLD     "org.rtctl.Error.NoSuchHold"
+#define RTCTL_ERROR_LIMIT_EXCEEDED   "org.rtctl.Error.LimitExceeded"
+
+#include <systemd/sd-bus.h>
+
+/* Text a caller passes is data that ends up in logs, systemd's STATUS= and terminals: 0 when text, the
+ * argument named arg, is printable (text_printable()), else InvalidArgument naming arg, and < 0. */
+int bus_check_text(sd_bus_error *error, const char *arg, const char *text);
 
 /* Connects to the system bus ($DBUS_SYSTEM_BUS_ADDRESS when set), registers the object and only then
  * takes the name, so no caller ever sees a half-registered service. */
 int bus_setup(Manager *m);
 void bus_emit_applied(Manager *m, const char *reason);
 void bus_emit_profiles_changed(Manager *m);
+void bus_emit_base_profile_changed(Manager *m);

@@ -129,9 +129,18 @@ int manager_hold(Manager *m, const char *profile, const char *reason, const char
                  const char *bus_name, uint32_t *ret_cookie, char **ret_error)
 {
         _cleanup_policy_ Policy *p = NULL;
+        _cleanup_free_ char *shown = NULL;
+        size_t mine = 0;
         Hold *h;
         int r;
 
+        for (size_t i = 0; i < m->n_holds; i++)
+                if (streq(m->holds[i]->bus_name, strempty(bus_name)))
+                        mine++;
+        if (mine >= HOLDS_PER_CALLER_MAX)
+                return -EDQUOT;
+        if (m->n_holds >= HOLDS_MAX)
+                return -EUSERS;
         r = manager_load_profile(m, profile, &p, ret_error);
         if (r < 0)
                 return r;
@@ -148,7 +157,8 @@ int manager_hold(Manager *m, const char *profile, const char *reason, const char
         if (!m->holds)
                 abort();
         m->holds[m->n_holds++] = h;
-        log_info("Hold %u: %s for %s (%s), from %s.", h->cookie, profile, application_id, reason,
+        shown = text_escape(reason);
+        log_info("Hold %u: %s for %s (%s), from %s.", h->cookie, profile, application_id, shown,
                  strna(bus_name));
 
         if (m->bus && h->bus_name[0] == ':')

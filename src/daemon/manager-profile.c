@@ -114,6 +114,7 @@ static int switch_profile(Manager *m, const char *name, bool persist, char **ret
         m->base_rank = p->rank;
         if (persist)
                 persist_profile(m, name);
+        bus_emit_base_profile_changed(m);
         manager_apply_in_force(m, p, "profile");
         return 0;
 }
@@ -162,5 +163,6 @@ void manager_restore(Manager *m)
         manager_release_all(m);
         free(m->base_profile);
         m->base_profile = NULL;
+        bus_emit_base_profile_changed(m);
         activate(m, NULL, "restore");
 }

@@ -305,7 +305,10 @@ char *status_line(const Status *s, const char *profile, const char *holds)
 
 void status_notify(Status *s, const char *profile, const char *holds)
 {
-        _cleanup_free_ char *line = status_line(s, profile, holds);
+        /* systemd reads each line of the datagram as an assignment: nothing a caller named (a hold's
+         * application) may start one. */
+        _cleanup_free_ char *raw = status_line(s, profile, holds);
+        _cleanup_free_ char *line = text_escape(raw);
 
         if (s->ready_sent && streq_ptr(line, s->last_line))
                 return;

@@ -400,6 +400,7 @@ static int on_pass(sd_event_source *s, void *userdata)
                             &res);
         manager_rules_note_pass(m, &attach);
         attach_input_clear(&attach);
+        (void)setting_context_prune_refused(&m->kinds);
         irq_state_note_results(&m->irq, &res.plan);
         irq_state_commit(&m->irq);
         logged = status_update(&m->status, &dirty, &res);

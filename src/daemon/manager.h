@@ -176,8 +176,11 @@ void manager_apply_in_force(Manager *m, Policy *preloaded, const char *reason);
 int manager_load_profile(Manager *m, const char *name, Policy **ret, char **ret_error);
 
 /* manager-hold.c */
-/* -ENOENT/-EINVAL as manager_set_profile. The hold ends with ReleaseProfile or when bus_name leaves the
- * bus. */
+/* What callers can make rtctld keep is bounded: holds per bus name, and in all. */
+#define HOLDS_PER_CALLER_MAX 16
+#define HOLDS_MAX            256
+/* -ENOENT/-EINVAL as manager_set_profile; -EDQUOT when bus_name holds HOLDS_PER_CALLER_MAX already,
+ * -EUSERS when HOLDS_MAX are held. The hold ends with ReleaseProfile or when bus_name leaves the bus. */
 int manager_hold(Manager *m, const char *profile, const char *reason, const char *application_id,
                  const char *bus_name, uint32_t *ret_cookie, char **ret_error);
 /* -ENOENT: no such hold. Emits ProfileReleased. */

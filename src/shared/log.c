@@ -48,20 +48,13 @@ void log_set_max_level(int level)
         max_level = level;
 }
 
-/* A name from the kernel or a configuration file, fit for one line: control characters become \xNN, so
- * a newline in a device or file name cannot start a line of its own that reads like another message. */
+/* A name from the kernel or a configuration file, fit for one line (text_escape()), so a newline in a
+ * device or file name cannot start a line of its own that reads like another message. */
 static void append_escaped(char *buf, size_t size, const char *s)
 {
-        size_t n = strlen(buf);
+        _cleanup_free_ char *e = text_escape(s);
 
-        for (; *s && n + 5 < size; s++) {
-                unsigned char c = (unsigned char)*s;
-                if (c < 0x20 || c == 0x7f)
-                        n += (size_t)snprintf(buf + n, size - n, "\\x%02x", c);
-                else
-                        buf[n++] = (char)c;
-        }
-        buf[n] = '\0';
+        strncat(buf, e, size - strlen(buf) - 1);
 }
 
 /* Each field is one iovec: sd_journal_sendv sends a value that holds a newline in the protocol's binary

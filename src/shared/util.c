@@ -102,16 +102,101 @@ char *glob_error(const char *g)
         return NULL;
 }
 
+size_t utf8_cut(const char *s, size_t max)
+{
+        size_t n = strlen(s);
+
+        if (n <= max)
+                return n;
+        /* Back off continuation bytes (10xxxxxx), so a multi-byte character is never split. */
+        while (max > 0 && ((unsigned char)s[max] & 0xc0) == 0x80)
+                max--;
+        return max;
+}
+
+/* The length of the well-formed UTF-8 character at s (1 to 4 bytes) and its code point, or 0 for a byte
+ * that starts none: a stray continuation byte, an overlong form, a surrogate, beyond U+10FFFF, cut short. */
+static size_t utf8_char(const unsigned char *s, uint32_t *ret)
+{
+        size_t len = s[0] < 0x80                   ? 1
+                     : s[0] >= 0xc2 && s[0] < 0xe0 ? 2
+                     : s[0] >= 0xe0 && s[0] < 0xf0 ? 3
+                     : s[0] >= 0xf0 && s[0] < 0xf5 ? 4
+                                                   : 0;
+        uint32_t c = len == 1 ? s[0] : len == 2 ? s[0] & 0x1f : len == 3 ? s[0] & 0x0f : s[0] & 0x07;
+
+        if (len == 0)
+                return 0;
+        for (size_t i = 1; i < len; i++) {
+                if ((s[i] & 0xc0) != 0x80)
+                        return 0;
+                c = c << 6 | (s[i] & 0x3f);
+        }
+        if ((len == 3 && (c < 0x800 || (c >= 0xd800 && c <= 0xdfff))) ||
+            (len == 4 && (c < 0x10000 || c > 0x10ffff)))
+                return 0;
+        *ret = c;
+        return len;
+}
+
+/* Characters that change how the rest of a line reads rather than standing for themselves: C0 and C1
+ * controls and DEL (a newline starts a forged line, ESC drives the terminal), the Unicode line and
+ * paragraph separators, and the bidirectional controls that reorder what follows on screen. */
+static bool unsafe_char(uint32_t c)
+{
+        return c < 0x20 || (c >= 0x7f && c < 0xa0) || c == 0x61c || c == 0x200e || c == 0x200f ||
+               (c >= 0x2028 && c <= 0x202e) || (c >= 0x2066 && c <= 0x2069);
+}
+
+bool text_printable(const char *s)
+{
+        const unsigned char *p = (const unsigned char *)s;
+        uint32_t c;
+
+        while (*p) {
+                size_t len = utf8_char(p, &c);
+                if (len == 0 || unsafe_char(c))
+                        return false;
+                p += len;
+        }
+        return true;
+}
+
+char *text_escape_n(const char *s, size_t n)
+{
+        const unsigned char *p = (const unsigned char *)s, *end = p + strnlen(s, n);
+        char *out = xmalloc0((size_t)(end - p) * 4 + 1), *o = out;
+        uint32_t c;
+
+        while (p < end) {
+                size_t len = utf8_char(p, &c);
+                bool escape = len == 0 || unsafe_char(c) || p + len > end;
+                if (len == 0)
+                        len = 1;
+                for (size_t i = 0; i < len && p < end; i++, p++) {
+                        if (escape)
+                                o += sprintf(o, "\\x%02x", *p);
+                        else
+                                *o++ = (char)*p;
+                }
+        }
+        *o = '\0';
+        return out;
+}
+
+char *text_escape(const char *s)
+{
+        return text_escape_n(s, SIZE_MAX);
+}
+
 char *echo_text(const char *s)
 {
-        size_t n = strlen(s), cut = ECHO_MAX;
+        size_t n = strlen(s), cut = utf8_cut(s, ECHO_MAX);
+        _cleanup_free_ char *shown = text_escape_n(s, cut);
 
         if (n <= ECHO_MAX)
-                return xstrdup(s);
-        /* Back off continuation bytes (10xxxxxx), so a multi-byte character is never split. */
-        while (cut > 0 && ((unsigned char)s[cut] & 0xc0) == 0x80)
-                cut--;
-        return xasprintf("%.*s...(%zu bytes)", (int)cut, s, n);
+                return TAKE_PTR(shown);
+        return xasprintf("%s...(%zu bytes)", shown, n);
 }
 
 void strv_free(char **l)

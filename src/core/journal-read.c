@@ -29,6 +29,7 @@ typedef struct Loader {
         char *last_object; /* the object of the last entry met, where it names one */
         bool damaged;      /* not as the daemon wrote it: keep a copy, rewrite on the next save */
         json_tokener *flat;
+        JournalCheck check;
 } Loader;
 
 static const char *type_phrase(json_object *v)
@@ -106,6 +107,8 @@ static void load_entry(Loader *l, json_object *e, size_t number)
         if ((name = string_member(e, "kind", WORD_MAX, &problem)) && !(kind = setting_kind_from_name(name)))
                 problem = xasprintf("unknown kind '%s'", name);
         if (kind)
+                problem = journal_check_entry(&l->check, kind, object);
+        if (kind && !problem)
                 original = string_member(e, "original", ORIGINAL_MAX, &problem);
         if (!original) {
                 l->damaged = true;
@@ -462,9 +465,10 @@ static int keep_damaged_copy(Journal *j, const char *buf, size_t size)
 
 bool journal_load_text(Journal *j, const char *buf, size_t size)
 {
-        Loader l = {.j = j, .buf = buf, .size = size};
+        Loader l = {.j = j, .buf = buf, .size = size, .check = {.scope = journal_scope(j)}};
 
         load_text(&l);
+        journal_check_clear(&l.check);
         return l.damaged;
 }
 

@@ -6,6 +6,7 @@
 
 struct Journal {
         char *path;
+        JournalScope scope;
         JournalEntry *entries;
         size_t n;
         size_t alloc;
@@ -60,13 +61,14 @@ void journal_set_damaged_copy(Journal *j, char *path)
         j->damaged = path;
 }
 
-int journal_open(const char *path, Journal **ret, char **ret_error)
+int journal_open(const char *path, JournalScope scope, Journal **ret, char **ret_error)
 {
         Journal *j = xmalloc0(sizeof(Journal));
         bool damaged;
         int r;
 
         j->path = xstrdup(path);
+        j->scope = scope;
         j->index = g_hash_table_new(g_str_hash, g_str_equal);
         r = journal_read(j, &damaged, ret_error);
         if (r < 0) {
@@ -94,6 +96,11 @@ void journal_free(Journal *j)
 const char *journal_path(const Journal *j)
 {
         return j->path;
+}
+
+JournalScope journal_scope(const Journal *j)
+{
+        return j->scope;
 }
 
 size_t journal_size(const Journal *j)

@@ -22,11 +22,19 @@ typedef struct JournalLoss {
 
 typedef struct Journal Journal;
 
+/* Which journal a file is: each holds only its own kinds, and each kind only the objects it writes. An
+ * entry of another kind, or naming another object, is damage: its original is reported lost, never
+ * restored. */
+typedef enum JournalScope {
+        JOURNAL_RUNTIME,  /* $RUNTIME_DIRECTORY/journal.json: the kernel and systemd objects of a pass */
+        JOURNAL_BOOTARGS, /* /var/lib/rtctl/bootargs.json: `rtctl bootargs`' files and grubby arguments */
+} JournalScope;
+
 /* Loads path if it exists (a daemon restarted after SIGKILL finds its originals there). Any content is
  * read: every entry that can be read is kept, every one that cannot becomes a JournalLoss, and a damaged
  * file is first copied to a new name beside path (see journal_damaged_copy()) and rewritten on the next
  * journal_save(). Fails only when the file cannot be read, or the damaged copy cannot be written. */
-int journal_open(const char *path, Journal **ret, char **ret_error);
+int journal_open(const char *path, JournalScope scope, Journal **ret, char **ret_error);
 void journal_free(Journal *j);
 static inline void journal_freep(Journal **j)
 {

@@ -546,7 +546,7 @@ static int open_journal(Manager *m)
         if (r < 0)
                 return log_error_errno(r, "Failed to create %s: %m", m->runtime_dir);
         /* A damaged journal is read as far as it can be and kept beside as it was: never overwritten. */
-        r = journal_open(path, &m->journal, &err);
+        r = journal_open(path, JOURNAL_RUNTIME, &m->journal, &err);
         if (r < 0)
                 return log_error_errno(r, "%s", err ?: "Failed to open the journal");
         for (size_t i = 0; i < journal_n_lost(m->journal); i++) {

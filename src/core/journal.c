@@ -1,8 +1,11 @@
 /* SPDX-License-Identifier: GPL-2.0-or-later */
+#include <fcntl.h>
 #include <glib.h>
 #include <json-c/json.h>
+#include <sys/file.h>
 
 #include "core/journal-read.h"
+#include "core/tasks.h"
 
 struct Journal {
         char *path;
@@ -269,4 +272,32 @@ void journal_forget_lost(Journal *j)
 const char *journal_damaged_copy(const Journal *j)
 {
         return j->damaged;
+}
+
+int journal_lock(const char *dir, const char *who, bool wait, int *ret_fd, char **ret_holder)
+{
+        _cleanup_free_ char *path = xasprintf("%s/journal.lock", dir), *me = NULL;
+        _cleanup_close_ int fd = -EBADF;
+
+        fd = open(path, O_RDWR | O_CREAT | O_CLOEXEC | O_NOFOLLOW, 0644);
+        if (fd < 0)
+                return -errno;
+        if (flock(fd, LOCK_EX | (wait ? 0 : LOCK_NB)) < 0) {
+                int r = -errno;
+                char buf[256];
+                ssize_t n;
+
+                if (r == -EWOULDBLOCK && ret_holder) {
+                        n = pread(fd, buf, sizeof(buf) - 1, 0);
+                        buf[MAX(n, 0)] = 0;
+                        *ret_holder = n > 0 ? xstrdup(strstrip(buf)) : NULL;
+                }
+                return r;
+        }
+        me = xasprintf("%s (PID %d)\n", who, (int)getpid());
+        if (ftruncate(fd, 0) < 0 || pwrite(fd, me, strlen(me), 0) < 0)
+                return -errno;
+        *ret_fd = fd;
+        fd = -EBADF;
+        return 0;
 }

@@ -71,3 +71,10 @@ char *journal_loss_message(const JournalLoss *l);
 void journal_forget_lost(Journal *j);
 /* Path of the damaged file kept beside the journal, NULL when none was found. */
 const char *journal_damaged_copy(const Journal *j);
+
+/* The lock on the runtime journal (journal.lock in dir): whoever restores from the journal or writes it
+ * holds it, so rtctld (for its whole life) and `rtctl restore` (while it restores) never both replay one
+ * journal. who ("rtctld", "rtctl restore") is written into the file with this PID, for whoever finds it
+ * taken. Without wait, a lock held elsewhere is -EWOULDBLOCK and *ret_holder says by whom ("rtctld (PID
+ * 123)", or NULL when the holder wrote nothing yet). The lock lasts as long as *ret_fd is open. */
+int journal_lock(const char *dir, const char *who, bool wait, int *ret_fd, char **ret_holder);

@@ -8,7 +8,7 @@
 
 /* Adds an entry, whether or not its object is known: the reader decides about duplicates. */
 void journal_append(Journal *j, const SettingKind *kind, const char *tuner, const char *object,
-                    const char *original);
+                    const char *original, unsigned long long starttime);
 /* Takes reason. */
 void journal_add_loss(Journal *j, const char *object, char *reason);
 /* Takes path. */

@@ -35,7 +35,7 @@ static void reindex(Journal *j)
 }
 
 void journal_append(Journal *j, const SettingKind *kind, const char *tuner, const char *object,
-                    const char *original)
+                    const char *original, unsigned long long starttime)
 {
         if (j->n == j->alloc) {
                 j->alloc = j->alloc ? j->alloc * 2 : 32;
@@ -44,8 +44,11 @@ void journal_append(Journal *j, const SettingKind *kind, const char *tuner, cons
                         abort();
                 reindex(j);
         }
-        j->entries[j->n] = (JournalEntry){
-            .kind = kind, .object = xstrdup(object), .original = xstrdup(original), .tuner = xstrdup(tuner)};
+        j->entries[j->n] = (JournalEntry){.kind = kind,
+                                          .object = xstrdup(object),
+                                          .original = xstrdup(original),
+                                          .tuner = xstrdup(tuner),
+                                          .starttime = starttime};
         g_hash_table_insert(j->index, j->entries[j->n].object, GSIZE_TO_POINTER(j->n + 1));
         j->n++;
 }
@@ -122,12 +125,45 @@ const JournalEntry *journal_find(const Journal *j, const char *object)
         return v ? &j->entries[GPOINTER_TO_SIZE(v) - 1] : NULL;
 }
 
+bool journal_object_task(const char *object, unsigned *ret_pid)
+{
+        unsigned pid, tid;
+        int n = -1;
+
+        if (sscanf(object, "/proc/%u/task/%u/%n", &pid, &tid, &n) == 2 && n > 0) {
+                *ret_pid = tid;
+                return true;
+        }
+        n = -1;
+        if (sscanf(object, "/proc/%u/%n", &pid, &n) == 1 && n > 0) {
+                *ret_pid = pid;
+                return true;
+        }
+        return false;
+}
+
+bool journal_entry_task_gone(const JournalEntry *e)
+{
+        TaskInfo t;
+        unsigned pid;
+
+        if (!journal_object_task(e->object, &pid))
+                return false;
+        return e->starttime == 0 || task_info(pid, &t) < 0 || t.starttime != e->starttime;
+}
+
 void journal_remember(Journal *j, const SettingKind *kind, const char *tuner, const char *object,
                       const char *original)
 {
+        unsigned long long starttime = 0;
+        unsigned pid;
+        TaskInfo t;
+
         if (journal_find(j, object))
                 return;
-        journal_append(j, kind, tuner, object, original);
+        if (journal_object_task(object, &pid) && task_info(pid, &t) >= 0)
+                starttime = t.starttime;
+        journal_append(j, kind, tuner, object, original, starttime);
         j->dirty = true;
 }
 
@@ -184,6 +220,11 @@ int journal_save(Journal *j)
                 json_object_object_add(e, "tuner", json_object_new_string(j->entries[i].tuner));
                 json_object_object_add(e, "object", json_object_new_string(j->entries[i].object));
                 json_object_object_add(e, "original", json_object_new_string(j->entries[i].original));
+                if (j->entries[i].starttime > 0) {
+                        char buf[32];
+                        snprintf(buf, sizeof buf, "%llu", j->entries[i].starttime);
+                        json_object_object_add(e, "starttime", json_object_new_string(buf));
+                }
                 json_object_array_add(entries, e);
         }
         json_object_object_add(root, "entries", entries);

@@ -12,6 +12,10 @@ typedef struct JournalEntry {
         char *object;
         char *original;
         char *tuner;
+        /* The start time (/proc/PID/stat field 22) of the process or thread a /proc/PID/... object
+         * belongs to: a PID used again by another process is not it. 0: not recorded (a journal of an
+         * older rtctl), and then never restored, as no reused PID can be told apart. */
+        unsigned long long starttime;
 } JournalEntry;
 
 /* An original that was in the journal but cannot be restored: its entry was damaged. */
@@ -47,7 +51,16 @@ size_t journal_size(const Journal *j);
 const JournalEntry *journal_entry(const Journal *j, size_t i);
 const JournalEntry *journal_find(const Journal *j, const char *object);
 
-/* Remembers object's original unless it is already known. Not yet on disk: call journal_save(). */
+/* The process or thread a /proc/PID/... (or /proc/PID/task/TID/...) object belongs to: true and its
+ * PID (the TID), or false for any other object. */
+bool journal_object_task(const char *object, unsigned *ret_pid);
+/* True when e names a process or thread that is no longer the one journalled: gone, its PID used
+ * again (another start time), or recorded without a start time. Restoring it would write to a
+ * stranger: it is gone, and a restore of it is done. */
+bool journal_entry_task_gone(const JournalEntry *e);
+
+/* Remembers object's original unless it is already known, with the start time of its process when it
+ * names one. Not yet on disk: call journal_save(). */
 void journal_remember(Journal *j, const SettingKind *kind, const char *tuner, const char *object,
                       const char *original);
 /* Forgets every object in a set of object strings, in one sweep: a restore of thousands. */

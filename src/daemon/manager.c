@@ -275,6 +275,7 @@ static void on_systemd_settled(void *userdata)
         size_t n;
         bool again = false;
 
+        reconcile_jobs_ended(m->journal, &m->kinds);
         f = systemd_client_take_failures(m->kinds.systemd, &n);
         for (size_t i = 0; i < n; i++) {
                 const JournalEntry *e = journal_find(m->journal, f[i].label);

@@ -20,19 +20,12 @@ static void make_tree(void)
 {
         free(root);
         free(jpath);
-        root = xasprintf("%s/root", test_tmpdir());
+        root = test_two_cpu_root();
         jpath = xasprintf("%s/run/journal.json", test_tmpdir());
-        _cleanup_free_ char *cmd =
-            xasprintf("rm -rf '%s' '%s/run'; mkdir -p '%s/run'", root, test_tmpdir(), test_tmpdir());
-        CHECK_INTEQ(system(cmd), 0);
-        test_write(root, "sys/devices/system/cpu/possible", "0-1\n");
-        test_write(root, "sys/devices/system/cpu/present", "0-1\n");
-        test_write(root, "sys/devices/system/cpu/online", "0-1\n");
         for (unsigned i = 1; i <= N_FILES; i++) {
                 _cleanup_free_ char *rel = xasprintf("proc/sys/kernel/rt%u", i);
                 test_write(root, rel, "tuned\n");
         }
-        sysroot_set(root);
 }
 
 static char *object_of(unsigned i)

@@ -3,6 +3,7 @@
  * become a write anywhere else than where its kind writes, so every entry is checked against its
  * journal's kinds and its kind's objects before it is kept. */
 #include <limits.h>
+#include <sys/stat.h>
 
 #include "core/bootloader.h"
 #include "core/cgroupfs.h"
@@ -33,17 +34,22 @@ static bool path_plain(const char *path)
 }
 
 /* realpath() of the deepest existing ancestor of path (with the root prefix), the rest appended: where
- * a write to path would land. NULL when nothing of it resolves. */
+ * a write to path would land. NULL when nothing of it resolves, or a part of it is a link that leads
+ * nowhere (a write could create its target). What cannot be searched (a user's dry run reading debugfs)
+ * counts as missing: only root writes, and root can. */
 static char *landing(const char *path)
 {
         _cleanup_free_ char *full = sys_path(path), *head = xstrdup(full);
 
         for (;;) {
                 char buf[PATH_MAX];
+                struct stat st;
                 char *slash;
 
                 if (realpath(head, buf))
                         return xasprintf("%s%s", buf, full + strlen(head));
+                if (errno != EACCES && ((errno != ENOENT && errno != ENOTDIR) || lstat(head, &st) >= 0))
+                        return NULL;
                 slash = strrchr(head, '/');
                 if (!slash || slash == head)
                         return NULL;

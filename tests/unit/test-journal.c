@@ -712,6 +712,12 @@ TEST(symlink_escape_refused)
                           "an object kind 'file' writes"));
         restore_and_check(j, 0);
         CHECK(access(victim, F_OK) < 0);
+
+        /* A link to nowhere: a write could create what it names. */
+        journal_free(TAKE_PTR(j));
+        CHECK_INTEQ(rmdir(outside), 0);
+        CHECK_INTEQ(journal_open(jpath, JOURNAL_RUNTIME, &j, &err), 0);
+        CHECK_INTEQ(j ? journal_size(j) : 1, 0);
 }
 
 /* The reproduction of issue 20: a planted boot-file entry made `rtctl restore` create any file. */

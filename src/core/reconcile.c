@@ -150,6 +150,10 @@ static void settle_restores(Journal *journal, SettingContext *kinds, PassResult 
         for (size_t i = 0; i < ret->plan.n; i++) {
                 Setting *s = &ret->plan.settings[i];
 
+                /* This pass's word on an object is the last: a job of an earlier restore of it that
+                 * ends later forgets nothing. */
+                if (s->result != SETTING_DEFERRED)
+                        g_hash_table_remove(kinds->queued_restores, s->object);
                 if (!s->restore)
                         continue;
                 if (s->result == SETTING_CHANGED && s->queued)

@@ -96,7 +96,7 @@ int main(int argc, char *argv[])
         size_t settings = 0, dummy;
         unsigned changed = 0, restored = 0, unchanged_changes = 0;
 
-        if (policy_load(search, profile, &p, &err) < 0 || journal_open(jpath, &j, &err) < 0) {
+        if (policy_load(search, profile, &p, &err) < 0 || journal_open(jpath, JOURNAL_RUNTIME, &j, &err) < 0) {
                 fprintf(stderr, "%s\n", err);
                 return 1;
         }

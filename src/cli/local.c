@@ -39,7 +39,7 @@ int local_pass(const char *policy_name, bool dry_run, PassResult *ret, Journal *
                 *ret_error = xasprintf("cannot read the CPU topology: %s", strerror(-r));
                 return r;
         }
-        r = journal_open(journal_path, &journal, ret_error);
+        r = journal_open(journal_path, JOURNAL_RUNTIME, &journal, ret_error);
         if (r < 0)
                 return r;
         dirty_mark_all(&all);

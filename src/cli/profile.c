@@ -2,6 +2,7 @@
 /* profile, restore, plan */
 #include "cli/cli.h"
 #include "cli/local.h"
+#include "core/daemon-conf.h"
 
 static int print_result(Cli *c, const char *what, sd_bus_message *reply)
 {
@@ -83,8 +84,9 @@ static json_object *lost_json(const Journal *j)
 
 int verb_restore(Cli *c, int argc, char *argv[])
 {
-        _cleanup_free_ char *err = NULL, *lost_note = NULL;
+        _cleanup_free_ char *err = NULL, *lost_note = NULL, *runtime = NULL, *holder = NULL;
         _cleanup_journal_ Journal *journal = NULL;
+        _cleanup_close_ int lock = -EBADF;
         sd_bus_message *reply = NULL;
         PassResult res;
         size_t lost;
@@ -103,7 +105,24 @@ int verb_restore(Cli *c, int argc, char *argv[])
         if (code != EXIT_NO_DAEMON)
                 return code;
 
-        /* rtctld is not running (killed, or never started): restore from its journal ourselves. */
+        /* rtctld is not running (killed, or never started): restore from its journal ourselves, unless a
+         * daemon starting meanwhile holds it (it restores or keeps what it finds there). */
+        runtime = rtctl_runtime_dir();
+        r = mkdir_p(runtime, 0755);
+        if (r >= 0)
+                r = journal_lock(runtime, "rtctl restore", false, &lock, &holder);
+        if (r == -EWOULDBLOCK) {
+                fprintf(stderr,
+                        "Cannot restore: %s holds the journal in %s. If rtctld is starting, run `rtctl "
+                        "restore` again once it is running, and it restores through rtctld.\n",
+                        holder ?: "another process", runtime);
+                return EXIT_FAILED;
+        }
+        /* Who may not take the lock may not write what the journal names either: the restore says so. */
+        if (r < 0 && r != -EACCES && r != -EPERM && r != -EROFS) {
+                fprintf(stderr, "Cannot lock the journal in %s: %s\n", runtime, strerror(-r));
+                return EXIT_FAILED;
+        }
         if (local_pass(NULL, false, &res, &journal, &err) < 0) {
                 fprintf(stderr, "Cannot restore: %s\n", err);
                 return EXIT_FAILED;

@@ -288,7 +288,7 @@ int bootargs_journal_open(Journal **ret, char **ret_error)
 {
         _cleanup_free_ char *path = bootargs_journal_path();
 
-        return journal_open(path, ret, ret_error);
+        return journal_open(path, JOURNAL_BOOTARGS, ret, ret_error);
 }
 
 /* --- planning -------------------------------------------------------------------------------------- */

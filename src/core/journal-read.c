@@ -29,6 +29,7 @@ typedef struct Loader {
         char *last_object; /* the object of the last entry met, where it names one */
         bool damaged;      /* not as the daemon wrote it: keep a copy, rewrite on the next save */
         json_tokener *flat;
+        JournalCheck check;
 } Loader;
 
 static const char *type_phrase(json_object *v)
@@ -80,6 +81,26 @@ static const char *string_member(json_object *o, const char *key, size_t max, ch
         return NULL;
 }
 
+/* The optional start time of an entry's process: digits in a string, as the daemon writes it. */
+static bool starttime_member(json_object *e, unsigned long long *ret, char **ret_problem)
+{
+        const char *s;
+        char *end;
+
+        if (!json_object_object_get_ex(e, "starttime", NULL))
+                return true;
+        s = string_member(e, "starttime", 20, ret_problem);
+        if (!s)
+                return false;
+        errno = 0;
+        *ret = strtoull(s, &end, 10);
+        if (!g_ascii_isdigit(s[0]) || *end || errno != 0 || *ret == 0) {
+                *ret_problem = xasprintf("its starttime '%s' is not a start time", s);
+                return false;
+        }
+        return true;
+}
+
 static bool object_name_valid(const char *s)
 {
         return s[0] == '/' || startswith(s, "systemd:") || startswith(s, "grubby:");
@@ -90,6 +111,7 @@ static void load_entry(Loader *l, json_object *e, size_t number)
 {
         _cleanup_free_ char *problem = NULL;
         const char *object = NULL, *name, *original = NULL, *tuner;
+        unsigned long long starttime = 0;
         const SettingKind *kind = NULL;
         const JournalEntry *first;
 
@@ -106,7 +128,11 @@ static void load_entry(Loader *l, json_object *e, size_t number)
         if ((name = string_member(e, "kind", WORD_MAX, &problem)) && !(kind = setting_kind_from_name(name)))
                 problem = xasprintf("unknown kind '%s'", name);
         if (kind)
+                problem = journal_check_entry(&l->check, kind, object);
+        if (kind && !problem)
                 original = string_member(e, "original", ORIGINAL_MAX, &problem);
+        if (original && !starttime_member(e, &starttime, &problem))
+                original = NULL;
         if (!original) {
                 l->damaged = true;
                 journal_add_loss(l->j, object, xasprintf("original lost: %s", problem));
@@ -121,7 +147,7 @@ static void load_entry(Loader *l, json_object *e, size_t number)
 
         first = journal_find(l->j, object);
         if (!first) {
-                journal_append(l->j, kind, tuner, object, original);
+                journal_append(l->j, kind, tuner, object, original, starttime);
                 return;
         }
         /* The daemon never journals an object twice. The first entry is the older, true original, as
@@ -462,9 +488,10 @@ static int keep_damaged_copy(Journal *j, const char *buf, size_t size)
 
 bool journal_load_text(Journal *j, const char *buf, size_t size)
 {
-        Loader l = {.j = j, .buf = buf, .size = size};
+        Loader l = {.j = j, .buf = buf, .size = size, .check = {.scope = journal_scope(j)}};
 
         load_text(&l);
+        journal_check_clear(&l.check);
         return l.damaged;
 }
 

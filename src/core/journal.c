@@ -1,11 +1,15 @@
 /* SPDX-License-Identifier: GPL-2.0-or-later */
+#include <fcntl.h>
 #include <glib.h>
 #include <json-c/json.h>
+#include <sys/file.h>
 
 #include "core/journal-read.h"
+#include "core/tasks.h"
 
 struct Journal {
         char *path;
+        JournalScope scope;
         JournalEntry *entries;
         size_t n;
         size_t alloc;
@@ -31,7 +35,7 @@ static void reindex(Journal *j)
 }
 
 void journal_append(Journal *j, const SettingKind *kind, const char *tuner, const char *object,
-                    const char *original)
+                    const char *original, unsigned long long starttime)
 {
         if (j->n == j->alloc) {
                 j->alloc = j->alloc ? j->alloc * 2 : 32;
@@ -40,8 +44,11 @@ void journal_append(Journal *j, const SettingKind *kind, const char *tuner, cons
                         abort();
                 reindex(j);
         }
-        j->entries[j->n] = (JournalEntry){
-            .kind = kind, .object = xstrdup(object), .original = xstrdup(original), .tuner = xstrdup(tuner)};
+        j->entries[j->n] = (JournalEntry){.kind = kind,
+                                          .object = xstrdup(object),
+                                          .original = xstrdup(original),
+                                          .tuner = xstrdup(tuner),
+                                          .starttime = starttime};
         g_hash_table_insert(j->index, j->entries[j->n].object, GSIZE_TO_POINTER(j->n + 1));
         j->n++;
 }
@@ -60,13 +67,14 @@ void journal_set_damaged_copy(Journal *j, char *path)
         j->damaged = path;
 }
 
-int journal_open(const char *path, Journal **ret, char **ret_error)
+int journal_open(const char *path, JournalScope scope, Journal **ret, char **ret_error)
 {
         Journal *j = xmalloc0(sizeof(Journal));
         bool damaged;
         int r;
 
         j->path = xstrdup(path);
+        j->scope = scope;
         j->index = g_hash_table_new(g_str_hash, g_str_equal);
         r = journal_read(j, &damaged, ret_error);
         if (r < 0) {
@@ -96,6 +104,11 @@ const char *journal_path(const Journal *j)
         return j->path;
 }
 
+JournalScope journal_scope(const Journal *j)
+{
+        return j->scope;
+}
+
 size_t journal_size(const Journal *j)
 {
         return j->n;
@@ -112,12 +125,45 @@ const JournalEntry *journal_find(const Journal *j, const char *object)
         return v ? &j->entries[GPOINTER_TO_SIZE(v) - 1] : NULL;
 }
 
+bool journal_object_task(const char *object, unsigned *ret_pid)
+{
+        unsigned pid, tid;
+        int n = -1;
+
+        if (sscanf(object, "/proc/%u/task/%u/%n", &pid, &tid, &n) == 2 && n > 0) {
+                *ret_pid = tid;
+                return true;
+        }
+        n = -1;
+        if (sscanf(object, "/proc/%u/%n", &pid, &n) == 1 && n > 0) {
+                *ret_pid = pid;
+                return true;
+        }
+        return false;
+}
+
+bool journal_entry_task_gone(const JournalEntry *e)
+{
+        TaskInfo t;
+        unsigned pid;
+
+        if (!journal_object_task(e->object, &pid))
+                return false;
+        return e->starttime == 0 || task_info(pid, &t) < 0 || t.starttime != e->starttime;
+}
+
 void journal_remember(Journal *j, const SettingKind *kind, const char *tuner, const char *object,
                       const char *original)
 {
+        unsigned long long starttime = 0;
+        unsigned pid;
+        TaskInfo t;
+
         if (journal_find(j, object))
                 return;
-        journal_append(j, kind, tuner, object, original);
+        if (journal_object_task(object, &pid) && task_info(pid, &t) >= 0)
+                starttime = t.starttime;
+        journal_append(j, kind, tuner, object, original, starttime);
         j->dirty = true;
 }
 
@@ -174,6 +220,11 @@ int journal_save(Journal *j)
                 json_object_object_add(e, "tuner", json_object_new_string(j->entries[i].tuner));
                 json_object_object_add(e, "object", json_object_new_string(j->entries[i].object));
                 json_object_object_add(e, "original", json_object_new_string(j->entries[i].original));
+                if (j->entries[i].starttime > 0) {
+                        char buf[32];
+                        snprintf(buf, sizeof buf, "%llu", j->entries[i].starttime);
+                        json_object_object_add(e, "starttime", json_object_new_string(buf));
+                }
                 json_object_array_add(entries, e);
         }
         json_object_object_add(root, "entries", entries);
@@ -262,4 +313,32 @@ void journal_forget_lost(Journal *j)
 const char *journal_damaged_copy(const Journal *j)
 {
         return j->damaged;
+}
+
+int journal_lock(const char *dir, const char *who, bool wait, int *ret_fd, char **ret_holder)
+{
+        _cleanup_free_ char *path = xasprintf("%s/journal.lock", dir), *me = NULL;
+        _cleanup_close_ int fd = -EBADF;
+
+        fd = open(path, O_RDWR | O_CREAT | O_CLOEXEC | O_NOFOLLOW, 0644);
+        if (fd < 0)
+                return -errno;
+        if (flock(fd, LOCK_EX | (wait ? 0 : LOCK_NB)) < 0) {
+                int r = -errno;
+                char buf[256];
+                ssize_t n;
+
+                if (r == -EWOULDBLOCK && ret_holder) {
+                        n = pread(fd, buf, sizeof(buf) - 1, 0);
+                        buf[MAX(n, 0)] = 0;
+                        *ret_holder = n > 0 ? xstrdup(strstrip(buf)) : NULL;
+                }
+                return r;
+        }
+        me = xasprintf("%s (PID %d)\n", who, (int)getpid());
+        if (ftruncate(fd, 0) < 0 || pwrite(fd, me, strlen(me), 0) < 0)
+                return -errno;
+        *ret_fd = fd;
+        fd = -EBADF;
+        return 0;
 }

@@ -12,6 +12,10 @@ typedef struct JournalEntry {
         char *object;
         char *original;
         char *tuner;
+        /* The start time (/proc/PID/stat field 22) of the process or thread a /proc/PID/... object
+         * belongs to: a PID used again by another process is not it. 0: not recorded (a journal of an
+         * older rtctl), and then never restored, as no reused PID can be told apart. */
+        unsigned long long starttime;
 } JournalEntry;
 
 /* An original that was in the journal but cannot be restored: its entry was damaged. */
@@ -22,11 +26,19 @@ typedef struct JournalLoss {
 
 typedef struct Journal Journal;
 
+/* Which journal a file is: each holds only its own kinds, and each kind only the objects it writes. An
+ * entry of another kind, or naming another object, is damage: its original is reported lost, never
+ * restored. */
+typedef enum JournalScope {
+        JOURNAL_RUNTIME,  /* $RUNTIME_DIRECTORY/journal.json: the kernel and systemd objects of a pass */
+        JOURNAL_BOOTARGS, /* /var/lib/rtctl/bootargs.json: `rtctl bootargs`' files and grubby arguments */
+} JournalScope;
+
 /* Loads path if it exists (a daemon restarted after SIGKILL finds its originals there). Any content is
  * read: every entry that can be read is kept, every one that cannot becomes a JournalLoss, and a damaged
  * file is first copied to a new name beside path (see journal_damaged_copy()) and rewritten on the next
  * journal_save(). Fails only when the file cannot be read, or the damaged copy cannot be written. */
-int journal_open(const char *path, Journal **ret, char **ret_error);
+int journal_open(const char *path, JournalScope scope, Journal **ret, char **ret_error);
 void journal_free(Journal *j);
 static inline void journal_freep(Journal **j)
 {
@@ -39,7 +51,16 @@ size_t journal_size(const Journal *j);
 const JournalEntry *journal_entry(const Journal *j, size_t i);
 const JournalEntry *journal_find(const Journal *j, const char *object);
 
-/* Remembers object's original unless it is already known. Not yet on disk: call journal_save(). */
+/* The process or thread a /proc/PID/... (or /proc/PID/task/TID/...) object belongs to: true and its
+ * PID (the TID), or false for any other object. */
+bool journal_object_task(const char *object, unsigned *ret_pid);
+/* True when e names a process or thread that is no longer the one journalled: gone, its PID used
+ * again (another start time), or recorded without a start time. Restoring it would write to a
+ * stranger: it is gone, and a restore of it is done. */
+bool journal_entry_task_gone(const JournalEntry *e);
+
+/* Remembers object's original unless it is already known, with the start time of its process when it
+ * names one. Not yet on disk: call journal_save(). */
 void journal_remember(Journal *j, const SettingKind *kind, const char *tuner, const char *object,
                       const char *original);
 /* Forgets every object in a set of object strings, in one sweep: a restore of thousands. */
@@ -63,3 +84,10 @@ char *journal_loss_message(const JournalLoss *l);
 void journal_forget_lost(Journal *j);
 /* Path of the damaged file kept beside the journal, NULL when none was found. */
 const char *journal_damaged_copy(const Journal *j);
+
+/* The lock on the runtime journal (journal.lock in dir): whoever restores from the journal or writes it
+ * holds it, so rtctld (for its whole life) and `rtctl restore` (while it restores) never both replay one
+ * journal. who ("rtctld", "rtctl restore") is written into the file with this PID, for whoever finds it
+ * taken. Without wait, a lock held elsewhere is -EWOULDBLOCK and *ret_holder says by whom ("rtctld (PID
+ * 123)", or NULL when the holder wrote nothing yet). The lock lasts as long as *ret_fd is open. */
+int journal_lock(const char *dir, const char *who, bool wait, int *ret_fd, char **ret_holder);

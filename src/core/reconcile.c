@@ -128,21 +128,57 @@ static void plan_restores(Journal *journal, const Dirty *dirty, PassResult *ret)
                 s = plan_add(&ret->plan, e->kind, t >= 0 ? tuners[t]->name : "unknown", phase,
                              xstrdup(e->object), xstrdup(e->original));
                 s->restore = true;
+                /* Not the process that was changed: nothing of its to put back, and nothing to write. */
+                if (journal_entry_task_gone(e)) {
+                        s->result = SETTING_GONE;
+                        s->message =
+                            xstrdup(e->starttime ? "gone (its PID now names another process), "
+                                                   "nothing to restore"
+                                                 : "recorded without its process's start time, "
+                                                   "so a reused PID cannot be told apart: left alone");
+                }
         }
 }
 
 /* Restored objects, and those that went with their device, leave the journal; what is busy (a cpufreq
- * policy whose CPUs are offline) or failed stays there for a later pass. */
-static void settle_restores(Journal *journal, PassResult *ret)
+ * policy whose CPUs are offline) or failed stays there for a later pass, and so does a restore systemd
+ * only queued a job for, until the job ends (reconcile_jobs_ended()). */
+static void settle_restores(Journal *journal, SettingContext *kinds, PassResult *ret)
 {
         g_autoptr(GHashTable) done = g_hash_table_new(g_str_hash, g_str_equal);
 
         for (size_t i = 0; i < ret->plan.n; i++) {
                 Setting *s = &ret->plan.settings[i];
 
-                if (s->restore && (s->result == SETTING_CHANGED || s->result == SETTING_UNCHANGED ||
-                                   s->result == SETTING_GONE))
+                /* This pass's word on an object is the last: a job of an earlier restore of it that
+                 * ends later forgets nothing. */
+                if (s->result != SETTING_DEFERRED)
+                        g_hash_table_remove(kinds->queued_restores, s->object);
+                if (!s->restore)
+                        continue;
+                if (s->result == SETTING_CHANGED && s->queued)
+                        g_hash_table_add(kinds->queued_restores, xstrdup(s->object));
+                else if (s->result == SETTING_CHANGED || s->result == SETTING_UNCHANGED ||
+                         s->result == SETTING_GONE)
                         g_hash_table_add(done, s->object);
+        }
+        journal_forget_set(journal, done);
+        (void)journal_save(journal);
+}
+
+void reconcile_jobs_ended(Journal *journal, SettingContext *kinds)
+{
+        g_autoptr(GHashTable) ended = systemd_client_take_ended(kinds->systemd);
+        g_autoptr(GHashTable) done = g_hash_table_new(g_str_hash, g_str_equal);
+        GHashTableIter it;
+        gpointer label, result;
+
+        g_hash_table_iter_init(&it, ended);
+        while (g_hash_table_iter_next(&it, &label, &result)) {
+                if (!g_hash_table_remove(kinds->queued_restores, label))
+                        continue; /* not a restore's job */
+                if (streq(result, "done"))
+                        g_hash_table_add(done, label);
         }
         journal_forget_set(journal, done);
         (void)journal_save(journal);
@@ -193,7 +229,7 @@ void reconcile_pass_with(const Policy *policy, const Topology *topology, Journal
 
         applier_apply(&ret->plan, dry_run ? NULL : journal, kinds, &ret->stats);
         if (journal && !dry_run)
-                settle_restores(journal, ret);
+                settle_restores(journal, kinds, ret);
 
         kinds->tasks = NULL;
         task_scan_clear(&tasks);
@@ -201,6 +237,8 @@ void reconcile_pass_with(const Policy *policy, const Topology *topology, Journal
                 /* A one-off pass (the CLI) waits here for what it asked systemd to do. */
                 if (!dry_run && systemd_client_pending(own.systemd) > 0)
                         (void)systemd_client_wait(own.systemd, 30 * 1000000ULL);
+                if (journal && !dry_run)
+                        reconcile_jobs_ended(journal, &own);
                 setting_context_clear(&own);
         }
         ret->duration_usec = now_usec(CLOCK_MONOTONIC) - start;

@@ -52,3 +52,7 @@ typedef struct PassInput {
 /* The same, with the daemon's state (in may be NULL). */
 void reconcile_pass_with(const Policy *policy, const Topology *topology, Journal *journal,
                          const Dirty *dirty, bool dry_run, const PassInput *in, PassResult *ret);
+
+/* The systemd jobs that ended since the last call: a restore whose job ended "done" leaves the journal
+ * (saved); one whose job failed stays there, for a later restore to try again. */
+void reconcile_jobs_ended(Journal *journal, SettingContext *kinds);

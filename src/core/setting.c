@@ -10,6 +10,7 @@
 void setting_context_init(SettingContext *c, sd_event *event)
 {
         *c = (SettingContext){.refused = g_hash_table_new_full(g_str_hash, g_str_equal, free, NULL),
+                              .queued_restores = g_hash_table_new_full(g_str_hash, g_str_equal, free, NULL),
                               .pmqos_fd = -EBADF,
                               .systemd = systemd_client_new(event),
                               .unit_partition = -1};
@@ -19,6 +20,8 @@ void setting_context_clear(SettingContext *c)
 {
         if (c->refused)
                 g_hash_table_destroy(c->refused);
+        if (c->queued_restores)
+                g_hash_table_destroy(c->queued_restores);
         if (c->pmqos_fd >= 0)
                 close(c->pmqos_fd);
         systemd_client_free(c->systemd);

@@ -24,6 +24,9 @@ typedef struct SettingContext {
         /* Whether its slices have CPUSetPartition=: 1 or 0 once asked, -1 before (and after a failed
          * question, which is asked again next time). */
         int unit_partition;
+        /* Objects whose restore is a systemd job still under way: they stay in the journal until the
+         * job ended "done" (reconcile_jobs_ended()), and stay for a later restore when it failed. */
+        GHashTable *queued_restores;
         /* The pass's one reading of /proc (NULL outside a pass: kinds then read what they need). */
         TaskScan *tasks;
 } SettingContext;

@@ -16,6 +16,7 @@ struct SystemdClient {
         size_t reloads;   /* daemon reloads sent, not yet answered */
         SystemdFailure *failures;
         size_t n_failures;
+        GHashTable *ended; /* label -> systemd's result ("done", "failed", ...), since last taken */
         void (*settled)(void *userdata);
         void *userdata;
 };
@@ -26,6 +27,7 @@ SystemdClient *systemd_client_new(sd_event *event)
 
         c->event = event ? sd_event_ref(event) : NULL;
         c->jobs = g_hash_table_new_full(g_str_hash, g_str_equal, free, free);
+        c->ended = g_hash_table_new_full(g_str_hash, g_str_equal, free, free);
         return c;
 }
 
@@ -46,6 +48,7 @@ void systemd_client_free(SystemdClient *c)
         sd_bus_flush_close_unref(c->bus);
         sd_event_unref(c->event);
         g_hash_table_destroy(c->jobs);
+        g_hash_table_destroy(c->ended);
         systemd_failures_free(c->failures, c->n_failures);
         free(c);
 }
@@ -66,6 +69,14 @@ SystemdFailure *systemd_client_take_failures(SystemdClient *c, size_t *ret_n)
         *ret_n = c->n_failures;
         c->n_failures = 0;
         return TAKE_PTR(c->failures);
+}
+
+GHashTable *systemd_client_take_ended(SystemdClient *c)
+{
+        GHashTable *ended = c->ended;
+
+        c->ended = g_hash_table_new_full(g_str_hash, g_str_equal, free, free);
+        return ended;
 }
 
 static void add_failure(SystemdClient *c, const char *label, char *message)
@@ -97,8 +108,8 @@ static int on_job_removed(sd_bus_message *msg, void *userdata, sd_bus_error *err
                 return 0; /* someone else's job */
         if (!streq(result, "done"))
                 add_failure(c, label, xasprintf("systemd's job for %s ended '%s'", unit, result));
+        g_hash_table_replace(c->ended, label, xstrdup(result));
         free(path);
-        free(label);
         maybe_settled(c);
         return 0;
 }

@@ -1,6 +1,7 @@
 /* SPDX-License-Identifier: GPL-2.0-or-later */
 #pragma once
 
+#include <glib.h>
 #include <systemd/sd-event.h>
 
 #include "shared/cpuset.h"
@@ -36,6 +37,9 @@ size_t systemd_client_pending(const SystemdClient *c);
 /* The failures since the last call; the caller frees them with systemd_failures_free(). */
 SystemdFailure *systemd_client_take_failures(SystemdClient *c, size_t *ret_n);
 void systemd_failures_free(SystemdFailure *f, size_t n);
+/* The jobs that ended since the last call: label -> systemd's result ("done" when it did what was
+ * asked). The caller destroys the table. */
+GHashTable *systemd_client_take_ended(SystemdClient *c);
 /* Without an event loop: processes the bus until nothing is outstanding, or -ETIMEDOUT. */
 int systemd_client_wait(SystemdClient *c, uint64_t timeout_usec);
 

@@ -43,6 +43,7 @@ int manager_new(Manager **ret)
                 return r;
         }
         status_init(&m->status);
+        m->journal_lock = -EBADF;
         m->polkit = polkit_new();
         setting_context_init(&m->kinds, m->event);
         systemd_client_on_settled(m->kinds.systemd, on_systemd_settled, m);
@@ -74,6 +75,8 @@ void manager_free(Manager *m)
         sd_event_unref(m->event);
         policy_free(m->policy);
         journal_free(m->journal);
+        if (m->journal_lock >= 0)
+                close(m->journal_lock);
         topology_free(m->topology);
         dirty_clear(&m->dirty);
         dirty_clear(&m->retry);
@@ -272,6 +275,7 @@ static void on_systemd_settled(void *userdata)
         size_t n;
         bool again = false;
 
+        reconcile_jobs_ended(m->journal, &m->kinds);
         f = systemd_client_take_failures(m->kinds.systemd, &n);
         for (size_t i = 0; i < n; i++) {
                 const JournalEntry *e = journal_find(m->journal, f[i].label);
@@ -540,14 +544,22 @@ void manager_schedule_settle(Manager *m)
 static int open_journal(Manager *m)
 {
         _cleanup_free_ char *path = xasprintf("%s/journal.json", m->runtime_dir);
-        _cleanup_free_ char *err = NULL;
+        _cleanup_free_ char *err = NULL, *holder = NULL;
         int r;
 
         r = mkdir_p(m->runtime_dir, 0755);
         if (r < 0)
                 return log_error_errno(r, "Failed to create %s: %m", m->runtime_dir);
+        r = journal_lock(m->runtime_dir, "rtctld", false, &m->journal_lock, &holder);
+        if (r == -EWOULDBLOCK) {
+                /* `rtctl restore` started while no daemon was on the bus: its restore ends first. */
+                log_info("Waiting for %s to finish with the journal.", holder ?: "another process");
+                r = journal_lock(m->runtime_dir, "rtctld", true, &m->journal_lock, NULL);
+        }
+        if (r < 0)
+                return log_error_errno(r, "Failed to lock the journal in %s: %m", m->runtime_dir);
         /* A damaged journal is read as far as it can be and kept beside as it was: never overwritten. */
-        r = journal_open(path, &m->journal, &err);
+        r = journal_open(path, JOURNAL_RUNTIME, &m->journal, &err);
         if (r < 0)
                 return log_error_errno(r, "%s", err ?: "Failed to open the journal");
         for (size_t i = 0; i < journal_n_lost(m->journal); i++) {

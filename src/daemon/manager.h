@@ -96,7 +96,8 @@ typedef struct Manager {
 
         Topology *topology;
         Journal *journal;
-        Policy *policy;     /* in force; NULL: no tuning (after Restore, or before the first profile) */
+        int journal_lock; /* held for the daemon's life: no `rtctl restore` replays the journal meanwhile */
+        Policy *policy;   /* in force; NULL: no tuning (after Restore, or before the first profile) */
         char *base_profile; /* SetProfile's (or the configured one); NULL after Restore */
         int base_rank;
         Hold **holds;

@@ -10,7 +10,7 @@ static Journal *empty_journal(void)
         Journal *j = NULL;
 
         /* A path that cannot exist: an empty journal that is never written. */
-        fuzz_check(journal_open("/nonexistent/rtctl-fuzz/journal.json", &j, &err) == 0);
+        fuzz_check(journal_open("/nonexistent/rtctl-fuzz/journal.json", JOURNAL_RUNTIME, &j, &err) == 0);
         fuzz_check(journal_size(j) == 0);
         return j;
 }

@@ -260,7 +260,7 @@ static void restore_in_fresh_process(const char *root, const char *jpath)
                 int fails = 0;
 
                 test_failures_ = 0;
-                if (journal_open(jpath, &j, &err) < 0)
+                if (journal_open(jpath, JOURNAL_RUNTIME, &j, &err) < 0)
                         _exit(100);
                 pass(root, NULL, j);
                 fails = (int)res.stats.failed + test_failures_;
@@ -286,7 +286,7 @@ TEST(apply_then_restore_from_the_journal)
         sysroot_set(root);
         before = value(ROOT_SCH);
         CHECK_STREQ(before, "L3:0=fffff;1=fffff");
-        CHECK_INTEQ(journal_open(jpath, &j, &err), 0);
+        CHECK_INTEQ(journal_open(jpath, JOURNAL_RUNTIME, &j, &err), 0);
         if (!j)
                 return;
         pass(root, SOCKET0_CORES "CacheWays=4\n", j);
@@ -325,7 +325,7 @@ TEST(group_follows_the_isolated_set)
         _cleanup_free_ char *err = NULL, *sch = NULL, *cpus = NULL;
         Journal *j = NULL;
 
-        CHECK_INTEQ(journal_open(jpath, &j, &err), 0);
+        CHECK_INTEQ(journal_open(jpath, JOURNAL_RUNTIME, &j, &err), 0);
         if (!j)
                 return;
         pass(root, SOCKET0_CORES "CacheWays=4\n", j);

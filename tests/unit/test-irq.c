@@ -59,7 +59,7 @@ static void pass(const char *root, const char *profile_text, bool dry_run, IrqSt
         _cleanup_free_ char *jpath = xasprintf("%s/journal.json", test_tmpdir());
         Journal *j = NULL;
         if (!dry_run)
-                CHECK_INTEQ(journal_open(jpath, &j, &err), 0);
+                CHECK_INTEQ(journal_open(jpath, JOURNAL_RUNTIME, &j, &err), 0);
         reconcile_pass_with(p, t, j, &all, dry_run, &(PassInput){.irq = state}, &res);
         journal_free(j);
         dirty_clear(&all);
@@ -410,7 +410,7 @@ TEST(unreadable_interrupts_keep_the_placement)
         }
         Journal *j = NULL;
         _cleanup_free_ char *err = NULL;
-        CHECK_INTEQ(journal_open(jpath, &j, &err), 0);
+        CHECK_INTEQ(journal_open(jpath, JOURNAL_RUNTIME, &j, &err), 0);
         for (char **f = applied; j && f && *f; f++)
                 CHECK(journal_find(j, *f + strlen(root)) != NULL);
         journal_free(j);

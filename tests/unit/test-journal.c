@@ -20,19 +20,12 @@ static void make_tree(void)
 {
         free(root);
         free(jpath);
-        root = xasprintf("%s/root", test_tmpdir());
+        root = test_two_cpu_root();
         jpath = xasprintf("%s/run/journal.json", test_tmpdir());
-        _cleanup_free_ char *cmd =
-            xasprintf("rm -rf '%s' '%s/run'; mkdir -p '%s/run'", root, test_tmpdir(), test_tmpdir());
-        CHECK_INTEQ(system(cmd), 0);
-        test_write(root, "sys/devices/system/cpu/possible", "0-1\n");
-        test_write(root, "sys/devices/system/cpu/present", "0-1\n");
-        test_write(root, "sys/devices/system/cpu/online", "0-1\n");
         for (unsigned i = 1; i <= N_FILES; i++) {
                 _cleanup_free_ char *rel = xasprintf("proc/sys/kernel/rt%u", i);
                 test_write(root, rel, "tuned\n");
         }
-        sysroot_set(root);
 }
 
 static char *object_of(unsigned i)
@@ -56,7 +49,7 @@ static char *daemon_journal(unsigned n)
         Journal *j = NULL;
 
         unlink(path);
-        CHECK_INTEQ(journal_open(path, &j, &err), 0);
+        CHECK_INTEQ(journal_open(path, JOURNAL_RUNTIME, &j, &err), 0);
         for (unsigned i = 1; i <= n; i++) {
                 _cleanup_free_ char *object = object_of(i), *original = xasprintf("orig-%u", i);
                 journal_remember(j, &setting_kind_file, "sysctl", object, original);
@@ -157,7 +150,7 @@ static void check_damaged(const char *text, size_t size, uint64_t restored, cons
 
         make_tree();
         write_bytes(jpath, text, size);
-        CHECK_INTEQ(journal_open(jpath, &j, &err), 0);
+        CHECK_INTEQ(journal_open(jpath, JOURNAL_RUNTIME, &j, &err), 0);
         CHECK_STREQ(err, NULL);
         if (!j)
                 return;
@@ -176,7 +169,7 @@ static void check_damaged(const char *text, size_t size, uint64_t restored, cons
 
         /* A daemon started later still knows, and keeps no second copy of a journal it wrote itself. */
         j = NULL;
-        CHECK_INTEQ(journal_open(jpath, &j, &err), 0);
+        CHECK_INTEQ(journal_open(jpath, JOURNAL_RUNTIME, &j, &err), 0);
         if (!j)
                 return;
         check_losses(j, lost);
@@ -243,7 +236,7 @@ TEST(tuner_null_or_missing)
 
         make_tree();
         write_bytes(jpath, text, strlen(text));
-        CHECK_INTEQ(journal_open(jpath, &j, &err), 0);
+        CHECK_INTEQ(journal_open(jpath, JOURNAL_RUNTIME, &j, &err), 0);
         for (size_t i = 0; j && i < journal_size(j); i++)
                 CHECK_STREQ(journal_entry(j, i)->tuner, "unknown");
         check_damaged_text(text, F(1) | F(2) | F(3), NONE);
@@ -496,7 +489,7 @@ TEST(many_entries_truncated)
 
         make_tree();
         write_bytes(jpath, text, offset_of(text, "\"object\":\"/proc/sys/kernel/rt2500\""));
-        CHECK_INTEQ(journal_open(jpath, &j, &err), 0);
+        CHECK_INTEQ(journal_open(jpath, JOURNAL_RUNTIME, &j, &err), 0);
         CHECK_INTEQ(j ? journal_size(j) : 0, 2499);
         check_losses(
             j, LOST("journal truncated after entry 2499 (/proc/sys/kernel/rt2499): later originals lost"));
@@ -513,15 +506,15 @@ TEST(damaged_copy_never_overwritten)
         first = xasprintf("%s.damaged", jpath);
         second = xasprintf("%s.damaged.1", jpath);
         write_bytes(jpath, "first damage", 12);
-        CHECK_INTEQ(journal_open(jpath, &j, &err), 0);
+        CHECK_INTEQ(journal_open(jpath, JOURNAL_RUNTIME, &j, &err), 0);
         journal_free(TAKE_PTR(j));
-        CHECK_INTEQ(journal_open(jpath, &j, &err), 0);
+        CHECK_INTEQ(journal_open(jpath, JOURNAL_RUNTIME, &j, &err), 0);
         CHECK_STREQ(j ? journal_damaged_copy(j) : NULL, first);
         journal_free(TAKE_PTR(j));
         CHECK(access(second, F_OK) < 0);
 
         write_bytes(jpath, "second damage", 13);
-        CHECK_INTEQ(journal_open(jpath, &j, &err), 0);
+        CHECK_INTEQ(journal_open(jpath, JOURNAL_RUNTIME, &j, &err), 0);
         CHECK_STREQ(j ? journal_damaged_copy(j) : NULL, second);
         CHECK(file_holds(first, "first damage", 12));
         CHECK(file_holds(second, "second damage", 13));
@@ -605,6 +598,144 @@ TEST(rtctl_restore_lists_lost_originals)
         CHECK(access(jpath, F_OK) < 0);
 }
 
+/* Each journal holds only its own kinds, and each kind only the objects it writes: anything else is
+ * reported by object and never written, however it came into the file. */
+static Journal *open_one(JournalScope scope, const char *kind, const char *object)
+{
+        _cleanup_free_ char *err = NULL,
+                            *text =
+                                xasprintf("{\"entries\":[{\"kind\":\"%s\",\"tuner\":\"x\",\"object\":\"%s\","
+                                          "\"original\":\"content:planted by hand\"}]}",
+                                          kind, object);
+        Journal *j = NULL;
+
+        make_tree();
+        write_bytes(jpath, text, strlen(text));
+        CHECK_INTEQ(journal_open(jpath, scope, &j, &err), 0);
+        return j;
+}
+
+static void check_refused(JournalScope scope, const char *kind, const char *object, const char *loss)
+{
+        _cleanup_journal_ Journal *j = open_one(scope, kind, object);
+
+        CHECK_INTEQ(j ? journal_size(j) : 1, 0);
+        check_losses(j, LOST(loss));
+}
+
+static void check_accepted(JournalScope scope, const char *kind, const char *object)
+{
+        _cleanup_journal_ Journal *j = open_one(scope, kind, object);
+
+        CHECK_INTEQ(j ? journal_size(j) : 0, 1);
+        check_losses(j, NONE);
+}
+
+TEST(foreign_kinds_refused)
+{
+        check_refused(JOURNAL_RUNTIME, "boot-file", "/etc/kernel/cmdline",
+                      "/etc/kernel/cmdline: original lost: kind 'boot-file' does not belong in the runtime "
+                      "journal");
+        check_refused(
+            JOURNAL_RUNTIME, "grubby-arg", "grubby:quiet",
+            "grubby:quiet: original lost: kind 'grubby-arg' does not belong in the runtime journal");
+        check_refused(JOURNAL_RUNTIME, "boot-dir", "/etc/kernel",
+                      "/etc/kernel: original lost: kind 'boot-dir' does not belong in the runtime journal");
+        check_refused(JOURNAL_BOOTARGS, "file", "/proc/sys/kernel/rt1",
+                      "/proc/sys/kernel/rt1: original lost: kind 'file' does not belong in the boot "
+                      "arguments journal");
+        check_accepted(JOURNAL_BOOTARGS, "boot-file", "/etc/kernel/cmdline");
+        check_accepted(JOURNAL_BOOTARGS, "grubby-arg", "grubby:isolcpus");
+}
+
+TEST(objects_outside_their_kind_refused)
+{
+        static const struct {
+                JournalScope scope;
+                const char *kind, *object;
+        } bad[] = {
+            {JOURNAL_RUNTIME, "file", "/etc/shadow"},
+            {JOURNAL_RUNTIME, "file", "/proc/sys/../../etc/shadow"},
+            {JOURNAL_RUNTIME, "file", "/sys/./kernel/mm"},
+            {JOURNAL_RUNTIME, "file", "/sys//kernel"},
+            {JOURNAL_RUNTIME, "file", "/proc/sysfoo"},
+            {JOURNAL_RUNTIME, "irq-affinity", "/sys/kernel/x"},
+            {JOURNAL_RUNTIME, "cgroup", "/tmp/x"},
+            {JOURNAL_RUNTIME, "affinity", "/proc/self/affinity"},
+            {JOURNAL_RUNTIME, "affinity", "/proc/12/cgroup"},
+            {JOURNAL_RUNTIME, "sched", "/proc/12/../1/sched"},
+            {JOURNAL_RUNTIME, "thread", "/proc/12/task/x/cpuset"},
+            {JOURNAL_RUNTIME, "pmqos-fd", "/dev/mem"},
+            {JOURNAL_RUNTIME, "service", "systemd:../x.service"},
+            {JOURNAL_RUNTIME, "unit-cpus", "systemd:a.slice:Other"},
+            {JOURNAL_RUNTIME, "slice", "systemd:a.service"},
+            {JOURNAL_RUNTIME, "schemata", "/sys/fs/resctrlx/schemata"},
+            {JOURNAL_BOOTARGS, "boot-file", "/etc/passwd"},
+            {JOURNAL_BOOTARGS, "boot-dir", "/etc"},
+            {JOURNAL_BOOTARGS, "grubby-arg", "grubby:--make-default"},
+            {JOURNAL_BOOTARGS, "grubby-arg", "grubby:a b"},
+        };
+
+        for (size_t i = 0; i < ELEMENTSOF(bad); i++) {
+                _cleanup_free_ char *loss =
+                    xasprintf("%s: original lost: '%s' is not an object kind '%s' writes", bad[i].object,
+                              bad[i].object, bad[i].kind);
+                check_refused(bad[i].scope, bad[i].kind, bad[i].object, loss);
+        }
+        check_accepted(JOURNAL_RUNTIME, "affinity", "/proc/12/affinity");
+        check_accepted(JOURNAL_RUNTIME, "thread", "/proc/12/task/13/cpuset");
+        check_accepted(JOURNAL_RUNTIME, "service", "systemd:tuned.service");
+        check_accepted(JOURNAL_RUNTIME, "unit-cpus", "systemd:system.slice:AllowedCPUs");
+        check_accepted(JOURNAL_RUNTIME, "cgroup", "/sys/fs/cgroup/rtctl-isolated");
+        check_accepted(JOURNAL_RUNTIME, "pmqos-fd", "/dev/cpu_dma_latency");
+}
+
+/* A symbolic link inside the tree that leads out of it: the write would land outside /sys. */
+TEST(symlink_escape_refused)
+{
+        _cleanup_free_ char *outside = xasprintf("%s/outside", test_tmpdir()), *link = NULL,
+                            *victim = xasprintf("%s/victim", outside);
+
+        make_tree();
+        link = xasprintf("%s/sys/devices/escape", root);
+        CHECK_INTEQ(mkdir(outside, 0755) < 0 && errno != EEXIST ? -errno : 0, 0);
+        CHECK_INTEQ(symlink(outside, link), 0);
+        _cleanup_free_ char *text = xasprintf("{\"entries\":[{\"kind\":\"file\",\"tuner\":\"x\",\"object\":"
+                                              "\"/sys/devices/escape/victim\",\"original\":\"planted\"}]}");
+        _cleanup_journal_ Journal *j = NULL;
+        _cleanup_free_ char *err = NULL;
+
+        write_bytes(jpath, text, strlen(text));
+        CHECK_INTEQ(journal_open(jpath, JOURNAL_RUNTIME, &j, &err), 0);
+        check_losses(j,
+                     LOST("/sys/devices/escape/victim: original lost: '/sys/devices/escape/victim' is not "
+                          "an object kind 'file' writes"));
+        restore_and_check(j, 0);
+        CHECK(access(victim, F_OK) < 0);
+
+        /* A link to nowhere: a write could create what it names. */
+        journal_free(TAKE_PTR(j));
+        CHECK_INTEQ(rmdir(outside), 0);
+        CHECK_INTEQ(journal_open(jpath, JOURNAL_RUNTIME, &j, &err), 0);
+        CHECK_INTEQ(j ? journal_size(j) : 1, 0);
+}
+
+/* The reproduction of issue 20: a planted boot-file entry made `rtctl restore` create any file. */
+TEST(rtctl_restore_refuses_planted_boot_file)
+{
+        _cleanup_free_ char *out = NULL, *err = NULL, *planted = NULL, *text = NULL;
+
+        make_tree();
+        planted = xasprintf("%s/etc/planted", root);
+        text = xasprintf("{\"version\":1,\"entries\":[{\"kind\":\"boot-file\",\"tuner\":\"bootargs\","
+                         "\"object\":\"/etc/planted\",\"original\":\"content:planted by hand\"}]}");
+        write_bytes(jpath, text, strlen(text));
+        CHECK_INTEQ(run_rtctl("restore", &out, &err), 1);
+        CHECK_CONTAINS(err, "/etc/planted: original lost: kind 'boot-file' does not belong in the runtime "
+                            "journal\n");
+        CHECK(access(planted, F_OK) < 0);
+}
+
 /* The JSON member key of o as a string, NULL when o or the member is missing. */
 static const char *member(json_object *o, const char *key)
 {
@@ -643,4 +774,6 @@ TEST_MAIN(T(kind_null), T(object_null), T(original_null), T(tuner_null_or_missin
           T(zeroed_entries_in_the_middle), T(trailing_garbage), T(empty_file), T(not_json),
           T(root_not_an_object), T(entries_not_an_array), T(huge_entry), T(duplicate_entries),
           T(many_entries_truncated), T(damaged_copy_never_overwritten), T(restore_compares_tolerate_null),
-          T(rtctl_restore_lists_lost_originals), T(rtctl_restore_json_lost))
+          T(rtctl_restore_lists_lost_originals), T(rtctl_restore_json_lost), T(foreign_kinds_refused),
+          T(objects_outside_their_kind_refused), T(symlink_escape_refused),
+          T(rtctl_restore_refuses_planted_boot_file))

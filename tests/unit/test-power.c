@@ -206,7 +206,7 @@ TEST(global_request_held_and_released)
         Journal *j = NULL;
 
         CHECK_INTEQ(system(cmd), 0);
-        CHECK_INTEQ(journal_open(jpath, &j, &err), 0);
+        CHECK_INTEQ(journal_open(jpath, JOURNAL_RUNTIME, &j, &err), 0);
         if (!j)
                 return;
         pass_with(root, "[Profile]\nDescription=t\n[Power]\nGlobalMaxExitLatencyUs=0\n", j, false);

@@ -102,7 +102,7 @@ TEST(apply_journal_restore_after_restart)
 
         make_tree();
         a = load("a");
-        CHECK_INTEQ(journal_open(journal_file, &j, &err), 0);
+        CHECK_INTEQ(journal_open(journal_file, JOURNAL_RUNTIME, &j, &err), 0);
         pass(a, j, false, &res);
         CHECK_INTEQ(res.stats.changed, 3);
         CHECK_INTEQ(res.stats.failed, 0);
@@ -115,7 +115,7 @@ TEST(apply_journal_restore_after_restart)
 
         /* A second process finds the originals on disk. */
         j = NULL;
-        CHECK_INTEQ(journal_open(journal_file, &j, &err), 0);
+        CHECK_INTEQ(journal_open(journal_file, JOURNAL_RUNTIME, &j, &err), 0);
         CHECK_INTEQ(journal_size(j), 3);
         CHECK_STREQ(journal_find(j, SCHED)->original, "mq-deadline");
         CHECK_STREQ(journal_find(j, TIMER)->original, "1");
@@ -140,7 +140,7 @@ TEST(second_pass_writes_nothing)
 
         make_tree();
         a = load("a");
-        CHECK_INTEQ(journal_open(journal_file, &j, &err), 0);
+        CHECK_INTEQ(journal_open(journal_file, JOURNAL_RUNTIME, &j, &err), 0);
         pass(a, j, false, &res);
         pass_result_clear(&res);
         pass(a, j, false, &res);
@@ -162,7 +162,7 @@ TEST(switch_goes_straight_and_restores_only_what_is_left)
         make_tree();
         a = load("a");
         b = load("b");
-        CHECK_INTEQ(journal_open(journal_file, &j, &err), 0);
+        CHECK_INTEQ(journal_open(journal_file, JOURNAL_RUNTIME, &j, &err), 0);
         pass(a, j, false, &res);
         pass_result_clear(&res);
 
@@ -201,7 +201,7 @@ TEST(dry_run_writes_nothing)
 
         make_tree();
         a = load("a");
-        CHECK_INTEQ(journal_open(journal_file, &j, &err), 0);
+        CHECK_INTEQ(journal_open(journal_file, JOURNAL_RUNTIME, &j, &err), 0);
         pass(a, j, true, &res);
         s = find(&res, SCHED);
         CHECK(s && s->result == SETTING_PENDING);
@@ -228,7 +228,7 @@ TEST(failure_is_per_setting)
         p = xasprintf("%s/sys/devices/virtual/block/loop1/queue/iosched/low_latency", root);
         CHECK_INTEQ(unlink(p), 0);
         CHECK_INTEQ(mkdir(p, 0755), 0);
-        CHECK_INTEQ(journal_open(journal_file, &j, &err), 0);
+        CHECK_INTEQ(journal_open(journal_file, JOURNAL_RUNTIME, &j, &err), 0);
         pass(a, j, false, &res);
         s = find(&res, LOWLAT);
         CHECK(s && s->result == SETTING_FAILED && s->error == -EISDIR);
@@ -249,7 +249,7 @@ TEST(no_write_without_journal)
 
         make_tree();
         a = load("a");
-        CHECK_INTEQ(journal_open(bad, &j, &err), 0);
+        CHECK_INTEQ(journal_open(bad, JOURNAL_RUNTIME, &j, &err), 0);
         pass(a, j, false, &res);
         CHECK_INTEQ(res.stats.changed, 0);
         CHECK_INTEQ(res.stats.failed, 3);

@@ -112,7 +112,7 @@ TEST(applied_and_restored)
         _cleanup_free_ char *slice = NULL, *features = NULL;
         Journal *j = NULL;
 
-        CHECK_INTEQ(journal_open(jpath, &j, &err), 0);
+        CHECK_INTEQ(journal_open(jpath, JOURNAL_RUNTIME, &j, &err), 0);
         if (!j)
                 return;
         test_pass(root,

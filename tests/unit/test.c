@@ -40,6 +40,21 @@ const char *test_tmpdir(void)
         return tmpdir;
 }
 
+char *test_two_cpu_root(void)
+{
+        char *root = xasprintf("%s/root", test_tmpdir());
+        _cleanup_free_ char *cmd =
+            xasprintf("rm -rf '%s' '%s/run'; mkdir -p '%s/run'", root, test_tmpdir(), test_tmpdir());
+
+        if (system(cmd) != 0)
+                abort();
+        test_write(root, "sys/devices/system/cpu/possible", "0-1\n");
+        test_write(root, "sys/devices/system/cpu/present", "0-1\n");
+        test_write(root, "sys/devices/system/cpu/online", "0-1\n");
+        sysroot_set(root);
+        return root;
+}
+
 void test_write(const char *dir, const char *rel, const char *text)
 {
         _cleanup_free_ char *path = xasprintf("%s/%s", dir, rel);

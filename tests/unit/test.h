@@ -72,6 +72,9 @@ int test_run(const TestCase *cases, size_t n);
 
 /* A scratch directory, removed at exit. */
 const char *test_tmpdir(void);
+/* A fresh root prefix, scratch/root, with the CPU lists of a two-CPU machine and nothing else (and an
+ * empty scratch/run for a journal), set as the root prefix. Returns its path. */
+char *test_two_cpu_root(void);
 /* Writes text to dir/rel, making directories. */
 void test_write(const char *dir, const char *rel, const char *text);
 

@@ -1,0 +1,242 @@
+/* SPDX-License-Identifier: GPL-2.0-or-later */
+/* What each journal may hold. An entry is replayed as root on restore: a planted or garbled one must not
+ * become a write anywhere else than where its kind writes, so every entry is checked against its
+ * journal's kinds and its kind's objects before it is kept. */
+#include <limits.h>
+#include <sys/stat.h>
+
+#include "core/bootloader.h"
+#include "core/cgroupfs.h"
+#include "core/journal-read.h"
+#include "core/resctrl.h"
+#include "shared/sysfs.h"
+
+/* Every path component is a plain name: no "", "." or "..", nothing a person or a path walk reads two
+ * ways. */
+static bool path_plain(const char *path)
+{
+        const char *p = path;
+
+        if (*p != '/')
+                return false;
+        while (*p == '/') {
+                const char *name = p + 1, *end = strchrnul(name, '/');
+                size_t len = (size_t)(end - name);
+
+                if (len == 0 || (len == 1 && name[0] == '.') || (len == 2 && strneq(name, "..", 2)))
+                        return false;
+                for (const char *c = name; c < end; c++)
+                        if ((unsigned char)*c < 0x20 || *c == 0x7f)
+                                return false;
+                p = end;
+        }
+        return true;
+}
+
+/* realpath() of the deepest existing ancestor of path (with the root prefix), the rest appended: where
+ * a write to path would land. NULL when nothing of it resolves, or a part of it is a link that leads
+ * nowhere (a write could create its target). What cannot be searched (a user's dry run reading debugfs)
+ * counts as missing: only root writes, and root can. */
+static char *landing(const char *path)
+{
+        _cleanup_free_ char *full = sys_path(path), *head = xstrdup(full);
+
+        for (;;) {
+                char buf[PATH_MAX];
+                struct stat st;
+                char *slash;
+
+                if (realpath(head, buf))
+                        return xasprintf("%s%s", buf, full + strlen(head));
+                if (errno != EACCES && ((errno != ENOENT && errno != ENOTDIR) || lstat(head, &st) >= 0))
+                        return NULL;
+                slash = strrchr(head, '/');
+                if (!slash || slash == head)
+                        return NULL;
+                *slash = 0;
+        }
+}
+
+/* object lies in the tree at root (a kernel path) and, as far as it exists, resolves into it: no
+ * symbolic link on the way leads out. */
+static bool within(const char *object, const char *root)
+{
+        _cleanup_free_ char *where = NULL, *top = NULL;
+        const char *rest = startswith(object, root);
+
+        if (!rest || (*rest != '/' && *rest != 0) || !path_plain(object))
+                return false;
+        where = landing(object);
+        top = landing(root);
+        if (!where || !top)
+                return false;
+        rest = startswith(where, top);
+        return rest && (*rest == '/' || *rest == 0);
+}
+
+static bool digits(const char *s, size_t len)
+{
+        if (len == 0 || len > 10)
+                return false;
+        for (size_t i = 0; i < len; i++)
+                if (!g_ascii_isdigit(s[i]))
+                        return false;
+        return true;
+}
+
+/* "/proc/PID/NAME" or, with task, "/proc/PID/task/TID/NAME": one named attribute of one process or
+ * thread. No "self": a PID of its own. */
+static bool proc_object(const char *object, bool task, const char *const *names)
+{
+        const char *p = startswith(object, "/proc/"), *slash;
+
+        if (!p || !(slash = strchr(p, '/')) || !digits(p, (size_t)(slash - p)))
+                return false;
+        p = slash + 1;
+        if (task) {
+                if (!(p = startswith(p, "task/")) || !(slash = strchr(p, '/')) ||
+                    !digits(p, (size_t)(slash - p)))
+                        return false;
+                p = slash + 1;
+        }
+        for (; *names; names++)
+                if (streq(p, *names))
+                        return true;
+        return false;
+}
+
+/* "systemd:UNIT" + suffix: a unit name systemd would take, and no more. */
+static bool unit_object(const char *object, const char *unit_type, const char *suffix)
+{
+        const char *u = startswith(object, "systemd:");
+        size_t len;
+
+        if (!u || !endswith(u, suffix))
+                return false;
+        len = strlen(u) - strlen(suffix);
+        if (len == 0 || len > 255 || u[0] == '.' || u[0] == '-')
+                return false;
+        for (size_t i = 0; i < len; i++)
+                if (!g_ascii_isalnum(u[i]) && !strchr("_.@\\-", u[i]))
+                        return false;
+        if (unit_type) {
+                _cleanup_free_ char *unit = xstrndup(u, len);
+                return endswith(unit, unit_type);
+        }
+        return memchr(u, '.', len) != NULL;
+}
+
+/* A kernel command line key as grubby takes it: never an option of its own. */
+static bool grubby_object(const char *object)
+{
+        const char *key = startswith(object, "grubby:");
+
+        if (!key || !*key || key[0] == '-' || strlen(key) > 255)
+                return false;
+        for (const char *c = key; *c; c++)
+                if (!g_ascii_isalnum(*c) && !strchr("_.-", *c))
+                        return false;
+        return true;
+}
+
+/* The cgroup tree rtctl writes in: under /sys/fs/cgroup, or where this system mounts its cpuset
+ * hierarchy (a v1 cpuset mounted elsewhere). */
+static bool in_cgroup(JournalCheck *c, const char *object)
+{
+        if (within(object, "/sys/fs/cgroup"))
+                return true;
+        if (!c->cgroup_known) {
+                CgroupInfo info = {};
+
+                c->cgroup_known = true;
+                if (cgroup_discover(&info) >= 0 && info.mount && !startswith(info.mount, "/sys/fs/cgroup"))
+                        c->cgroup_mount = TAKE_PTR(info.mount);
+                cgroup_info_clear(&info);
+        }
+        return c->cgroup_mount && within(object, c->cgroup_mount);
+}
+
+static bool runtime_object(JournalCheck *c, const SettingKind *kind, const char *object)
+{
+        static const char *const member[] = {"cpuset", "cgroup", NULL},
+                                 *const affinity[] = {"affinity", NULL}, *const sched[] = {"sched", NULL},
+                                 *const thread[] = {"cpuset", NULL};
+
+        if (kind == &setting_kind_file)
+                return within(object, "/proc/sys") || within(object, "/sys") || in_cgroup(c, object);
+        if (kind == &setting_kind_choice)
+                return within(object, "/sys");
+        if (kind == &setting_kind_cpumask) /* workqueues, and /proc/irq/default_smp_affinity */
+                return within(object, "/sys") || within(object, "/proc/irq");
+        if (kind == &setting_kind_cpulist)
+                return within(object, "/proc/sys") || within(object, "/sys") || in_cgroup(c, object);
+        if (kind == &setting_kind_irq_affinity)
+                return within(object, "/proc/irq");
+        if (kind == &setting_kind_cgroup || kind == &setting_kind_procs || kind == &setting_kind_subtree ||
+            kind == &setting_kind_partition)
+                return in_cgroup(c, object);
+        if (kind == &setting_kind_member)
+                return proc_object(object, false, member);
+        if (kind == &setting_kind_affinity)
+                return proc_object(object, false, affinity);
+        if (kind == &setting_kind_sched)
+                return proc_object(object, false, sched) || proc_object(object, true, sched);
+        if (kind == &setting_kind_thread)
+                return proc_object(object, true, thread);
+        if (kind == &setting_kind_unit_cpus)
+                return unit_object(object, NULL, ":AllowedCPUs");
+        if (kind == &setting_kind_unit_partition)
+                return unit_object(object, NULL, ":CPUSetPartition");
+        if (kind == &setting_kind_slice)
+                return unit_object(object, ".slice", "");
+        if (kind == &setting_kind_service)
+                return unit_object(object, NULL, "");
+        if (kind == &setting_kind_pmqos)
+                return streq(object, "/dev/cpu_dma_latency");
+        if (kind == &setting_kind_sched_feature)
+                return within(object, "/sys/kernel/debug/sched/features");
+        if (kind == &setting_kind_resctrl_group || kind == &setting_kind_schemata)
+                return within(object, RESCTRL_ROOT);
+        return false;
+}
+
+static bool bootargs_object(const SettingKind *kind, const char *object)
+{
+        if (kind == &setting_kind_boot_dir)
+                return streq(object, BOOTARGS_GRUB_DROPIN_DIR) || streq(object, BOOTARGS_KERNEL_CMDLINE_DIR);
+        if (kind == &setting_kind_boot_file)
+                return (streq(object, BOOTARGS_GRUB_DROPIN) || streq(object, BOOTARGS_KERNEL_CMDLINE)) &&
+                       within(object, "/etc");
+        if (kind == &setting_kind_grubby_arg)
+                return grubby_object(object);
+        return false;
+}
+
+static bool kind_of_scope(JournalScope scope, const SettingKind *kind)
+{
+        bool boot = kind == &setting_kind_boot_file || kind == &setting_kind_boot_dir ||
+                    kind == &setting_kind_grubby_arg;
+
+        return scope == JOURNAL_BOOTARGS ? boot : !boot;
+}
+
+static const char *scope_name(JournalScope scope)
+{
+        return scope == JOURNAL_BOOTARGS ? "the boot arguments journal" : "the runtime journal";
+}
+
+char *journal_check_entry(JournalCheck *c, const SettingKind *kind, const char *object)
+{
+        if (!kind_of_scope(c->scope, kind))
+                return xasprintf("kind '%s' does not belong in %s", kind->name, scope_name(c->scope));
+        if (c->scope == JOURNAL_BOOTARGS ? !bootargs_object(kind, object) : !runtime_object(c, kind, object))
+                return xasprintf("'%.64s' is not an object kind '%s' writes", object, kind->name);
+        return NULL;
+}
+
+void journal_check_clear(JournalCheck *c)
+{
+        free(c->cgroup_mount);
+        c->cgroup_mount = NULL;
+        c->cgroup_known = false;
+}

@@ -8,8 +8,8 @@ polkit tests run it as nobody). Prints one JSON line.
       org.rtctl.attach-own-process and org.rtctl.release-other-hold, and say yes to org.rtctl.hold-profile.
       Prints the answers' error names and counts.
   polkit_client.py ADDRESS call JSON
-      JSON is a list of [method, signature, args]; an "h" argument is a PID, sent as a pidfd of it.
-      Prints a list of the error name each call got ("" for a reply).
+      JSON is a list of [method, signature, args], called one after the other; an "h" argument is a
+      PID, sent as a pidfd of it. Prints a list of the error name each call got ("" for a reply).
 """
 import json
 import os
@@ -94,10 +94,9 @@ def answered(address, rounds, batch):
     print(json.dumps(counts), flush=True)
 
 
-def call(address, spec):
-    conn = dbus.bus.BusConnection(address)
+def call_each(conn, spec):
+    """Calls each [method, signature, args] in turn; the error name each got ("" for a reply)."""
     manager = conn.get_object(IFACE, PATH)
-    calls = Calls()
     names = []
     for method, signature, args in spec:
         sent = []
@@ -108,9 +107,12 @@ def call(address, spec):
                 os.close(fd)
             else:
                 sent.append(a)
-        calls.send(manager.get_dbus_method(method, IFACE), *sent, signature=signature)
-        names += calls.wait()
-    print(json.dumps(names), flush=True)
+        try:
+            manager.get_dbus_method(method, IFACE)(*sent, signature=signature, timeout=TIMEOUT)
+            names.append("")
+        except dbus.exceptions.DBusException as e:
+            names.append(e.get_dbus_name())
+    return names
 
 
 if __name__ == "__main__":
@@ -118,4 +120,4 @@ if __name__ == "__main__":
     if sys.argv[2] == "answered":
         answered(sys.argv[1], int(sys.argv[3]), int(sys.argv[4]))
     else:
-        call(sys.argv[1], json.loads(sys.argv[3]))
+        print(json.dumps(call_each(dbus.bus.BusConnection(sys.argv[1]), json.loads(sys.argv[3]))), flush=True)

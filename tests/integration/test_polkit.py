@@ -284,6 +284,12 @@ def fds_and_rss(pid):
     return len(os.listdir("/proc/%d/fd" % pid)), rss
 
 
+def sanitized(pid):
+    """ASan keeps freed memory in quarantine: RSS says nothing of leaks there (LeakSanitizer does)."""
+    with open("/proc/%d/maps" % pid) as f:
+        return "libasan" in f.read()
+
+
 def test_answered_questions_are_freed_whatever_the_call_then_does(pkenv, pkbus):
     """A call whose polkit answer comes after its reason went away (the pidfd's process exited, the hold
     ended) is answered without asking polkit again; its question, its message and the pidfd in it are
@@ -303,7 +309,7 @@ def test_answered_questions_are_freed_whatever_the_call_then_does(pkenv, pkbus):
         print("rtctld: %d fds, %d kB RSS before; %d fds, %d kB after" % (fds, rss, fds_after, rss_after))
         assert fds_after == fds, "rtctld kept %d file descriptors of %d answered calls" % (
             fds_after - fds, rounds * batch * 2)
-        assert rss_after - rss < 512, "rtctld's RSS grew by %d kB over %d answered calls" % (
+        assert sanitized(d.proc.pid) or rss_after - rss < 512, "rtctld's RSS grew by %d kB over %d answered calls" % (
             rss_after - rss, rounds * batch * 2)
         assert d.running()
     finally:

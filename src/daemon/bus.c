@@ -6,12 +6,27 @@
 #include "daemon/polkit.h"
 #include "shared/log.h"
 
-/* 0: go ahead. 1: polkit was asked and the call comes back when it answers; the handler returns 1
- * ("handled", without a reply for now). < 0: refused, with the error set. */
+/* From SIGTERM on, the daemon puts every value back and exits: a change served meanwhile would leave a
+ * profile in force behind the restore. */
+static int refuse_while_stopping(const Manager *m, sd_bus_error *error)
+{
+        if (!m->stopping)
+                return 0;
+        return sd_bus_error_setf(error, RTCTL_ERROR_SHUTTING_DOWN,
+                                 "rtctld is stopping and putting every value back; call again once it "
+                                 "has started again");
+}
+
+/* Every method that changes something comes here first. 0: go ahead. 1: polkit was asked and the call
+ * comes back when it answers; the handler returns 1 ("handled", without a reply for now). < 0: refused,
+ * with the error set. */
 static int authorize(sd_bus_message *msg, Manager *m, const char *action, sd_bus_error *error)
 {
-        int r = polkit_authorize(m->polkit, msg, action, error);
+        int r = refuse_while_stopping(m, error);
 
+        if (r < 0)
+                return r;
+        r = polkit_authorize(m->polkit, msg, action, error);
         return r > 0 ? 0 : r == 0 ? 1 : r;
 }
 
@@ -252,6 +267,9 @@ static int method_release_profile(sd_bus_message *msg, void *userdata, sd_bus_er
         int r;
 
         r = sd_bus_message_read(msg, "u", &cookie);
+        if (r < 0)
+                return r;
+        r = refuse_while_stopping(m, error); /* the holder's own release asks no one */
         if (r < 0)
                 return r;
         h = manager_find_hold(m, cookie);

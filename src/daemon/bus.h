@@ -22,6 +22,7 @@ typedef struct Manager Manager;
 #define RTCTL_ERROR_NOT_PINNED       "org.rtctl.Error.NotPinned"
 #define RTCTL_ERROR_NO_SUCH_HOLD     "org.rtctl.Error.NoSuchHold"
 #define RTCTL_ERROR_LIMIT_EXCEEDED   "org.rtctl.Error.LimitExceeded"
+#define RTCTL_ERROR_SHUTTING_DOWN    "org.rtctl.Error.ShuttingDown"
 
 #include <systemd/sd-bus.h>
 

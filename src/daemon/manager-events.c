@@ -39,6 +39,9 @@ void manager_on_uevent(const Uevent *ev, void *userdata)
         Manager *m = userdata;
         _cleanup_free_ char *reason = NULL;
 
+        /* Stopping restores everything and plans nothing more: a new device keeps the kernel's values. */
+        if (m->stopping)
+                return;
         if (!ev) {
                 /* Lost events: CPUs and devices may have come and gone unseen. A whole pass plans every
                  * device there is now, as at start. */
@@ -88,7 +91,7 @@ int manager_on_sleep(sd_bus_message *msg, void *userdata, sd_bus_error *error)
         Manager *m = userdata;
         int going;
 
-        if (sd_bus_message_read(msg, "b", &going) < 0 || going)
+        if (m->stopping || sd_bus_message_read(msg, "b", &going) < 0 || going)
                 return 0;
         log_info("Resumed from suspend; re-applying.");
         manager_mark_cpu_tuners(m);

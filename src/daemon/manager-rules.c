@@ -138,7 +138,7 @@ static void on_proc_event(const ProcEvent *ev, void *userdata)
         Manager *m = userdata;
         RuleMatch *x;
 
-        if (!rules(m))
+        if (m->stopping || !rules(m))
                 return;
         switch (ev->type) {
         case PROC_EV_EXEC:

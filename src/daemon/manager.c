@@ -509,6 +509,8 @@ static int on_reload_signal(sd_event_source *s, const struct signalfd_siginfo *s
         Manager *m = userdata;
         _cleanup_free_ char *err = NULL;
 
+        if (m->stopping)
+                return 0;
         (void)sd_notify(false, "RELOADING=1");
         if (manager_reload(m, &err) < 0)
                 log_error("Reload failed, keeping the last good configuration:\n%s", err);

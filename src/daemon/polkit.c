@@ -2,8 +2,10 @@
 /* Authorization through polkit's CheckAuthorization, asynchronously. A method handler that needs an
  * answer asks here; the first time, the question goes to polkit and the handler returns without a reply.
  * When polkit answers, the call is put back into the bus's read queue, its handler runs again and finds
- * the answer waiting. So the loop never blocks on polkit, however long a password prompt takes. */
+ * the answer waiting. So the loop never blocks on polkit, however long a password prompt takes. An
+ * answered query is freed once the call was dispatched again, whatever its handler then did. */
 #include <glib.h>
+#include <systemd/sd-event.h>
 
 #include "daemon/bus.h"
 #include "daemon/polkit.h"
@@ -32,7 +34,8 @@ typedef struct Query {
         char *action;
         sd_bus_slot *slot;
         Answer answer;
-        char *why; /* for ANSWER_NO */
+        char *why;             /* for ANSWER_NO */
+        sd_event_source *done; /* once answered: frees the query after the call's second dispatch */
 } Query;
 
 struct Polkit {
@@ -44,6 +47,7 @@ static void query_free(gpointer data)
         Query *q = data;
 
         sd_bus_slot_unref(q->slot);
+        sd_event_source_disable_unref(q->done);
         sd_bus_message_unref(q->call);
         free(q->action);
         free(q->why);
@@ -81,6 +85,33 @@ int bus_caller_uid(sd_bus_message *call, uid_t *ret)
         return r;
 }
 
+/* The answered call went back into the bus's read queue, which the bus's sources (at
+ * SD_EVENT_PRIORITY_NORMAL) drain before any source below them runs: by now its handler ran again. A
+ * handler that found the answer took it; one that returned before asking (the pidfd's process exited,
+ * the hold ended meanwhile) left it here, with the call and any descriptor in it. Either way the query is
+ * done. */
+static int on_redispatched(sd_event_source *s, void *userdata)
+{
+        Query *q = userdata;
+
+        g_hash_table_remove(q->polkit->queries, q->call);
+        return 0;
+}
+
+static int free_after_redispatch(Query *q)
+{
+        sd_event *event = sd_bus_get_event(sd_bus_message_get_bus(q->call));
+        int r;
+
+        if (!event)
+                return -ENXIO;
+        r = sd_event_add_defer(event, &q->done, on_redispatched, q);
+        if (r < 0)
+                return r;
+        (void)sd_event_source_set_description(q->done, "polkit-answered");
+        return sd_event_source_set_priority(q->done, SD_EVENT_PRIORITY_NORMAL + 1);
+}
+
 static int on_polkit_reply(sd_bus_message *reply, void *userdata, sd_bus_error *ret_error)
 {
         Query *q = userdata;
@@ -111,6 +142,8 @@ static int on_polkit_reply(sd_bus_message *reply, void *userdata, sd_bus_error *
 
         /* The handler runs again, reads its arguments from the start, and finds the answer. */
         r = sd_bus_message_rewind(q->call, true);
+        if (r >= 0)
+                r = free_after_redispatch(q);
         if (r >= 0)
                 r = sd_bus_enqueue_for_read(sd_bus_message_get_bus(q->call), q->call);
         if (r < 0) {

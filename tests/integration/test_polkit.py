@@ -1,6 +1,8 @@
 """Who may change what: polkit's answers, from python-dbusmock's polkitd template on the private bus (the
 real polkitd is the VM tier's), and the daemon's behaviour without polkit."""
+import json
 import os
+import re
 import subprocess
 import sys
 import time
@@ -8,6 +10,7 @@ import time
 import dbus
 import pytest
 
+import contract
 import machine
 
 from conftest import NOBODY, wait_until
@@ -117,6 +120,30 @@ def test_polkit_no_refuses_every_change_with_a_named_error(pkenv, pkbus):
         assert pkenv.rtctl("status", user=NOBODY).returncode == 0
         assert pkenv.rtctl("holds", user=NOBODY).returncode == 0
     finally:
+        victim.kill()
+        victim.wait()
+
+
+def test_every_method_of_the_contract_that_changes_something_asks_polkit(pkenv, pkbus):
+    """Driven by the contract XML: each method not listed as a read in contract.READS, one added later
+    included, is refused by name for an unprivileged caller when polkit says no, and changes nothing."""
+    pkenv.start()
+    victim = nobody_sleep()
+    holder = dbus.bus.BusConnection(pkbus.address)
+    try:
+        manager = dbus.Interface(holder.get_object(contract.IFACE, "/org/rtctl/Manager1"), contract.IFACE)
+        cookie = int(manager.HoldProfile("hi", "root's hold", "org.rtctl.test", timeout=HANG_SECONDS))
+        assert stat_interval() == "3"
+        calls = [contract.sample_call(n, sig, victim.pid, "lo", cookie) for n, sig in contract.changing()]
+        assert len(calls) >= 10, calls
+        answers = polkit_client(pkenv, "call", json.dumps(calls))
+        assert answers == ["org.rtctl.Error.NotAuthorized"] * len(calls), list(zip(calls, answers))
+        assert stat_interval() == "3", "a refused call changed the tuning"
+        holds = holder.get_object(contract.IFACE, "/org/rtctl/Manager1").Get(
+            contract.IFACE, "ActiveProfileHolds", dbus_interface="org.freedesktop.DBus.Properties")
+        assert [int(h["Cookie"]) for h in holds] == [cookie], holds
+    finally:
+        holder.close()
         victim.kill()
         victim.wait()
 
@@ -238,3 +265,52 @@ def test_the_callers_interactive_flag_reaches_polkit(tmp_root):
     finally:
         env.cleanup()
         bus.stop()
+
+
+POLKIT_CLIENT = os.path.join(os.path.dirname(os.path.abspath(__file__)), "polkit_client.py")
+
+
+def polkit_client(env, *args):
+    p = subprocess.run(["setpriv", "--reuid=%d" % NOBODY, "--regid=%d" % NOBODY, "--clear-groups",
+                        "/usr/bin/python3", POLKIT_CLIENT, env.bus.address] + [str(a) for a in args],
+                       env=env.environ, capture_output=True, text=True, timeout=HANG_SECONDS)
+    assert p.returncode == 0, p.stderr
+    return json.loads(p.stdout.splitlines()[-1])
+
+
+def fds_and_rss(pid):
+    with open("/proc/%d/status" % pid) as f:
+        rss = int(re.search(r"^VmRSS:\s+(\d+) kB", f.read(), re.M).group(1))
+    return len(os.listdir("/proc/%d/fd" % pid)), rss
+
+
+def sanitized(pid):
+    """ASan keeps freed memory in quarantine: RSS says nothing of leaks there (LeakSanitizer does)."""
+    with open("/proc/%d/maps" % pid) as f:
+        return "libasan" in f.read()
+
+
+def test_answered_questions_are_freed_whatever_the_call_then_does(pkenv, pkbus):
+    """A call whose polkit answer comes after its reason went away (the pidfd's process exited, the hold
+    ended) is answered without asking polkit again; its question, its message and the pidfd in it are
+    freed all the same, so a desktop user cannot use up rtctld's file descriptors or memory."""
+    d = pkenv.start()
+    pkbus.allow("org.rtctl.hold-profile")
+    pkbus.control.SimulateHangActions(["org.rtctl.attach-own-process", "org.rtctl.release-other-hold"])
+    try:
+        rounds, batch = 20, 50
+        counts = polkit_client(pkenv, "answered", 1, batch)  # warm-up: what the daemon allocates once
+        assert counts == {"org.rtctl.Error.NoSuchProcess": batch, "org.rtctl.Error.NoSuchHold": batch}, counts
+        fds, rss = fds_and_rss(d.proc.pid)
+        counts = polkit_client(pkenv, "answered", rounds, batch)
+        assert counts == {"org.rtctl.Error.NoSuchProcess": rounds * batch,
+                          "org.rtctl.Error.NoSuchHold": rounds * batch}, counts
+        fds_after, rss_after = fds_and_rss(d.proc.pid)
+        print("rtctld: %d fds, %d kB RSS before; %d fds, %d kB after" % (fds, rss, fds_after, rss_after))
+        assert fds_after == fds, "rtctld kept %d file descriptors of %d answered calls" % (
+            fds_after - fds, rounds * batch * 2)
+        assert sanitized(d.proc.pid) or rss_after - rss < 512, "rtctld's RSS grew by %d kB over %d answered calls" % (
+            rss_after - rss, rounds * batch * 2)
+        assert d.running()
+    finally:
+        pkbus.control.SimulateHangActions(dbus.Array([], signature="s"))

@@ -17,6 +17,7 @@
 #define UNIT_PATH "/org/freedesktop/systemd1/unit/"
 #define OBJECT    "systemd:rtctl.slice:CPUSetPartition"
 
+/* The stand-in's property: set in the child process, which alone serves it. */
 static char partition[32];
 
 static int get_partition(sd_bus *b, const char *path, const char *interface, const char *property,
@@ -168,7 +169,7 @@ static void with_systemd(bool has_partition, void (*body)(void))
 static void partition_present(void)
 {
         SettingContext kinds;
-        _cleanup_free_ char *before = NULL, *after = NULL;
+        _cleanup_free_ char *before = NULL, *after = NULL, *restored = NULL;
 
         setting_context_init(&kinds, NULL);
         CHECK_INTEQ(
@@ -182,9 +183,11 @@ static void partition_present(void)
         CHECK_INTEQ(setting_kind_unit_partition.write(&kinds, OBJECT, "isolated"), 0);
         CHECK_INTEQ(setting_kind_unit_partition.read(&kinds, OBJECT, NULL, &after), 0);
         CHECK_STREQ(after, "isolated");
-        /* Restored the same way. */
+        /* Restored the same way: the stand-in (another process: only its copy of partition changes)
+         * reports the value it now holds. */
         CHECK_INTEQ(setting_kind_unit_partition.write(&kinds, OBJECT, ""), 0);
-        CHECK_STREQ(partition, "");
+        CHECK_INTEQ(setting_kind_unit_partition.read(&kinds, OBJECT, NULL, &restored), 0);
+        CHECK_STREQ(restored, "");
         setting_context_clear(&kinds);
 }
 

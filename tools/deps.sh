@@ -8,6 +8,8 @@ pkgs=(
   # tests
   python3 python3-pytest python3-dbus python3-dbusmock dbus util-linux clang-format kmod
   jackd2 procps
+  # test_lifecycle.py slows the stop's restore with strace's fault injection
+  strace
   # tests/integration/test_completions.py: each shell runs its own completion
   bash-completion zsh fish
   # tests/integration/test_fleet.py runs docs/fleet/rtctl.yml

@@ -11,14 +11,30 @@ IFACE = "org.rtctl.Manager1"
 READS = {"Plan", "PlanWithNotes", "ListIrqs", "Verify", "Check"}
 
 
+def _inputs(method):
+    return [a for a in method.findall("arg") if a.get("direction") == "in"]
+
+
+def _methods():
+    return ET.parse(CONTRACT).getroot().find("interface[@name='%s']" % IFACE).findall("method")
+
+
 def methods():
     """(name, input signature) of every method of the interface, in the contract's order."""
-    iface = ET.parse(CONTRACT).getroot().find("interface[@name='%s']" % IFACE)
-    found = [(m.get("name"), "".join(a.get("type") for a in m.findall("arg") if a.get("direction") == "in"))
-             for m in iface.findall("method")]
+    found = [(m.get("name"), "".join(a.get("type") for a in _inputs(m))) for m in _methods()]
     names = {n for n, _ in found}
     assert READS <= names, "READS names methods the contract lacks: %s" % (READS - names)
     return found
+
+
+def string_args():
+    """(method, argument name, input signature, position) for every string a caller passes."""
+    out = []
+    for m in _methods():
+        args = _inputs(m)
+        sig = "".join(a.get("type") for a in args)
+        out += [(m.get("name"), a.get("name"), sig, i) for i, a in enumerate(args) if a.get("type") == "s"]
+    return out
 
 
 def changing():

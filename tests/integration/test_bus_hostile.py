@@ -2,13 +2,11 @@
 and odd strings, out-of-range numbers and unknown flags. Each call is answered, with a named error
 (or sd-bus's InvalidArgs for a wrong signature) whose message echoes a bounded part of the input;
 rtctld stays up and its state is unchanged."""
-import os
-import re
 
 import dbus
 import pytest
 
-from conftest import ROOT
+import contract
 
 IFACE = "org.rtctl.Manager1"
 PATH = "/org/rtctl/Manager1"
@@ -18,17 +16,7 @@ HUGE = 100_000
 MESSAGE_MAX = 2048
 
 
-def contract_methods():
-    with open(os.path.join(ROOT, "dbus", "org.rtctl.Manager1.xml")) as f:
-        xml = re.sub(r"<!--.*?-->", "", f.read(), flags=re.S)
-    out = {}
-    for m in re.finditer(r'<method name="(\w+)">(.*?)</method>', xml, re.S):
-        out[m.group(1)] = [a.group(1) for a in re.finditer(r'<arg[^>]*?type="([^"]+)"[^>]*?direction="in"',
-                                                            m.group(2))]
-    return out
-
-
-METHODS = contract_methods()
+METHODS = dict(contract.methods())
 
 # Strings no method may accept: huge, multi-byte at the cut point, paths, format directives, controls.
 ODD_STRINGS = ["", "x" * HUGE, "\u00e9" * (HUGE // 2), "\U0001f3b9" * 1000, "../../../etc/passwd", "%s%n%x" * 50,

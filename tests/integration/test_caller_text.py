@@ -11,6 +11,7 @@ import dbus.mainloop.glib
 import pytest
 from gi.repository import GLib
 
+import contract
 from conftest import ROOT, wait_until
 from harness import HANG_SECONDS, RTCTL
 
@@ -23,19 +24,7 @@ HOLDS_PER_CALLER = 16
 HOLDS_MAX = 256
 
 
-def contract_string_args():
-    """(method, argument name, in-signature, position) for every string a caller passes, from the XML."""
-    with open(os.path.join(ROOT, "dbus", "org.rtctl.Manager1.xml")) as f:
-        xml = re.sub(r"<!--.*?-->", "", f.read(), flags=re.S)
-    out = []
-    for m in re.finditer(r'<method name="(\w+)">(.*?)</method>', xml, re.S):
-        args = re.findall(r'<arg type="([^"]+)" name="(\w+)" direction="in"/>', m.group(2))
-        sig = "".join(t for t, _ in args)
-        out += [(m.group(1), n, sig, i) for i, (t, n) in enumerate(args) if t == "s"]
-    return out
-
-
-STRING_ARGS = contract_string_args()
+STRING_ARGS = contract.string_args()
 
 
 @pytest.fixture

@@ -2276,6 +2276,124 @@ def t_pipewire_data_loop():
         call("SetProfile", TEST_PROFILE)
 
 
+def cgroup_ino(path):
+    """The inode (on cgroup v2: the cgroup id) of cgroup directory path (relative to the mount), or None."""
+    try:
+        return os.stat("/sys/fs/cgroup" + path).st_ino
+    except OSError:
+        return None
+
+
+def start_time(pid):
+    """Field 22 of /proc/PID/stat (the start time): with the PID, who the process is."""
+    s = read("/proc/%d/stat" % pid)
+    return s.rsplit(")", 1)[1].split()[19] if s else None
+
+
+def wait_cgroup(pid, pred, timeout=30):
+    return wait_for(lambda: pred(cgroup_of(pid) or ""), timeout, 0.1)
+
+
+@test("pipewire-attach-detach", timeout=240)
+def t_pipewire_attach_detach():
+    """The README's `rtctl attach $(pidof pipewire)` with PipeWire where a desktop has it: alice's user
+    service, in her user manager's delegated tree (user@1000.service/session.slice/pipewire.service).
+    Attached, detached, attached again, then rtctld stopped: after the detach and after the stop the same
+    PipeWire (PID and start time) runs in the very cgroup it ran in before the first attach (the same
+    /proc/PID/cgroup, the same directory by inode). Before the fix the detach asked the system manager for
+    pipewire.service, got NoSuchUnit, took that for "gone" and left PipeWire in rtctl's scope, where the
+    stop of rtctl.slice killed it."""
+    session()
+    ensure_rtctld_base()
+    steps = []
+    try:
+        pw = wait_for(pipewire_pid, 60, 0.5)
+        check(pw, "no pipewire process of alice")
+        born, home = start_time(pw), cgroup_of(pw)
+        ino = cgroup_ino(home)
+        check("/user@%d.service/" % SESSION_UID in home, "alice's pipewire is in %s, not in her user manager" % home)
+        r, err, msg = call("SetProfile", "vmiso")
+        check(err is None, "SetProfile(vmiso) as root: %s %s" % (err, msg))
+        for round_ in (1, 2):
+            r, err, msg = call("AttachProcess", dbus_mod().UInt32(pw))
+            check(err is None, "AttachProcess(pipewire %d) #%d: %s %s" % (pw, round_, err, msg))
+            check(wait_cgroup(pw, lambda c: c.startswith("/rtctl.slice/")),
+                  "pipewire %d not in rtctl.slice after AttachProcess #%d: %s; %s" % (
+                      pw, round_, cgroup_of(pw), brief(rtprops())))
+            steps.append("attach #%d: %s" % (round_, cgroup_of(pw)))
+            if round_ == 2:
+                break
+            r, err, msg = call("DetachProcess", dbus_mod().UInt32(pw))
+            check(err is None, "DetachProcess(pipewire %d): %s %s" % (pw, err, msg))
+            check(wait_cgroup(pw, lambda c: c == home),
+                  "detached pipewire %d is in %s, it came from %s; %s" % (pw, cgroup_of(pw), home, brief(rtprops())))
+            check(cgroup_ino(home) == ino, "%s is another directory now" % home)
+            steps.append("detach: back in %s" % home)
+        run(["systemctl", "stop", UNIT], check_rc=True, timeout=120)
+        alive = start_time(pw) == born
+        check(alive, "pipewire %d did not live through `systemctl stop rtctld` (start time %s, was %s); alice's "
+              "pipewire now: %s" % (pw, start_time(pw), born, pipewire_pid()))
+        check(cgroup_of(pw) == home and cgroup_ino(home) == ino,
+              "after the stop pipewire %d is in %s, it came from %s" % (pw, cgroup_of(pw), home))
+        steps.append("stop: pipewire %d alive in %s" % (pw, home))
+        return "; ".join(steps)
+    finally:
+        ensure_rtctld_base()
+
+
+@test("attach-origin-deputy", timeout=240)
+def t_attach_origin_deputy():
+    """Confused deputy: in her delegated tree alice names the directories. She moves a process of hers
+    into a directory she made, named as if it were another user's manager (.../user@UID.service/stolen
+    for tester's running user@UID.service), and has it attached and detached. The detach must put it
+    back into the directory it came from (checked by inode) and never into tester's tree, where rtctld,
+    replaying her path as root through AttachProcessesToUnit, used to move it."""
+    session()
+    ensure_rtctld_base()
+    tester_uid = int(run(["id", "-u", "tester"], check_rc=True).stdout.strip())
+    other = "user@%d.service" % tester_uid
+    run(["systemctl", "start", other], check_rc=True, timeout=120)
+    unit = "rtctl-vmtest-deputy"
+    pid = None
+    try:
+        p = as_alice(["systemd-run", "--user", "--unit", unit, "sleep", "600"])
+        check(p["rc"] == 0, "systemd-run --user as alice: %s" % p["stderr"][-300:])
+        p = as_alice(["systemctl", "--user", "show", "-p", "MainPID", "--value", unit + ".service"])
+        pid = int(p["stdout"].strip() or 0)
+        check(pid, "no MainPID for alice's %s.service" % unit)
+        mine = cgroup_of(pid)
+        base = mine.rsplit("/", 1)[0]  # app.slice of her user manager: hers to write
+        planted = "%s/rtctl-deputy/%s/stolen" % (base, other)
+        p = as_alice(["sh", "-c", "mkdir -p /sys/fs/cgroup%s && echo %d > /sys/fs/cgroup%s/cgroup.procs" % (
+            planted, pid, planted)])
+        check(p["rc"] == 0 and cgroup_of(pid) == planted,
+              "alice could not move her process into %s: rc %d %s; it is in %s" % (planted, p["rc"], p["stderr"], cgroup_of(pid)))
+        ino = cgroup_ino(planted)
+        r, err, msg = call("SetProfile", "vmiso")
+        check(err is None, "SetProfile(vmiso) as root: %s %s" % (err, msg))
+        ans = call_as_alice("AttachProcess", "u:%d" % pid)
+        check("error" not in ans, "AttachProcess as alice: %s" % ans)
+        check(wait_cgroup(pid, lambda c: c.startswith("/rtctl.slice/")),
+              "process %d not in rtctl.slice after AttachProcess: %s" % (pid, cgroup_of(pid)))
+        ans = call_as_alice("DetachProcess", "u:%d" % pid)
+        check("error" not in ans, "DetachProcess as alice: %s" % ans)
+        check(wait_cgroup(pid, lambda c: not c.startswith("/rtctl.slice/")),
+              "process %d still in %s after DetachProcess; %s" % (pid, cgroup_of(pid), brief(rtprops())))
+        where = cgroup_of(pid)
+        check("user-%d.slice" % tester_uid not in where,
+              "rtctld moved alice's process %d into %s, another user's tree, replaying the path she named (%s)" % (
+                  pid, where, planted))
+        check(where == planted and cgroup_ino(planted) == ino,
+              "alice's process %d went to %s, it came from %s" % (pid, where, planted))
+        return "attached and detached: back in %s (same inode), not in %s's tree" % (planted, other)
+    finally:
+        if pid:
+            kill_quietly([pid])
+        as_alice(["systemctl", "--user", "stop", unit + ".service"])
+        run(["systemctl", "stop", other], timeout=120)
+        ensure_rtctld_base()
+
+
 def jackd_off_iso(pid, iso):
     """'' when every thread of jackd is on the isolated CPUs, else where they are."""
     th = threads_of(pid)

@@ -29,7 +29,12 @@ void applier_fail(Setting *s, int error, const char *what)
 {
         free(s->message);
         s->error = error;
-        if (vanished(s, error) || error == -ESRCH || error == -ENODEV || (s->restore && error == -ENOENT)) {
+        if (error == SYSTEMD_UNKNOWN) {
+                s->result = SETTING_FAILED;
+                s->message = xstrdup("unknown: systemd is not asked in a read-only call, and has not told "
+                                     "rtctld yet");
+        } else if (vanished(s, error) || error == -ESRCH || error == -ENODEV ||
+                   (s->restore && error == -ENOENT)) {
                 s->result = SETTING_GONE;
                 s->message = xstrdup(s->restore ? "gone, nothing to restore" : "gone during the pass");
         } else if (error == -EBUSY || error == -EAGAIN) {

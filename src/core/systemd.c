@@ -3,6 +3,7 @@
 #include <systemd/sd-bus.h>
 
 #include "core/systemd.h"
+#include "shared/log.h"
 
 #define SD_NAME  "org.freedesktop.systemd1"
 #define SD_PATH  "/org/freedesktop/systemd1"
@@ -19,6 +20,11 @@ struct SystemdClient {
         GHashTable *ended; /* label -> systemd's result ("done", "failed", ...), since last taken */
         void (*settled)(void *userdata);
         void *userdata;
+        /* What systemd last answered, by "UNIT\nPROPERTY": a read-only call answers from here. */
+        GHashTable *cache;
+        bool cache_only;
+        /* After a call systemd did not answer in time, every call fails at once until then. */
+        uint64_t quiet_until;
 };
 
 SystemdClient *systemd_client_new(sd_event *event)
@@ -28,6 +34,7 @@ SystemdClient *systemd_client_new(sd_event *event)
         c->event = event ? sd_event_ref(event) : NULL;
         c->jobs = g_hash_table_new_full(g_str_hash, g_str_equal, free, free);
         c->ended = g_hash_table_new_full(g_str_hash, g_str_equal, free, free);
+        c->cache = g_hash_table_new_full(g_str_hash, g_str_equal, free, free);
         return c;
 }
 
@@ -49,6 +56,7 @@ void systemd_client_free(SystemdClient *c)
         sd_event_unref(c->event);
         g_hash_table_destroy(c->jobs);
         g_hash_table_destroy(c->ended);
+        g_hash_table_destroy(c->cache);
         systemd_failures_free(c->failures, c->n_failures);
         free(c);
 }
@@ -114,10 +122,49 @@ static int on_job_removed(sd_bus_message *msg, void *userdata, sd_bus_error *err
         return 0;
 }
 
+void systemd_client_cache_only(SystemdClient *c, bool cache_only)
+{
+        c->cache_only = cache_only;
+}
+
+static char *cache_key(const char *unit, const char *property)
+{
+        return xasprintf("%s\n%s", unit, property);
+}
+
+static void cache_put(SystemdClient *c, const char *unit, const char *property, const char *value)
+{
+        if (value)
+                g_hash_table_replace(c->cache, cache_key(unit, property), xstrdup(value));
+        else {
+                _cleanup_free_ char *key = cache_key(unit, property);
+                g_hash_table_remove(c->cache, key);
+        }
+}
+
+/* In cache-only mode: what systemd last said (0), or SYSTEMD_UNKNOWN. Otherwise 1: ask. */
+static int cache_get(SystemdClient *c, const char *unit, const char *property, char **ret)
+{
+        _cleanup_free_ char *key = cache_key(unit, property);
+        const char *v;
+
+        if (!c->cache_only)
+                return 1;
+        v = g_hash_table_lookup(c->cache, key);
+        if (!v)
+                return SYSTEMD_UNKNOWN;
+        *ret = xstrdup(v);
+        return 0;
+}
+
 static int bus(SystemdClient *c, sd_bus **ret)
 {
         int r;
 
+        if (c->cache_only)
+                return SYSTEMD_UNKNOWN;
+        if (c->quiet_until && now_usec(CLOCK_MONOTONIC) < c->quiet_until)
+                return -ETIMEDOUT;
         if (c->bus && sd_bus_is_open(c->bus) > 0) {
                 *ret = c->bus;
                 return 0;
@@ -128,6 +175,10 @@ static int bus(SystemdClient *c, sd_bus **ret)
         g_hash_table_remove_all(c->jobs);
         c->reloads = 0;
         r = sd_bus_open_system(&c->bus);
+        if (r < 0)
+                return r;
+        /* Every call, sd-bus's helpers included, is bounded far below the unit's WatchdogSec=. */
+        r = sd_bus_set_method_call_timeout(c->bus, SYSTEMD_CALL_USEC);
         if (r < 0)
                 return r;
         if (c->event) {
@@ -165,8 +216,24 @@ int systemd_client_wait(SystemdClient *c, uint64_t timeout_usec)
         return 0;
 }
 
-static int errno_of(const sd_bus_error *e, int r)
+/* A call systemd did not answer within SYSTEMD_CALL_USEC: the calls of the next SYSTEMD_QUIET_USEC fail
+ * at once, so that a pass with many calls to a hung PID 1 is bounded by one timeout, not their sum. */
+static void timed_out(SystemdClient *c)
 {
+        if (!c->quiet_until || now_usec(CLOCK_MONOTONIC) >= c->quiet_until)
+                log_warning("systemd did not answer within %llu ms; not asking it again for %llu s.",
+                            (unsigned long long)(SYSTEMD_CALL_USEC / 1000),
+                            (unsigned long long)(SYSTEMD_QUIET_USEC / 1000000));
+        c->quiet_until = now_usec(CLOCK_MONOTONIC) + SYSTEMD_QUIET_USEC;
+}
+
+static int errno_of(SystemdClient *c, const sd_bus_error *e, int r)
+{
+        if (r == -ETIMEDOUT || sd_bus_error_has_name(e, SD_BUS_ERROR_TIMEOUT) ||
+            sd_bus_error_has_name(e, SD_BUS_ERROR_NO_REPLY)) {
+                timed_out(c);
+                return -ETIMEDOUT;
+        }
         if (sd_bus_error_has_names(e, "org.freedesktop.systemd1.NoSuchUnit",
                                    "org.freedesktop.systemd1.LoadFailed"))
                 return -ENOENT;
@@ -184,8 +251,8 @@ static const char *unit_interface(const char *unit)
 
 /* Calls method of systemd's object path, with arg as its one string argument (NULL: none), and returns
  * the one value of the reply (type "o" or "s"). */
-static int call_for_string(sd_bus *b, const char *path, const char *interface, const char *method,
-                           const char *arg, const char *type, char **ret)
+static int call_for_string(SystemdClient *c, sd_bus *b, const char *path, const char *interface,
+                           const char *method, const char *arg, const char *type, char **ret)
 {
         sd_bus_error e = SD_BUS_ERROR_NULL;
         sd_bus_message *reply = NULL;
@@ -197,7 +264,7 @@ static int call_for_string(sd_bus *b, const char *path, const char *interface, c
         else
                 r = sd_bus_call_method(b, SD_NAME, path, interface, method, &e, &reply, "");
         if (r < 0) {
-                r = errno_of(&e, r);
+                r = errno_of(c, &e, r);
                 sd_bus_error_free(&e);
                 return r;
         }
@@ -208,9 +275,9 @@ static int call_for_string(sd_bus *b, const char *path, const char *interface, c
         return r < 0 ? r : 0;
 }
 
-static int unit_path(sd_bus *b, const char *unit, char **ret)
+static int unit_path(SystemdClient *c, sd_bus *b, const char *unit, char **ret)
 {
-        return call_for_string(b, SD_PATH, SD_IFACE, "GetUnit", unit, "o", ret);
+        return call_for_string(c, b, SD_PATH, SD_IFACE, "GetUnit", unit, "o", ret);
 }
 
 int systemd_unit_cpus(SystemdClient *c, const char *unit, char **ret)
@@ -224,11 +291,13 @@ int systemd_unit_cpus(SystemdClient *c, const char *unit, char **ret)
         sd_bus *b;
         int r;
 
-        if ((r = bus(c, &b)) < 0 || (r = unit_path(b, unit, &path)) < 0)
+        if ((r = cache_get(c, unit, "AllowedCPUs", ret)) <= 0)
+                return r;
+        if ((r = bus(c, &b)) < 0 || (r = unit_path(c, b, unit, &path)) < 0)
                 return r;
         r = sd_bus_get_property(b, SD_NAME, path, unit_interface(unit), "AllowedCPUs", &e, &reply, "ay");
         if (r < 0) {
-                r = errno_of(&e, r);
+                r = errno_of(c, &e, r);
                 sd_bus_error_free(&e);
                 return r;
         }
@@ -241,6 +310,7 @@ int systemd_unit_cpus(SystemdClient *c, const char *unit, char **ret)
         if (r < 0)
                 return r;
         *ret = cpuset_format_list(set);
+        cache_put(c, unit, "AllowedCPUs", *ret);
         return 0;
 }
 
@@ -294,9 +364,9 @@ static int send_call(SystemdClient *c, sd_bus *b, sd_bus_message *m, int r, cons
         const char *job;
 
         if (r >= 0) {
-                r = sd_bus_call(b, m, 10 * 1000000ULL, &e, &reply);
+                r = sd_bus_call(b, m, 0, &e, &reply); /* the bus's SYSTEMD_CALL_USEC */
                 if (r < 0)
-                        r = errno_of(&e, r);
+                        r = errno_of(c, &e, r);
         }
         if (r >= 0 && label) {
                 r = sd_bus_message_read(reply, "o", &job);
@@ -334,6 +404,7 @@ int systemd_set_unit_cpus(SystemdClient *c, const char *unit, const char *cpulis
         r = new_set_properties(c, unit, &b, &m);
         if (r < 0)
                 return r;
+        cache_put(c, unit, "AllowedCPUs", NULL);
         r = sd_bus_message_open_container(m, 'a', "(sv)");
         if (r >= 0)
                 r = append_cpus(m, cpulist);
@@ -358,16 +429,21 @@ bool systemd_introspection_has(const char *xml, const char *interface, const cha
 
 int systemd_has_property(SystemdClient *c, const char *interface, const char *property, const char *type)
 {
-        _cleanup_free_ char *path = NULL, *xml = NULL;
+        _cleanup_free_ char *path = NULL, *xml = NULL, *key = xasprintf("%s.%s", interface, property),
+                            *cached = NULL;
         sd_bus *b;
         int r;
 
+        if ((r = cache_get(c, "(introspection)", key, &cached)) <= 0)
+                return r < 0 ? r : streq(cached, "1");
         /* The root slice always exists, and a unit object lists every property of its interfaces. */
-        if ((r = bus(c, &b)) < 0 || (r = unit_path(b, "-.slice", &path)) < 0 ||
-            (r = call_for_string(b, path, "org.freedesktop.DBus.Introspectable", "Introspect", NULL, "s",
+        if ((r = bus(c, &b)) < 0 || (r = unit_path(c, b, "-.slice", &path)) < 0 ||
+            (r = call_for_string(c, b, path, "org.freedesktop.DBus.Introspectable", "Introspect", NULL, "s",
                                  &xml)) < 0)
                 return r;
-        return systemd_introspection_has(xml, interface, property, type);
+        r = systemd_introspection_has(xml, interface, property, type);
+        cache_put(c, "(introspection)", key, r ? "1" : "0");
+        return r;
 }
 
 int systemd_unit_string(SystemdClient *c, const char *unit, const char *property, char **ret)
@@ -377,11 +453,15 @@ int systemd_unit_string(SystemdClient *c, const char *unit, const char *property
         sd_bus *b;
         int r;
 
-        if ((r = bus(c, &b)) < 0 || (r = unit_path(b, unit, &path)) < 0)
+        if ((r = cache_get(c, unit, property, ret)) <= 0)
+                return r;
+        if ((r = bus(c, &b)) < 0 || (r = unit_path(c, b, unit, &path)) < 0)
                 return r;
         r = sd_bus_get_property_string(b, SD_NAME, path, unit_interface(unit), property, &e, ret);
         if (r < 0)
-                r = errno_of(&e, r);
+                r = errno_of(c, &e, r);
+        else
+                cache_put(c, unit, property, *ret);
         sd_bus_error_free(&e);
         return r < 0 ? r : 0;
 }
@@ -392,6 +472,7 @@ int systemd_set_unit_string(SystemdClient *c, const char *unit, const char *prop
         sd_bus *b = NULL;
         int r;
 
+        cache_put(c, unit, property, NULL);
         r = new_set_properties(c, unit, &b, &m);
         if (r < 0)
                 return r;
@@ -406,20 +487,27 @@ int systemd_unit_active(SystemdClient *c, const char *unit, bool *ret)
         sd_bus *b;
         int r;
 
-        if ((r = bus(c, &b)) < 0)
+        if ((r = cache_get(c, unit, "ActiveState", &state)) < 0)
                 return r;
-        r = unit_path(b, unit, &path);
-        if (r == -ENOENT) {
-                *ret = false;
-                return 0;
+        if (r > 0) {
+                if ((r = bus(c, &b)) < 0)
+                        return r;
+                r = unit_path(c, b, unit, &path);
+                if (r == -ENOENT)
+                        state = xstrdup("absent");
+                else if (r < 0)
+                        return r;
+                else {
+                        r = sd_bus_get_property_string(b, SD_NAME, path, "org.freedesktop.systemd1.Unit",
+                                                       "ActiveState", &e, &state);
+                        if (r < 0)
+                                r = errno_of(c, &e, r);
+                        sd_bus_error_free(&e);
+                        if (r < 0)
+                                return r;
+                }
+                cache_put(c, unit, "ActiveState", state);
         }
-        if (r < 0)
-                return r;
-        r = sd_bus_get_property_string(b, SD_NAME, path, "org.freedesktop.systemd1.Unit", "ActiveState", &e,
-                                       &state);
-        sd_bus_error_free(&e);
-        if (r < 0)
-                return r;
         *ret = streq(state, "active") || streq(state, "activating");
         return 0;
 }
@@ -518,9 +606,22 @@ int systemd_unit_file_state(SystemdClient *c, const char *unit, char **ret_load,
         sd_bus_error e = SD_BUS_ERROR_NULL;
         sd_bus_message *reply = NULL;
         const char *path;
+        _cleanup_free_ char *cached = NULL;
         sd_bus *b;
         int r;
 
+        if ((r = cache_get(c, unit, "FileState", &cached)) < 0)
+                return r;
+        if (r == 0) {
+                /* "LOAD\nACTIVE\nFILE", where FILE may be empty */
+                char *active = strchr(cached, '\n'), *file = active ? strchr(active + 1, '\n') : NULL;
+                if (!file)
+                        return SYSTEMD_UNKNOWN;
+                *ret_load = xstrndup(cached, (size_t)(active - cached));
+                *ret_active = xstrndup(active + 1, (size_t)(file - active - 1));
+                *ret_file = xstrdup(file + 1);
+                return 0;
+        }
         if ((r = bus(c, &b)) < 0)
                 return r;
         /* LoadUnit, not GetUnit: a unit nobody started yet is not loaded, but may well be installed. */
@@ -537,7 +638,11 @@ int systemd_unit_file_state(SystemdClient *c, const char *unit, char **ret_load,
                 r = sd_bus_get_property_string(b, SD_NAME, path, "org.freedesktop.systemd1.Unit",
                                                "UnitFileState", &e, ret_file);
         if (r < 0)
-                r = errno_of(&e, r);
+                r = errno_of(c, &e, r);
+        else {
+                _cleanup_free_ char *v = xasprintf("%s\n%s\n%s", *ret_load, *ret_active, *ret_file);
+                cache_put(c, unit, "FileState", v);
+        }
         sd_bus_error_free(&e);
         sd_bus_message_unref(reply);
         return r < 0 ? r : 0;
@@ -571,8 +676,12 @@ static int reload_async(SystemdClient *c, sd_bus *b, const char *label)
         int r;
 
         *call = (ReloadCall){.client = c, .label = xstrdup(label)};
-        r = sd_bus_call_method_async(b, NULL, SD_NAME, SD_PATH, SD_IFACE, "Reload", on_reload_reply, call,
-                                     NULL);
+        sd_bus_message *m = NULL;
+        /* Not waited for: it may take systemd longer than a call is given on this bus. */
+        r = sd_bus_message_new_method_call(b, &m, SD_NAME, SD_PATH, SD_IFACE, "Reload");
+        if (r >= 0)
+                r = sd_bus_call_async(b, NULL, m, on_reload_reply, call, SYSTEMD_RELOAD_USEC);
+        sd_bus_message_unref(m);
         if (r < 0) {
                 free(call->label);
                 free(call);
@@ -611,4 +720,25 @@ int systemd_attach(SystemdClient *c, const char *unit, const char *subcgroup, un
         if (r < 0)
                 return r;
         return send_call(c, b, m, sd_bus_message_append(m, "ssau", unit, subcgroup, 1, (uint32_t)pid), NULL);
+}
+
+int systemd_unit_by_pid(SystemdClient *c, unsigned pid, char **ret)
+{
+        sd_bus_error e = SD_BUS_ERROR_NULL;
+        sd_bus_message *reply = NULL;
+        const char *path;
+        sd_bus *b;
+        int r;
+
+        if ((r = bus(c, &b)) < 0)
+                return r;
+        r = sd_bus_call_method(b, SD_NAME, SD_PATH, SD_IFACE, "GetUnitByPID", &e, &reply, "u",
+                               (uint32_t)pid);
+        if (r < 0)
+                r = errno_of(c, &e, r);
+        else if ((r = sd_bus_message_read(reply, "o", &path)) >= 0)
+                r = sd_bus_path_decode(path, SD_PATH "/unit", ret) > 0 ? 0 : -EBADMSG;
+        sd_bus_error_free(&e);
+        sd_bus_message_unref(reply);
+        return r;
 }

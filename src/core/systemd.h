@@ -19,6 +19,15 @@
 
 #define SYSTEMD_QUEUED 1
 
+/* Every call waits for systemd's answer at most SYSTEMD_CALL_USEC (what it answers from memory takes it
+ * milliseconds), against the unit's WatchdogSec=30s; after a call that timed out the next
+ * SYSTEMD_QUIET_USEC fail at once with -ETIMEDOUT. A daemon reload is followed for SYSTEMD_RELOAD_USEC. */
+#define SYSTEMD_CALL_USEC   (2 * 1000000ULL)
+#define SYSTEMD_QUIET_USEC  (10 * 1000000ULL)
+#define SYSTEMD_RELOAD_USEC (90 * 1000000ULL)
+/* A read in cache-only mode of what systemd was never asked. */
+#define SYSTEMD_UNKNOWN (-ENOMEDIUM)
+
 typedef struct SystemdClient SystemdClient;
 
 /* What a job or a reload ended with, when that was not success: label is what the caller named the
@@ -40,6 +49,9 @@ void systemd_failures_free(SystemdFailure *f, size_t n);
 /* The jobs that ended since the last call: label -> systemd's result ("done" when it did what was
  * asked). The caller destroys the table. */
 GHashTable *systemd_client_take_ended(SystemdClient *c);
+/* Cache-only mode, for the dry runs behind read-only calls (Plan, Verify, Check): nothing is sent to
+ * systemd; reads answer what systemd said last (in a pass), or SYSTEMD_UNKNOWN. */
+void systemd_client_cache_only(SystemdClient *c, bool cache_only);
 /* Without an event loop: processes the bus until nothing is outstanding, or -ETIMEDOUT. */
 int systemd_client_wait(SystemdClient *c, uint64_t timeout_usec);
 
@@ -80,3 +92,6 @@ int systemd_mask_runtime(SystemdClient *c, const char *unit, bool mask, const ch
 
 /* Moves pid into an existing unit's cgroup, or a sub-cgroup of a delegated one ("" for the unit's own). */
 int systemd_attach(SystemdClient *c, const char *unit, const char *subcgroup, unsigned pid);
+/* The unit systemd's manager puts pid in (the innermost unit it knows: for a process in a user's
+ * manager, user@UID.service), by its name. */
+int systemd_unit_by_pid(SystemdClient *c, unsigned pid, char **ret);

@@ -454,6 +454,8 @@ void manager_dry_run(Manager *m, const Policy *p, PassResult *ret)
         }
         dirty_mark_all(&all);
         manager_attach_input(m, &attach);
+        /* Behind Plan, Verify and Check, which anyone may call: PID 1 is never waited for there. */
+        systemd_client_cache_only(m->kinds.systemd, true);
         reconcile_pass_with(p, m->topology, m->journal, &all, true,
                             &(PassInput){.attached = attach.pids,
                                          .n_attached = attach.n_pids,
@@ -463,6 +465,7 @@ void manager_dry_run(Manager *m, const Policy *p, PassResult *ret)
                                          .stop_conflicts = m->conf.stop_conflicts,
                                          .kinds = &m->kinds},
                             ret);
+        systemd_client_cache_only(m->kinds.systemd, false);
         dirty_clear(&all);
         attach_input_clear(&attach);
         irq_table_free(irq.seen);

@@ -6,6 +6,7 @@
 #include <time.h>
 
 #include "core/cgroupfs.h"
+#include "core/member-origin.h"
 #include "core/setting.h"
 #include "core/systemd.h"
 #include "shared/cpuset.h"
@@ -313,71 +314,24 @@ static int pid_of(const char *object, unsigned *ret)
 static int member_read(SettingContext *ctx, const char *object, const char *hint, char **ret)
 {
         _cleanup_free_ char *s = NULL;
+        unsigned pid;
         int r;
 
-        r = sys_read(object, &s);
+        if (endswith(object, "/cpuset")) {
+                r = sys_read(object, &s);
+                if (r >= 0)
+                        *ret = xstrdup(strstrip(s));
+                return r < 0 ? r : 0;
+        }
+        r = member_origin_read_cgroup(object, &s);
         if (r < 0)
                 return r;
-        if (endswith(object, "/cpuset")) {
-                *ret = xstrdup(strstrip(s));
-                return 0;
-        }
-        /* v2: "0::/path" */
-        _cleanup_strv_free_ char **lines = strv_split(s, "\n");
-        for (char **l = lines; *l; l++)
-                if (startswith(*l, "0::")) {
-                        *ret = xstrdup(*l + 3);
-                        return 0;
-                }
-        return -ENODATA;
-}
-
-static bool unit_name(const char *s, size_t n)
-{
-        static const char *const suffixes[] = {".scope", ".service", ".slice", ".socket", ".mount", ".swap"};
-
-        for (size_t i = 0; i < ELEMENTSOF(suffixes); i++) {
-                size_t l = strlen(suffixes[i]);
-                if (n > l && strneq(s + n - l, suffixes[i], l))
-                        return true;
-        }
-        return false;
-}
-
-/* Where systemd owns the tree a process moves through systemd: into a new scope in a slice of ours, or
- * back to the unit (and delegated sub-cgroup) it came from. */
-static int member_write_systemd(SettingContext *ctx, const char *object, unsigned pid, const char *value)
-{
-        const char *deepest = NULL, *p = value;
-        _cleanup_free_ char *unit = NULL;
-        int r;
-
-        if (startswith(value, "/rtctl.slice/")) {
-                const char *scope = strrchr(value, '/') + 1;
-                r = systemd_start_scope(ctx->systemd, scope, "rtctl.slice", pid, object);
-                if (r == -EEXIST || r == -EIO) /* the scope exists: join it */
-                        r = systemd_attach(ctx->systemd, scope, "", pid);
-                return r;
-        }
-        /* The innermost path component that names a unit; what follows is a sub-cgroup of it. */
-        while (*p == '/') {
-                const char *start = p + 1;
-                size_t n = strcspn(start, "/");
-                if (unit_name(start, n))
-                        deepest = start;
-                p = start + n;
-        }
-        if (!deepest)
-                return -EINVAL;
-        size_t n = strcspn(deepest, "/");
-        unit = xstrndup(deepest, n);
-        r = systemd_attach(ctx->systemd, unit, deepest + n, pid);
-        if (r >= 0 || r == -ESRCH || r == -ENOENT)
-                return r;
-        /* systemd moves processes only into delegated units, not back into a plain service. The process
-         * goes back to the cgroup it came from directly; the scope it leaves empty is collected. */
-        _cleanup_free_ char *dir = xasprintf("/sys/fs/cgroup%s", value);
-        return cgroup_move(dir, pid);
+        /* About to leave for rtctl's scope: what it read is the original, so the cgroup itself. */
+        if (hint && startswith(hint, "/rtctl.slice/") && !startswith(s, "/rtctl.slice/") &&
+            pid_of(object, &pid) >= 0)
+                return member_origin_describe(ctx, pid, s, ret);
+        *ret = TAKE_PTR(s);
+        return 0;
 }
 
 static int member_write(SettingContext *ctx, const char *object, const char *value)
@@ -412,7 +366,7 @@ const SettingKind setting_kind_member = {
     .name = "member",
     .read = member_read,
     .write = member_write,
-    .equal = setting_equal_folded,
+    .equal = member_origin_equal,
 };
 
 static int affinity_read(SettingContext *ctx, const char *object, const char *hint, char **ret)

@@ -1,0 +1,199 @@
+/* SPDX-License-Identifier: GPL-2.0-or-later */
+/* Where an attached process came from on cgroup v2 with systemd, and putting it back exactly there
+ * (member-origin.h says why the path alone is not to be trusted). */
+#include <fcntl.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "core/member-origin.h"
+#include "core/systemd.h"
+#include "core/tasks.h"
+#include "shared/sysfs.h"
+
+#define CGROUP_MOUNT "/sys/fs/cgroup"
+
+int member_origin_read_cgroup(const char *object, char **ret)
+{
+        _cleanup_free_ char *s = NULL;
+        int r = sys_read(object, &s);
+
+        if (r < 0)
+                return r;
+        /* v2: "0::/path" */
+        _cleanup_strv_free_ char **lines = strv_split(s, "\n");
+        for (char **l = lines; *l; l++)
+                if (startswith(*l, "0::")) {
+                        *ret = xstrdup(*l + 3);
+                        return 0;
+                }
+        return -ENODATA;
+}
+
+int member_origin_describe(SettingContext *ctx, unsigned pid, const char *path, char **ret)
+{
+        _cleanup_free_ char *dir = xasprintf("%s" CGROUP_MOUNT "%s", sysroot(), path), *object = NULL,
+                            *again = NULL, *unit = NULL;
+        struct stat st;
+        TaskInfo t;
+        int r;
+
+        if (task_info(pid, &t) < 0)
+                return -ENOENT;
+        if (stat(dir, &st) < 0)
+                return -errno;
+        /* The directory is the process's cgroup only if the process did not move meanwhile. */
+        object = xasprintf("/proc/%u/cgroup", pid);
+        r = member_origin_read_cgroup(object, &again);
+        if (r < 0)
+                return r;
+        if (!streq(again, path))
+                return -EAGAIN;
+        /* What systemd says, not a unit derived from the path; a dry run does not ask (unknown). */
+        if (systemd_unit_by_pid(ctx->systemd, pid, &unit) < 0)
+                unit = NULL;
+        *ret = xasprintf("cgroup:%llu start:%llu unit:%s %s", (unsigned long long)st.st_ino, t.starttime,
+                         unit ?: "?", path);
+        return 0;
+}
+
+void member_origin_clear(MemberOrigin *o)
+{
+        free(o->unit);
+        free(o->path);
+        *o = (MemberOrigin){};
+}
+
+int member_origin_parse(const char *value, MemberOrigin *ret)
+{
+        unsigned long long id, start;
+        char unit[256], tail;
+        int n = 0;
+
+        if (!startswith(value, "cgroup:") ||
+            sscanf(value, "cgroup:%llu start:%llu unit:%255s%c%n", &id, &start, unit, &tail, &n) != 4 ||
+            tail != ' ' || value[n] != '/')
+                return -EINVAL;
+        *ret = (MemberOrigin){.id = id,
+                              .starttime = start,
+                              .unit = streq(unit, "?") ? NULL : xstrdup(unit),
+                              .path = xstrdup(value + n)};
+        return 0;
+}
+
+const char *member_origin_path(const char *value)
+{
+        const char *p;
+
+        if (!value || !startswith(value, "cgroup:") || !(p = strchr(value, '/')))
+                return value;
+        return p;
+}
+
+bool member_origin_equal(const char *current, const char *desired)
+{
+        return setting_equal_folded(member_origin_path(current), member_origin_path(desired));
+}
+
+/* No "." or ".." component: the path names a directory below the mount, and only that one. */
+static bool path_below(const char *path)
+{
+        const char *p = path;
+
+        if (*p != '/')
+                return false;
+        while (*p) {
+                size_t n;
+                p += strspn(p, "/");
+                n = strcspn(p, "/");
+                if ((n == 1 && p[0] == '.') || (n == 2 && p[0] == '.' && p[1] == '.'))
+                        return false;
+                p += n;
+        }
+        return true;
+}
+
+static int write_procs(int dfd, unsigned pid)
+{
+        char buf[16];
+        int fd, r = 0, n = snprintf(buf, sizeof buf, "%u", pid);
+
+        fd = openat(dfd, "cgroup.procs", O_WRONLY | O_CLOEXEC | O_NOFOLLOW);
+        if (fd < 0)
+                return -errno;
+        if (write(fd, buf, (size_t)n) != n)
+                r = -errno;
+        close(fd);
+        return r == -ESRCH ? -ENOENT : r;
+}
+
+/* The directory path names, opened; -ESTALE when it is not the one of id (0: any directory root owns,
+ * for an original journalled before ids were: a directory a user made is not replayed as root). */
+static int open_origin(const char *path, unsigned long long id)
+{
+        _cleanup_free_ char *dir = NULL;
+        struct stat st;
+        int dfd;
+
+        if (!path_below(path))
+                return -EINVAL;
+        dir = xasprintf("%s" CGROUP_MOUNT "%s", sysroot(), path);
+        dfd = open(dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC | O_NOFOLLOW);
+        if (dfd < 0)
+                return errno == ENOENT ? -ESTALE : -errno;
+        if (fstat(dfd, &st) < 0 || (id ? st.st_ino != id : st.st_uid != 0)) {
+                close(dfd);
+                return id ? -ESTALE : -EPERM;
+        }
+        return dfd;
+}
+
+static int restore(SettingContext *ctx, unsigned pid, const MemberOrigin *o)
+{
+        TaskInfo t;
+        int dfd, r;
+
+        if (task_info(pid, &t) < 0 || t.starttime != o->starttime)
+                return -ENOENT; /* gone, or its PID is another process's now */
+        dfd = open_origin(o->path, o->id);
+        if (dfd >= 0) {
+                r = write_procs(dfd, pid);
+                close(dfd);
+                return r;
+        }
+        if (dfd != -ESTALE || !o->unit)
+                return dfd;
+        /* Its cgroup went: back into the unit systemd said it was in, never one named by a path. */
+        r = systemd_attach(ctx->systemd, o->unit, "", pid);
+        if (r == -ESRCH || (r < 0 && task_exited(pid)))
+                return -ENOENT;
+        return r == -ENOENT ? -ESTALE : r; /* a unit systemd does not know is no process gone */
+}
+
+int member_write_systemd(SettingContext *ctx, const char *object, unsigned pid, const char *value)
+{
+        MemberOrigin o;
+        int r;
+
+        if (startswith(value, "/rtctl.slice/")) {
+                const char *scope = strrchr(value, '/') + 1;
+                r = systemd_start_scope(ctx->systemd, scope, "rtctl.slice", pid, object);
+                if (r == -EEXIST || r == -EIO) /* the scope exists: join it */
+                        r = systemd_attach(ctx->systemd, scope, "", pid);
+                return r;
+        }
+        if (member_origin_parse(value, &o) < 0) {
+                /* A plain path, journalled before origins were recorded. */
+                TaskInfo t;
+                if (task_info(pid, &t) < 0)
+                        return -ENOENT;
+                int dfd = open_origin(value, 0);
+                if (dfd < 0)
+                        return dfd;
+                r = write_procs(dfd, pid);
+                close(dfd);
+                return r;
+        }
+        r = restore(ctx, pid, &o);
+        member_origin_clear(&o);
+        return r;
+}

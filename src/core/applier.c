@@ -29,12 +29,7 @@ void applier_fail(Setting *s, int error, const char *what)
 {
         free(s->message);
         s->error = error;
-        if (error == SYSTEMD_UNKNOWN) {
-                s->result = SETTING_FAILED;
-                s->message = xstrdup("unknown: systemd is not asked in a read-only call, and has not told "
-                                     "rtctld yet");
-        } else if (vanished(s, error) || error == -ESRCH || error == -ENODEV ||
-                   (s->restore && error == -ENOENT)) {
+        if (vanished(s, error) || error == -ESRCH || error == -ENODEV || (s->restore && error == -ENOENT)) {
                 s->result = SETTING_GONE;
                 s->message = xstrdup(s->restore ? "gone, nothing to restore" : "gone during the pass");
         } else if (error == -EBUSY || error == -EAGAIN) {
@@ -74,6 +69,13 @@ static void read_phase(Plan *plan, unsigned phase, Journal *journal, SettingCont
                         continue;
                 /* A tuner that read the object in this pass already may say what it found. */
                 r = s->current ? 0 : s->kind->read(ctx, s->object, s->desired, &s->current);
+                if (r == SYSTEMD_UNKNOWN && !journal) {
+                        /* A dry run does not ask systemd, and it has not told rtctld yet. */
+                        s->current = xstrdup("(unknown: systemd is not asked in a read-only call)");
+                        s->error = r;
+                        pending++;
+                        continue;
+                }
                 if (r == -ENOENT && dry_run_gap) {
                         s->current = xstrdup("(absent until the earlier change)");
                         pending++;

@@ -142,6 +142,19 @@ static void cache_put(SystemdClient *c, const char *unit, const char *property, 
         }
 }
 
+/* A job or a mask changes what systemd would say of the unit. */
+static void cache_forget_unit(SystemdClient *c, const char *unit)
+{
+        _cleanup_free_ char *prefix = xasprintf("%s\n", unit);
+        GHashTableIter i;
+        gpointer key;
+
+        g_hash_table_iter_init(&i, c->cache);
+        while (g_hash_table_iter_next(&i, &key, NULL))
+                if (startswith(key, prefix))
+                        g_hash_table_iter_remove(&i);
+}
+
 /* In cache-only mode: what systemd last said (0), or SYSTEMD_UNKNOWN. Otherwise 1: ask. */
 static int cache_get(SystemdClient *c, const char *unit, const char *property, char **ret)
 {
@@ -522,6 +535,7 @@ static int start_transient(SystemdClient *c, const char *unit,
         sd_bus *b = NULL;
         int r;
 
+        cache_forget_unit(c, unit);
         r = new_call(c, "StartTransientUnit", &b, &m);
         if (r < 0)
                 return r;
@@ -584,6 +598,7 @@ static int unit_job(SystemdClient *c, const char *method, const char *unit, cons
         sd_bus *b = NULL;
         int r;
 
+        cache_forget_unit(c, unit);
         r = new_call(c, method, &b, &m);
         if (r < 0)
                 return r;
@@ -697,6 +712,7 @@ int systemd_mask_runtime(SystemdClient *c, const char *unit, bool mask, const ch
         sd_bus *b = NULL;
         int r;
 
+        cache_forget_unit(c, unit);
         r = new_call(c, mask ? "MaskUnitFiles" : "UnmaskUnitFiles", &b, &m);
         if (r < 0)
                 return r;

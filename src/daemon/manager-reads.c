@@ -4,6 +4,7 @@
  * make the daemon read the machine once per call. */
 #include <time.h>
 
+#include "core/systemd.h"
 #include "daemon/manager.h"
 #include "shared/log.h"
 
@@ -164,6 +165,9 @@ static char *why_not(const Manager *m, const Setting *s)
         case SETTING_UNCHANGED:
                 return xstrdup("");
         case SETTING_PENDING:
+                if (s->error == SYSTEMD_UNKNOWN)
+                        return xstrdup("unknown: systemd is not asked in a read-only call, and has not told "
+                                       "rtctld yet");
                 if (f)
                         return xasprintf("the last write failed: %s", f->message);
                 if (s->restore)

@@ -23,8 +23,10 @@ struct SystemdClient {
         /* What systemd last answered, by "UNIT\nPROPERTY": a read-only call answers from here. */
         GHashTable *cache;
         bool cache_only;
-        /* After a call systemd did not answer in time, every call fails at once until then. */
+        /* After a call systemd did not answer in time, every call fails at once until then, or until
+         * systemd answers the Ping sent then. */
         uint64_t quiet_until;
+        bool pinging;
 };
 
 SystemdClient *systemd_client_new(sd_event *event)
@@ -177,7 +179,7 @@ static int bus(SystemdClient *c, sd_bus **ret)
         if (c->cache_only)
                 return SYSTEMD_UNKNOWN;
         if (c->quiet_until && now_usec(CLOCK_MONOTONIC) < c->quiet_until)
-                return -ETIMEDOUT;
+                return -EAGAIN;
         if (c->bus && sd_bus_is_open(c->bus) > 0) {
                 *ret = c->bus;
                 return 0;
@@ -229,10 +231,25 @@ int systemd_client_wait(SystemdClient *c, uint64_t timeout_usec)
         return 0;
 }
 
+static int on_ping(sd_bus_message *reply, void *userdata, sd_bus_error *error)
+{
+        SystemdClient *c = userdata;
+
+        c->pinging = false;
+        if (!sd_bus_message_is_method_error(reply, NULL))
+                c->quiet_until = 0; /* it answers again */
+        return 0;
+}
+
 /* A call systemd did not answer within SYSTEMD_CALL_USEC: the calls of the next SYSTEMD_QUIET_USEC fail
- * at once, so that a pass with many calls to a hung PID 1 is bounded by one timeout, not their sum. */
+ * at once (-EAGAIN: the Manager tries again shortly), so that a pass with many calls to a hung PID 1 is
+ * bounded by one timeout, not their sum; a Ping ends that early once systemd answers again. */
 static void timed_out(SystemdClient *c)
 {
+        if (!c->pinging && c->bus &&
+            sd_bus_call_method_async(c->bus, NULL, SD_NAME, SD_PATH, "org.freedesktop.DBus.Peer", "Ping",
+                                     on_ping, c, "") >= 0)
+                c->pinging = true;
         if (!c->quiet_until || now_usec(CLOCK_MONOTONIC) >= c->quiet_until)
                 log_warning("systemd did not answer within %llu ms; not asking it again for %llu s.",
                             (unsigned long long)(SYSTEMD_CALL_USEC / 1000),
@@ -245,7 +262,7 @@ static int errno_of(SystemdClient *c, const sd_bus_error *e, int r)
         if (r == -ETIMEDOUT || sd_bus_error_has_name(e, SD_BUS_ERROR_TIMEOUT) ||
             sd_bus_error_has_name(e, SD_BUS_ERROR_NO_REPLY)) {
                 timed_out(c);
-                return -ETIMEDOUT;
+                return -EAGAIN;
         }
         if (sd_bus_error_has_names(e, "org.freedesktop.systemd1.NoSuchUnit",
                                    "org.freedesktop.systemd1.LoadFailed"))

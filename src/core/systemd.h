@@ -21,8 +21,9 @@
 
 /* Every call waits for systemd's answer at most SYSTEMD_CALL_USEC (what it answers from memory takes it
  * milliseconds), against the unit's WatchdogSec=30s; after a call that timed out the next
- * SYSTEMD_QUIET_USEC fail at once with -ETIMEDOUT. A daemon reload is followed for SYSTEMD_RELOAD_USEC. */
-#define SYSTEMD_CALL_USEC   (2 * 1000000ULL)
+ * SYSTEMD_QUIET_USEC fail at once with -EAGAIN (tried again shortly), or until systemd answers a Ping. A
+ * daemon reload is followed for SYSTEMD_RELOAD_USEC. */
+#define SYSTEMD_CALL_USEC   (5 * 1000000ULL)
 #define SYSTEMD_QUIET_USEC  (10 * 1000000ULL)
 #define SYSTEMD_RELOAD_USEC (90 * 1000000ULL)
 /* A read in cache-only mode of what systemd was never asked. */

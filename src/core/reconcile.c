@@ -210,6 +210,7 @@ void reconcile_pass_with(const Policy *policy, const Topology *topology, Journal
         if (kinds == &own)
                 setting_context_init(&own, NULL);
         kinds->tasks = &tasks;
+        systemd_client_pass_start(kinds->systemd, true);
 
         PlanContext ctx = {.topology = topology,
                            .isolated = ret->isolated,
@@ -232,6 +233,7 @@ void reconcile_pass_with(const Policy *policy, const Topology *topology, Journal
                 settle_restores(journal, kinds, ret);
 
         kinds->tasks = NULL;
+        systemd_client_pass_start(kinds->systemd, false);
         task_scan_clear(&tasks);
         if (kinds == &own) {
                 /* A one-off pass (the CLI) waits here for what it asked systemd to do. */

@@ -27,6 +27,8 @@ struct SystemdClient {
          * systemd answers the Ping sent then. */
         uint64_t quiet_until;
         bool pinging;
+        /* When the pass began: once it has run SYSTEMD_PASS_USEC, its calls are left to the next one. */
+        uint64_t pass_start;
 };
 
 SystemdClient *systemd_client_new(sd_event *event)
@@ -124,6 +126,11 @@ static int on_job_removed(sd_bus_message *msg, void *userdata, sd_bus_error *err
         return 0;
 }
 
+void systemd_client_pass_start(SystemdClient *c, bool start)
+{
+        c->pass_start = start ? now_usec(CLOCK_MONOTONIC) : 0;
+}
+
 void systemd_client_cache_only(SystemdClient *c, bool cache_only)
 {
         c->cache_only = cache_only;
@@ -179,6 +186,10 @@ static int bus(SystemdClient *c, sd_bus **ret)
         if (c->cache_only)
                 return SYSTEMD_UNKNOWN;
         if (c->quiet_until && now_usec(CLOCK_MONOTONIC) < c->quiet_until)
+                return -EAGAIN;
+        /* A systemd that answers, but slowly, must not hold one pass past the watchdog either: what is
+         * left is busy, and the next pass (after the loop ran) asks again. */
+        if (c->pass_start && now_usec(CLOCK_MONOTONIC) - c->pass_start > SYSTEMD_PASS_USEC)
                 return -EAGAIN;
         if (c->bus && sd_bus_is_open(c->bus) > 0) {
                 *ret = c->bus;

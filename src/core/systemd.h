@@ -26,6 +26,8 @@
 #define SYSTEMD_CALL_USEC   (5 * 1000000ULL)
 #define SYSTEMD_QUIET_USEC  (10 * 1000000ULL)
 #define SYSTEMD_RELOAD_USEC (90 * 1000000ULL)
+/* A pass that has run this long makes no more calls (-EAGAIN: the next pass makes them). */
+#define SYSTEMD_PASS_USEC (10 * 1000000ULL)
 /* A read in cache-only mode of what systemd was never asked. */
 #define SYSTEMD_UNKNOWN (-ENOMEDIUM)
 
@@ -53,6 +55,8 @@ GHashTable *systemd_client_take_ended(SystemdClient *c);
 /* Cache-only mode, for the dry runs behind read-only calls (Plan, Verify, Check): nothing is sent to
  * systemd; reads answer what systemd said last (in a pass), or SYSTEMD_UNKNOWN. */
 void systemd_client_cache_only(SystemdClient *c, bool cache_only);
+/* A pass begins (true) or ends (false): see SYSTEMD_PASS_USEC. */
+void systemd_client_pass_start(SystemdClient *c, bool start);
 /* Without an event loop: processes the bus until nothing is outstanding, or -ETIMEDOUT. */
 int systemd_client_wait(SystemdClient *c, uint64_t timeout_usec);
 

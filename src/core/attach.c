@@ -268,14 +268,18 @@ static int proc_uid(AttachProc *p, uid_t *ret)
         if (!p->have_uid) {
                 _cleanup_free_ char *path = xasprintf("/proc/%u/status", p->pid), *s = NULL;
                 const char *line;
-                unsigned uid;
+                unsigned uid, euid, suid, fsuid;
 
                 p->have_uid = true;
                 p->uid_error = sys_read(path, &s);
                 if (p->uid_error >= 0) {
                         line = strstr(s, "\nUid:");
-                        if (!line || sscanf(line + 5, "%u", &uid) != 1)
+                        if (!line || sscanf(line + 5, "%u %u %u %u", &uid, &euid, &suid, &fsuid) != 4)
                                 p->uid_error = -EBADMSG;
+                        else if (euid != uid || suid != uid || fsuid != uid)
+                                /* A set-user-ID program (su linked as ~/jackd) is not its caller's
+                                 * alone: it is nobody's to match, as AttachProcess asks for both uids. */
+                                p->uid_error = -EPERM;
                         else
                                 p->uid = (uid_t)uid;
                 }

@@ -148,15 +148,20 @@ TEST(shipped_rules_name_users)
         CHECK(p && p->attach && p->attach->n >= 2);
 }
 
-/* A process under the root prefix: comm, exe (a dangling link is enough for readlink), the real UID,
- * and threads as "tid:name". */
+/* uid for fake_process(): real UID u running a set-user-ID-root program (effective and saved UID 0). */
+#define SETUID_ROOT(u) ((u) + 100000)
+
+/* A process under the root prefix: comm, exe (a dangling link is enough for readlink), its UIDs (real,
+ * effective, saved, filesystem: all uid, or SETUID_ROOT), and threads as "tid:name". */
 static void fake_process(const char *root, unsigned pid, const char *comm, const char *exe, unsigned uid,
                          const char *const *threads)
 {
         _cleanup_free_ char *c = xasprintf("proc/%u/comm", pid), *st = xasprintf("proc/%u/status", pid);
         _cleanup_free_ char *link = xasprintf("%s/proc/%u/exe", root, pid);
         _cleanup_free_ char *status =
-            xasprintf("Name:\t%s\nUmask:\t0022\nUid:\t%u\t%u\t%u\t%u\n", comm, uid, uid + 1, uid, uid);
+            uid >= SETUID_ROOT(0)
+                ? xasprintf("Name:\t%s\nUmask:\t0022\nUid:\t%u\t0\t0\t0\n", comm, uid - SETUID_ROOT(0))
+                : xasprintf("Name:\t%s\nUmask:\t0022\nUid:\t%u\t%u\t%u\t%u\n", comm, uid, uid, uid, uid);
 
         test_write(root, c, comm);
         test_write(root, st, status);
@@ -198,6 +203,7 @@ TEST(matching_is_and_of_terms_or_of_alternatives)
         fake_process(root, 103, "ardour-8.4", "/opt/ardour/bin/ardour", 1000, NULL);
         fake_process(root, 104, "jackd", "/opt/jack/bin/jackd", 0, NULL);
         fake_process(root, 105, "jackd", "/usr/local/bin/jackd", 0, NULL);
+        fake_process(root, 106, "ardour-8.4", "/home/u/ardour", SETUID_ROOT(1001), NULL);
         sysroot_set(root);
 
         CHECK_INTEQ(match(p->attach, 100, NULL, active, 1), 0);
@@ -205,6 +211,8 @@ TEST(matching_is_and_of_terms_or_of_alternatives)
         CHECK_INTEQ(match(p->attach, 102, NULL, active, 1), 1);  /* the active user */
         CHECK_INTEQ(match(p->attach, 103, NULL, active, 1), -1); /* not the active user */
         CHECK_INTEQ(match(p->attach, 103, NULL, NULL, 0), -1);   /* no logind: nobody is active */
+        /* The active user's real UID, but set-user-ID root (su linked under a matching name): not theirs. */
+        CHECK_INTEQ(match(p->attach, 106, NULL, active, 1), -1);
         CHECK_INTEQ(match(p->attach, 104, NULL, active, 1), 2);
         CHECK_INTEQ(match(p->attach, 105, NULL, active, 1), -1);
         /* The name an event brings counts, not the one /proc still shows. */

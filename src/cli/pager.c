@@ -46,6 +46,10 @@ void cli_pager_open(void)
                 setenv("LESSSECURE", "1", 1);
                 unsetenv("LESSOPEN");
                 unsetenv("LESSCLOSE");
+                /* Any other pager as root could run commands (vi's :!sh, more's !): as systemd does,
+                 * root gets less in its secure mode unless RTCTL_PAGERSECURE=0 says otherwise. */
+                if (geteuid() == 0 && !streq_ptr(getenv("RTCTL_PAGERSECURE"), "0"))
+                        cmd = "less";
                 if (streq(cmd, "less"))
                         execlp("less", "less", (char *)NULL);
                 else

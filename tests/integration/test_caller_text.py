@@ -197,8 +197,9 @@ def test_pager_runs_less_in_secure_mode(tenv):
     seen = os.path.join(tenv.dir, "pager-env")
     master, slave = pty.openpty()
     try:
+        # RTCTL_PAGERSECURE=0: root asks for its own pager command, which then still runs secured.
         e = dict(tenv.environ, RTCTL_PAGER="env > %s; cat > /dev/null" % seen, LESSOPEN="|touch /tmp/x %s",
-                 LESSCLOSE="x", LESSSECURE="0")
+                 LESSCLOSE="x", LESSSECURE="0", RTCTL_PAGERSECURE="0")
         p = subprocess.run([RTCTL, "--pager", "holds"], env=e, stdout=slave, stderr=subprocess.PIPE, text=True,
                            timeout=HANG_SECONDS)
     finally:
@@ -208,3 +209,20 @@ def test_pager_runs_less_in_secure_mode(tenv):
     with open(seen) as f:
         env = dict(line.split("=", 1) for line in f.read().splitlines() if "=" in line)
     assert env.get("LESSSECURE") == "1" and "LESSOPEN" not in env and "LESSCLOSE" not in env, env
+
+
+def test_root_gets_no_pager_but_less(tenv):
+    """As root, a pager other than less (vi's :!sh, more's !) would hand out a root shell: rtctl runs less
+    in its secure mode instead, as systemd does, unless RTCTL_PAGERSECURE=0."""
+    import pty
+    marker = os.path.join(tenv.dir, "pager-ran")
+    master, slave = pty.openpty()
+    try:
+        e = dict(tenv.environ, RTCTL_PAGER="touch %s; cat > /dev/null" % marker, LESS="FRX")
+        p = subprocess.run([RTCTL, "--pager", "holds"], env=e, stdin=subprocess.DEVNULL, stdout=slave,
+                           stderr=subprocess.PIPE, text=True, timeout=HANG_SECONDS)
+    finally:
+        os.close(slave)
+        os.close(master)
+    assert p.returncode == 0, p.stderr
+    assert not os.path.exists(marker), "rtctl ran $RTCTL_PAGER as root"

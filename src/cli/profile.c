@@ -59,8 +59,8 @@ int verb_profile(Cli *c, int argc, char *argv[])
 static void print_lost(const Journal *j)
 {
         for (size_t i = 0; i < journal_n_lost(j); i++) {
-                _cleanup_free_ char *m = journal_loss_message(journal_lost(j, i));
-                fprintf(stderr, "%s\n", m);
+                _cleanup_free_ char *m = journal_loss_message(journal_lost(j, i)), *shown = text_escape(m);
+                fprintf(stderr, "%s\n", shown);
         }
         if (journal_damaged_copy(j))
                 fprintf(stderr, "The damaged journal is kept as %s.\n", journal_damaged_copy(j));
@@ -128,9 +128,11 @@ int verb_restore(Cli *c, int argc, char *argv[])
                 return EXIT_FAILED;
         }
         for (size_t i = 0; i < res.plan.n; i++)
-                if (res.plan.settings[i].result == SETTING_FAILED)
-                        fprintf(stderr, "%s: %s\n", res.plan.settings[i].object,
-                                res.plan.settings[i].message);
+                if (res.plan.settings[i].result == SETTING_FAILED) {
+                        _cleanup_free_ char *object = text_escape(res.plan.settings[i].object);
+                        _cleanup_free_ char *message = text_escape(strempty(res.plan.settings[i].message));
+                        fprintf(stderr, "%s: %s\n", object, message);
+                }
         lost = journal_n_lost(journal);
         lost_note = lost > 0 ? xasprintf(", %zu lost", lost) : xstrdup("");
         print_lost(journal);

@@ -88,7 +88,8 @@ static int attach_task(Manager *m, unsigned pid, const TaskInfo *task)
                 return -ENXIO;
         add_attached(m, (Attached){.pid = pid, .starttime = t.starttime});
         save_attached(m);
-        log_info("Attaching process %u (%s) to the isolated CPUs.", pid, t.comm);
+        _cleanup_free_ char *comm = text_escape(t.comm);
+        log_info("Attaching process %u (%s) to the isolated CPUs.", pid, comm);
         manager_mark_cpu_tuners(m);
         manager_schedule_pass(m, "attach");
         return 0;

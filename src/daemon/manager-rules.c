@@ -66,7 +66,8 @@ static void evaluate(Manager *m, unsigned pid, const char *comm)
         if (rule < 0 || task_info(pid, &t) < 0 || (t.flags & PF_KTHREAD) || pid == 1) {
                 if (x) {
                         _cleanup_free_ char *reason = xasprintf("rule %s left %u", rule_of(m, x)->name, pid);
-                        log_info("Process %u (%s) no longer matches rule %s.", pid, x->comm,
+                        _cleanup_free_ char *was = text_escape(x->comm);
+                        log_info("Process %u (%s) no longer matches rule %s.", pid, was,
                                  rule_of(m, x)->name);
                         drop_match(m, x);
                         schedule_restore(m, reason);
@@ -91,7 +92,8 @@ static void evaluate(Manager *m, unsigned pid, const char *comm)
                 *x = (RuleMatch){.pid = pid, .starttime = t.starttime, .rule = (unsigned)rule};
         }
         snprintf(x->comm, sizeof x->comm, "%.15s", t.comm);
-        log_info("Process %u (%s) matches rule %s: %s.", pid, t.comm, rule_of(m, x)->name,
+        _cleanup_free_ char *name = text_escape(t.comm);
+        log_info("Process %u (%s) matches rule %s: %s.", pid, name, rule_of(m, x)->name,
                  rule_of(m, x)->threads ? rule_of(m, x)->threads : "the whole process");
         schedule_attach(m, rule_of(m, x)->name);
 }

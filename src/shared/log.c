@@ -93,6 +93,18 @@ static void send_journal(int level, int error, const char *tuner, const char *ob
         (void)sd_journal_sendv(iov, n);
 }
 
+static char *escape_lines(const char *s)
+{
+        _cleanup_strv_free_ char **lines = strv_split(s, "\n");
+        char *out = xstrdup("");
+
+        for (size_t i = 0; lines && lines[i]; i++) {
+                _cleanup_free_ char *e = text_escape_controls(lines[i]), *prev = out;
+                out = xasprintf("%s%s%s", prev, i > 0 ? "\n" : "", e);
+        }
+        return out;
+}
+
 _printf_(8, 0) static int log_send(int level, int error, const char *tuner, const char *object,
                                    const char *file, int line, const char *func, const char *fmt, va_list ap)
 {
@@ -115,11 +127,14 @@ _printf_(8, 0) static int log_send(int level, int error, const char *tuner, cons
         }
         errno = error;
         vsnprintf(buf + strlen(buf), sizeof buf - strlen(buf), fmt, ap); /* glibc expands %m from errno */
+        /* Messages quote names the kernel or a caller chose (a process's comm, a cgroup): no escape
+         * sequence reaches a terminal. Lines stay lines: a profile's errors are one per line. */
+        _cleanup_free_ char *shown = escape_lines(buf);
 
         if (to_journal)
-                send_journal(level, error, tuner, object, file, line, func, buf);
+                send_journal(level, error, tuner, object, file, line, func, shown);
         else
-                fprintf(stderr, "%s%s\n", level <= LOG_WARNING && level > LOG_ERR ? "warning: " : "", buf);
+                fprintf(stderr, "%s%s\n", level <= LOG_WARNING && level > LOG_ERR ? "warning: " : "", shown);
 
         errno = saved;
         return -error;

@@ -162,7 +162,7 @@ bool text_printable(const char *s)
         return true;
 }
 
-char *text_escape_n(const char *s, size_t n)
+static char *escape(const char *s, size_t n, bool backslash)
 {
         const unsigned char *p = (const unsigned char *)s, *end = p + strnlen(s, n);
         char *out = xmalloc0((size_t)(end - p) * 4 + 1), *o = out;
@@ -170,11 +170,12 @@ char *text_escape_n(const char *s, size_t n)
 
         while (p < end) {
                 size_t len = utf8_char(p, &c);
-                bool escape = len == 0 || unsafe_char(c) || p + len > end;
+                /* A backslash too, so that an escape in the output always stands for a byte escaped. */
+                bool esc = len == 0 || unsafe_char(c) || p + len > end || (backslash && *p == '\\');
                 if (len == 0)
                         len = 1;
                 for (size_t i = 0; i < len && p < end; i++, p++) {
-                        if (escape)
+                        if (esc)
                                 o += sprintf(o, "\\x%02x", *p);
                         else
                                 *o++ = (char)*p;
@@ -182,6 +183,16 @@ char *text_escape_n(const char *s, size_t n)
         }
         *o = '\0';
         return out;
+}
+
+char *text_escape_n(const char *s, size_t n)
+{
+        return escape(s, n, true);
+}
+
+char *text_escape_controls(const char *s)
+{
+        return escape(s, SIZE_MAX, false);
 }
 
 char *text_escape(const char *s)
@@ -192,7 +203,7 @@ char *text_escape(const char *s)
 char *echo_text(const char *s)
 {
         size_t n = strlen(s), cut = utf8_cut(s, ECHO_MAX);
-        _cleanup_free_ char *shown = text_escape_n(s, cut);
+        _cleanup_free_ char *shown = escape(s, cut, false); /* quoted input: a backslash stays */
 
         if (n <= ECHO_MAX)
                 return TAKE_PTR(shown);

@@ -86,16 +86,20 @@ char *xstrdup(const char *s);
 char *xstrndup(const char *s, size_t n);
 /* Text from someone else (a D-Bus caller, a device, a file) fit to show on one line: text_printable()
  * says whether s is well-formed UTF-8 free of control characters (C0, DEL, C1), line and paragraph
- * separators and bidirectional controls; text_escape() writes each byte of anything else as \xNN, so a
- * newline cannot start a forged line (in a log, systemd's STATUS=, a table) nor ESC drive a terminal.
+ * separators and bidirectional controls; text_escape() writes each byte of anything else, and every
+ * backslash, as \xNN, so a newline cannot start a forged line (in a log, systemd's STATUS=, a table) nor
+ * ESC drive a terminal, and no caller can write text that reads as an escape.
  * text_escape_n() escapes the first n bytes at most. */
 bool text_printable(const char *s);
 char *text_escape(const char *s);
 char *text_escape_n(const char *s, size_t n);
+/* As text_escape(), but a backslash stays as it is: for text that may already hold escapes (a log line). */
+char *text_escape_controls(const char *s);
 /* How many of s's bytes fit in max without splitting a UTF-8 character: strlen(s) when all do. */
 size_t utf8_cut(const char *s, size_t max);
 /* What a message may echo of someone else's text: s itself up to ECHO_MAX bytes, else its first
- * ECHO_MAX bytes (cut at a UTF-8 character boundary) and "...(N bytes)"; escaped as text_escape() does. */
+ * ECHO_MAX bytes (cut at a UTF-8 character boundary) and "...(N bytes)"; escaped as text_escape_controls()
+ * does. */
 #define ECHO_MAX 64
 char *echo_text(const char *s);
 /* NULL when g is a well-formed fnmatch(3) pattern, else why not: a '[' without its ']', or a trailing

@@ -38,6 +38,17 @@ TEST(escaped_text_is_one_line)
         CHECK_STREQ(e, "é\\xc3");
 }
 
+/* A caller who writes a backslash cannot make text that reads as an escaped newline; a log line, which
+ * may quote escaped names already, keeps its backslashes and loses only its control characters. */
+TEST(escapes_cannot_be_forged)
+{
+        _cleanup_free_ char *a = text_escape("x\\x0aWATCHDOG=trigger");
+        _cleanup_free_ char *b = text_escape_controls("comm \\x1b and \x1b[2J");
+
+        CHECK_STREQ(a, "x\\x5cx0aWATCHDOG=trigger");
+        CHECK_STREQ(b, "comm \\x1b and \\x1b[2J");
+}
+
 TEST(echoed_text_is_bounded_and_escaped)
 {
         char long_text[200];
@@ -63,5 +74,5 @@ TEST(utf8_cut_keeps_characters_whole)
         CHECK_INTEQ(utf8_cut("a🎹b", 5), 5);
 }
 
-TEST_MAIN(T(printable_text), T(escaped_text_is_one_line), T(echoed_text_is_bounded_and_escaped),
-          T(utf8_cut_keeps_characters_whole))
+TEST_MAIN(T(escapes_cannot_be_forged), T(printable_text), T(escaped_text_is_one_line),
+          T(echoed_text_is_bounded_and_escaped), T(utf8_cut_keeps_characters_whole))

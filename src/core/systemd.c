@@ -1,6 +1,7 @@
 /* SPDX-License-Identifier: GPL-2.0-or-later */
 #include <glib.h>
 #include <systemd/sd-bus.h>
+#include <systemd/sd-daemon.h>
 
 #include "core/systemd.h"
 #include "shared/log.h"
@@ -29,6 +30,7 @@ struct SystemdClient {
         bool pinging;
         /* When the pass began: once it has run SYSTEMD_PASS_USEC, its calls are left to the next one. */
         uint64_t pass_start;
+        uint64_t last_alive; /* when the last call told the service manager's watchdog we progress */
 };
 
 SystemdClient *systemd_client_new(sd_event *event)
@@ -179,12 +181,27 @@ static int cache_get(SystemdClient *c, const char *unit, const char *property, c
         return 0;
 }
 
+/* The loop pings the watchdog between dispatches; a pass is one dispatch. Each call is bounded by
+ * SYSTEMD_CALL_USEC, but a pass's calls add up on a slow systemd (about 20 of them to restore a CPU split,
+ * each taking a second on a loaded machine): a pass whose calls keep being answered is progressing, not
+ * hung, and says so. A call that hangs still trips the watchdog past its bound. */
+static void alive(SystemdClient *c)
+{
+        uint64_t now = now_usec(CLOCK_MONOTONIC);
+
+        if (!c->event || sd_event_get_watchdog(c->event) <= 0 || now - c->last_alive < 5 * 1000000ULL)
+                return;
+        c->last_alive = now;
+        (void)sd_notify(false, "WATCHDOG=1");
+}
+
 static int bus(SystemdClient *c, sd_bus **ret)
 {
         int r;
 
         if (c->cache_only)
                 return SYSTEMD_UNKNOWN;
+        alive(c);
         if (c->quiet_until && now_usec(CLOCK_MONOTONIC) < c->quiet_until)
                 return -EAGAIN;
         /* A systemd that answers, but slowly, must not hold one pass past the watchdog either: what is

@@ -2394,6 +2394,52 @@ def t_attach_origin_deputy():
         ensure_rtctld_base()
 
 
+@test("attach-origin-gone", timeout=300)
+def t_attach_origin_gone():
+    """A process alice runs in a transient scope of her user manager (`systemd-run --user --scope`, as a
+    desktop starts an app) is the only one there: once it is attached, her manager removes the emptied
+    scope. The detach, and the restore of `systemctl stop rtctld`, must put it somewhere in her own tree
+    and never leave it in rtctl's scope, which the stop of rtctl.slice kills. Before the fix the restore
+    found the origin gone, fell back to user@UID.service's own cgroup (which the kernel refuses: it has
+    children), and the process died with rtctl.slice."""
+    session()
+    ensure_rtctld_base()
+    mine = "/user-%d.slice/user@%d.service/" % (SESSION_UID, SESSION_UID)
+    pids, steps = [], []
+    try:
+        r, err, msg = call("SetProfile", "vmiso")
+        check(err is None, "SetProfile(vmiso) as root: %s %s" % (err, msg))
+        for how in ("detach", "stop"):
+            scope = "rtctl-vmtest-gone-%s.scope" % how
+            pid = spawn_as_alice(["systemd-run", "--user", "--scope", "--unit", scope, "sleep", "1000"])
+            pids.append(pid)
+            check(wait_cgroup(pid, lambda c: c.endswith("/" + scope)),
+                  "alice's sleep %d is in %s, not in %s" % (pid, cgroup_of(pid), scope))
+            home, born = cgroup_of(pid), start_time(pid)
+            r, err, msg = call("AttachProcess", dbus_mod().UInt32(pid))
+            check(err is None, "AttachProcess(%d): %s %s" % (pid, err, msg))
+            check(wait_cgroup(pid, lambda c: c.startswith("/rtctl.slice/")),
+                  "process %d not in rtctl.slice after AttachProcess: %s" % (pid, cgroup_of(pid)))
+            check(wait_for(lambda: cgroup_ino(home) is None, 30, 0.1),
+                  "alice's manager did not remove the emptied %s" % home)
+            if how == "detach":
+                r, err, msg = call("DetachProcess", dbus_mod().UInt32(pid))
+                check(err is None, "DetachProcess(%d): %s %s" % (pid, err, msg))
+            else:
+                run(["systemctl", "stop", UNIT], check_rc=True, timeout=120)
+            check(start_time(pid) == born, "process %d did not live through the %s (its scope %s had gone)" % (
+                pid, how, home))
+            where = cgroup_of(pid)
+            check(mine in where and not where.startswith("/rtctl.slice/"),
+                  "after the %s process %d is in %s, not in alice's tree (it came from %s, now gone)" % (
+                      how, pid, where, home))
+            steps.append("%s: %d from the gone %s lives in %s" % (how, pid, home, where))
+        return "; ".join(steps)
+    finally:
+        kill_quietly(pids)
+        ensure_rtctld_base()
+
+
 def jackd_off_iso(pid, iso):
     """'' when every thread of jackd is on the isolated CPUs, else where they are."""
     th = threads_of(pid)

@@ -2440,6 +2440,41 @@ def t_attach_origin_gone():
         ensure_rtctld_base()
 
 
+@test("attach-origin-nowhere", timeout=300)
+def t_attach_origin_nowhere():
+    """No safe place to go back to: alice's process ran in a transient scope of the system manager
+    (`systemd-run --scope --uid=alice`, root's tree), which is removed once rtctld takes its only process;
+    the unit systemd named is gone too. The stop of rtctld must not kill it: rtctl.slice, still holding
+    it, is left alone, and the process lives on in rtctl's scope."""
+    ensure_rtctld_base()
+    scope = "rtctl-vmtest-nowhere.scope"
+    proc = subprocess.Popen(["systemd-run", "--scope", "--uid", "alice", "--unit", scope, "sleep", "1000"],
+                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    pid = proc.pid
+    try:
+        check(wait_cgroup(pid, lambda c: c.endswith("/" + scope)),
+              "sleep %d is in %s, not in %s" % (pid, cgroup_of(pid), scope))
+        home, born = cgroup_of(pid), start_time(pid)
+        r, err, msg = call("SetProfile", "vmiso")
+        check(err is None, "SetProfile(vmiso) as root: %s %s" % (err, msg))
+        r, err, msg = call("AttachProcess", dbus_mod().UInt32(pid))
+        check(err is None, "AttachProcess(%d): %s %s" % (pid, err, msg))
+        check(wait_cgroup(pid, lambda c: c.startswith("/rtctl.slice/")),
+              "process %d not in rtctl.slice after AttachProcess: %s" % (pid, cgroup_of(pid)))
+        check(wait_for(lambda: cgroup_ino(home) is None, 30, 0.1), "the system manager kept the emptied %s" % home)
+        run(["systemctl", "stop", UNIT], timeout=120)
+        check(start_time(pid) == born, "process %d was killed by the stop of rtctld (its scope %s had gone); "
+              "rtctld said: %s" % (pid, home, journal(UNIT, 8)))
+        where = cgroup_of(pid)
+        said = [l for l in journal(UNIT, 60) if "Not stopping rtctl.slice" in l]
+        check(said, "rtctld did not say it left rtctl.slice alone for process %d: %s" % (pid, journal(UNIT, 8)))
+        return "process %d from the gone %s lives through the stop, in %s" % (pid, home, where)
+    finally:
+        kill_quietly([pid])
+        proc.wait()
+        ensure_rtctld_base()
+
+
 def jackd_off_iso(pid, iso):
     """'' when every thread of jackd is on the isolated CPUs, else where they are."""
     th = threads_of(pid)

@@ -90,9 +90,25 @@ const char *member_origin_path(const char *value)
         return p;
 }
 
+/* Where the restore of an origin whose cgroup went puts the process: rtctl-restored-PID under an
+ * ancestor of that cgroup (restore_nearby() below), as good as back. */
+static bool restored_near(const char *current, const char *origin)
+{
+        const char *leaf = current ? strrchr(current, '/') : NULL;
+        size_t n;
+
+        if (!leaf || !origin || !startswith(leaf + 1, "rtctl-restored-"))
+                return false;
+        n = (size_t)(leaf - current);
+        return n > 0 && strncmp(current, origin, n) == 0 && origin[n] == '/';
+}
+
 bool member_origin_equal(const char *current, const char *desired)
 {
-        return setting_equal_folded(member_origin_path(current), member_origin_path(desired));
+        const char *p = member_origin_path(current), *want = member_origin_path(desired);
+
+        return setting_equal_folded(p, want) ||
+               (desired && startswith(desired, "cgroup:") && restored_near(p, want));
 }
 
 /* No "." or ".." component: the path names a directory below the mount, and only that one. */

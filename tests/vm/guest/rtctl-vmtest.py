@@ -2440,6 +2440,11 @@ def t_attach_origin_gone():
             check(mine in where and not where.startswith("/rtctl.slice/"),
                   "after the %s process %d is in %s, not in alice's tree (it came from %s, now gone)" % (
                       how, pid, where, home))
+            if how == "detach":
+                check(not rtprops().get("Failures"), "the detach into %s is reported failed: %s" % (
+                    where, rules_brief(rtprops())))
+            check([l for l in journal(UNIT, 60) if "%s) is gone; put back into a new cgroup" % home in l],
+                  "rtctld did not say where it put process %d: %s" % (pid, journal(UNIT, 8)))
             steps.append("%s: %d from the gone %s lives in %s" % (how, pid, home, where))
         return "; ".join(steps)
     finally:

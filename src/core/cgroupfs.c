@@ -3,6 +3,7 @@
 #include <stdio.h>
 
 #include "core/cgroupfs.h"
+#include "shared/log.h"
 #include "shared/sysfs.h"
 
 void cgroup_info_clear(CgroupInfo *c)
@@ -89,4 +90,28 @@ int cgroup_move(const char *dir, unsigned pid)
 int cgroup_move_thread(const char *dir, unsigned tid)
 {
         return write_id(dir, "tasks", tid);
+}
+
+bool cgroup_slice_populated(const char *unit)
+{
+        _cleanup_free_ char *path = xstrdup(""), *object = NULL, *s = NULL;
+        size_t n = strlen(unit);
+
+        if (!endswith(unit, ".slice") || n <= 6)
+                return false;
+        n -= 6;
+        for (size_t i = 1; i <= n; i++)
+                if (i == n || unit[i] == '-') {
+                        char *longer = xasprintf("%s/%.*s.slice", path, (int)i, unit);
+                        free(path);
+                        path = longer;
+                }
+        object = xasprintf("/sys/fs/cgroup%s/cgroup.events", path);
+        if (sys_read(object, &s) < 0 || !strstr(s, "populated 1"))
+                return false;
+        log_warning(
+            "Not stopping %s: processes are still in it (their way back out failed), and stopping it "
+            "would kill them.",
+            unit);
+        return true;
 }

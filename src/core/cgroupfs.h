@@ -29,3 +29,7 @@ int cgroup_move(const char *dir, unsigned pid);
 /* Moves one thread into the cgroup directory (v1's tasks file: v1 lets the threads of a process sit in
  * different cpusets). */
 int cgroup_move_thread(const char *dir, unsigned tid);
+
+/* True when the cgroup of slice unit ("a-b.slice": /a.slice/a-b.slice) still holds a process: stopping
+ * the slice would kill it (logged). */
+bool cgroup_slice_populated(const char *unit);

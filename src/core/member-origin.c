@@ -8,6 +8,7 @@
 #include "core/member-origin.h"
 #include "core/systemd.h"
 #include "core/tasks.h"
+#include "shared/log.h"
 #include "shared/sysfs.h"
 
 #define CGROUP_MOUNT "/sys/fs/cgroup"
@@ -89,9 +90,25 @@ const char *member_origin_path(const char *value)
         return p;
 }
 
+/* Where the restore of an origin whose cgroup went puts the process: rtctl-restored-PID under an
+ * ancestor of that cgroup (restore_nearby() below), as good as back. */
+static bool restored_near(const char *current, const char *origin)
+{
+        const char *leaf = current ? strrchr(current, '/') : NULL;
+        size_t n;
+
+        if (!leaf || !origin || !startswith(leaf + 1, "rtctl-restored-"))
+                return false;
+        n = (size_t)(leaf - current);
+        return n > 0 && strncmp(current, origin, n) == 0 && origin[n] == '/';
+}
+
 bool member_origin_equal(const char *current, const char *desired)
 {
-        return setting_equal_folded(member_origin_path(current), member_origin_path(desired));
+        const char *p = member_origin_path(current), *want = member_origin_path(desired);
+
+        return setting_equal_folded(p, want) ||
+               (desired && startswith(desired, "cgroup:") && restored_near(p, want));
 }
 
 /* No "." or ".." component: the path names a directory below the mount, and only that one. */
@@ -147,6 +164,82 @@ static int open_origin(const char *path, unsigned long long id)
         return dfd;
 }
 
+/* The real uid of pid, from /proc/PID/status. */
+static int task_uid(unsigned pid, uid_t *ret)
+{
+        _cleanup_free_ char *object = xasprintf("/proc/%u/status", pid), *s = NULL;
+        unsigned long u;
+        const char *p;
+        int r = sys_read(object, &s);
+
+        if (r < 0)
+                return r;
+        p = strstr(s, "\nUid:");
+        if (!p || sscanf(p + 5, "%lu", &u) != 1)
+                return -ENODATA;
+        *ret = (uid_t)u;
+        return 0;
+}
+
+/* Its cgroup went (the user's manager removes a scope once it is empty): into a new leaf under the
+ * nearest surviving ancestor of the path, and only when that ancestor is in the process's own user's
+ * delegated tree (owned by its real uid, not root). The leaf is chowned to that user as systemd does a
+ * delegated cgroup; a new, empty leaf is one the kernel's no-internal-process rule accepts. -ESTALE
+ * when there is no such place. */
+static int restore_nearby(unsigned pid, const char *path)
+{
+        _cleanup_free_ char *dir = xstrdup(path), *name = xasprintf("rtctl-restored-%u", pid);
+        struct stat st;
+        uid_t uid;
+        gid_t gid;
+        char *slash;
+        int dfd = -1, leaf, r;
+
+        if (!path_below(path) || task_uid(pid, &uid) < 0 || uid == 0)
+                return -ESTALE;
+        while ((slash = strrchr(dir, '/')) && slash != dir) {
+                *slash = 0;
+                _cleanup_free_ char *full = xasprintf("%s" CGROUP_MOUNT "%s", sysroot(), dir);
+                dfd = open(full, O_RDONLY | O_DIRECTORY | O_CLOEXEC | O_NOFOLLOW);
+                if (dfd >= 0 || errno != ENOENT)
+                        break;
+        }
+        if (dfd < 0)
+                return -ESTALE;
+        if (fstat(dfd, &st) < 0 || st.st_uid != uid) {
+                close(dfd);
+                return -ESTALE; /* not this user's tree: no place of theirs left */
+        }
+        gid = st.st_gid;
+        if (mkdirat(dfd, name, 0755) < 0 && errno != EEXIST) {
+                r = -errno;
+                close(dfd);
+                return r;
+        }
+        leaf = openat(dfd, name, O_RDONLY | O_DIRECTORY | O_CLOEXEC | O_NOFOLLOW);
+        close(dfd);
+        if (leaf < 0)
+                return -errno;
+        if (fstat(leaf, &st) < 0 || (st.st_uid != 0 && st.st_uid != uid)) {
+                close(leaf);
+                return -ESTALE;
+        }
+        (void)fchown(leaf, uid, gid);
+        static const char *const delegated[] = {"cgroup.procs", "cgroup.threads", "cgroup.subtree_control"};
+        for (size_t i = 0; i < ELEMENTSOF(delegated); i++)
+                (void)fchownat(leaf, delegated[i], uid, gid, AT_SYMLINK_NOFOLLOW);
+        r = write_procs(leaf, pid);
+        close(leaf);
+        if (r >= 0) {
+                _cleanup_free_ char *was = text_escape(path), *now = text_escape(dir);
+                log_notice(
+                    "Process %u: the cgroup it came from (%s) is gone; put back into a new cgroup %s/%s "
+                    "of its user's tree.",
+                    pid, was, now, name);
+        }
+        return r;
+}
+
 static int restore(SettingContext *ctx, unsigned pid, const MemberOrigin *o)
 {
         TaskInfo t;
@@ -160,9 +253,14 @@ static int restore(SettingContext *ctx, unsigned pid, const MemberOrigin *o)
                 close(dfd);
                 return r;
         }
-        if (dfd != -ESTALE || !o->unit)
+        if (dfd != -ESTALE)
                 return dfd;
-        /* Its cgroup went: back into the unit systemd said it was in, never one named by a path. */
+        /* Its cgroup went: first the nearest place in its own user's tree (the system manager's unit
+         * for a user's process is user@UID.service, whose own cgroup the kernel refuses: it has
+         * children), then the unit systemd said it was in, never one named by a path. */
+        r = restore_nearby(pid, o->path);
+        if (r != -ESTALE || !o->unit)
+                return r;
         r = systemd_attach(ctx->systemd, o->unit, "", pid);
         if (r == -ESRCH || (r < 0 && task_exited(pid)))
                 return -ENOENT;

@@ -17,7 +17,8 @@
  * read. The restore writes the PID into that very directory's cgroup.procs, opened and checked by ID
  * first (root may move a process into any cgroup; systemd's AttachProcessesToUnit would take a
  * sub-cgroup path of any delegated unit). A directory of the same name but another id is not where the
- * process came from: it goes into UNIT's own cgroup instead, through systemd. The process is gone only
+ * process came from: it goes into a new leaf under the nearest surviving ancestor when that one is in the
+ * process's own user's tree, else into UNIT's own cgroup, through systemd. The process is gone only
  * when it is: the PID does not exist or has another start time. A unit systemd does not know is a
  * failure, never "gone". */
 

@@ -639,6 +639,8 @@ static int slice_write(SettingContext *ctx, const char *object, const char *valu
                 return r;
         }
         if (streq(value, "absent")) {
+                if (cgroup_slice_populated(unit))
+                        return -EBUSY; /* stopping it would kill the processes still in it */
                 int r = systemd_stop_unit(ctx->systemd, unit, object);
                 return r == -ENOENT ? 0 : r;
         }

@@ -2290,6 +2290,13 @@ def start_time(pid):
     return s.rsplit(")", 1)[1].split()[19] if s else None
 
 
+def alive(pid, born):
+    """The process that started at born still runs: that PID, that start time, and no zombie (a killed
+    child of ours keeps both until it is reaped)."""
+    s = read("/proc/%d/stat" % pid)
+    return bool(s) and start_time(pid) == born and s.rsplit(")", 1)[1].split()[0] not in ("Z", "X")
+
+
 def wait_cgroup(pid, pred, timeout=30):
     return wait_for(lambda: pred(cgroup_of(pid) or ""), timeout, 0.1)
 
@@ -2391,6 +2398,92 @@ def t_attach_origin_deputy():
             kill_quietly([pid])
         as_alice(["systemctl", "--user", "stop", unit + ".service"])
         run(["systemctl", "stop", other], timeout=120)
+        ensure_rtctld_base()
+
+
+@test("attach-origin-gone", timeout=300)
+def t_attach_origin_gone():
+    """A process alice runs in a transient scope of her user manager (`systemd-run --user --scope`, as a
+    desktop starts an app) is the only one there: once it is attached, her manager removes the emptied
+    scope. The detach, and the restore of `systemctl stop rtctld`, must put it somewhere in her own tree
+    and never leave it in rtctl's scope, which the stop of rtctl.slice kills. Before the fix the restore
+    found the origin gone, fell back to user@UID.service's own cgroup (which the kernel refuses: it has
+    children), and the process died with rtctl.slice."""
+    session()
+    ensure_rtctld_base()
+    mine = "/user-%d.slice/user@%d.service/" % (SESSION_UID, SESSION_UID)
+    pids, steps = [], []
+    try:
+        r, err, msg = call("SetProfile", "vmiso")
+        check(err is None, "SetProfile(vmiso) as root: %s %s" % (err, msg))
+        for how in ("detach", "stop"):
+            scope = "rtctl-vmtest-gone-%s.scope" % how
+            pid = spawn_as_alice(["systemd-run", "--user", "--scope", "--unit", scope, "sleep", "1000"])
+            pids.append(pid)
+            check(wait_cgroup(pid, lambda c: c.endswith("/" + scope)),
+                  "alice's sleep %d is in %s, not in %s" % (pid, cgroup_of(pid), scope))
+            home, born = cgroup_of(pid), start_time(pid)
+            r, err, msg = call("AttachProcess", dbus_mod().UInt32(pid))
+            check(err is None, "AttachProcess(%d): %s %s" % (pid, err, msg))
+            check(wait_cgroup(pid, lambda c: c.startswith("/rtctl.slice/")),
+                  "process %d not in rtctl.slice after AttachProcess: %s" % (pid, cgroup_of(pid)))
+            check(wait_for(lambda: cgroup_ino(home) is None, 30, 0.1),
+                  "alice's manager did not remove the emptied %s" % home)
+            if how == "detach":
+                r, err, msg = call("DetachProcess", dbus_mod().UInt32(pid))
+                check(err is None, "DetachProcess(%d): %s %s" % (pid, err, msg))
+            else:
+                run(["systemctl", "stop", UNIT], check_rc=True, timeout=120)
+            check(alive(pid, born), "process %d did not live through the %s (its scope %s had gone)" % (
+                pid, how, home))
+            where = cgroup_of(pid)
+            check(mine in where and not where.startswith("/rtctl.slice/"),
+                  "after the %s process %d is in %s, not in alice's tree (it came from %s, now gone)" % (
+                      how, pid, where, home))
+            if how == "detach":
+                check(not rtprops().get("Failures"), "the detach into %s is reported failed: %s" % (
+                    where, rules_brief(rtprops())))
+            check([l for l in journal(UNIT, 60) if "%s) is gone; put back into a new cgroup" % home in l],
+                  "rtctld did not say where it put process %d: %s" % (pid, journal(UNIT, 8)))
+            steps.append("%s: %d from the gone %s lives in %s" % (how, pid, home, where))
+        return "; ".join(steps)
+    finally:
+        kill_quietly(pids)
+        ensure_rtctld_base()
+
+
+@test("attach-origin-nowhere", timeout=300)
+def t_attach_origin_nowhere():
+    """No safe place to go back to: alice's process ran in a transient scope of the system manager
+    (`systemd-run --scope --uid=alice`, root's tree), which is removed once rtctld takes its only process;
+    the unit systemd named is gone too. The stop of rtctld must not kill it: rtctl.slice, still holding
+    it, is left alone, and the process lives on in rtctl's scope."""
+    ensure_rtctld_base()
+    scope = "rtctl-vmtest-nowhere.scope"
+    proc = subprocess.Popen(["systemd-run", "--scope", "--uid", "alice", "--unit", scope, "sleep", "1000"],
+                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    pid = proc.pid
+    try:
+        check(wait_cgroup(pid, lambda c: c.endswith("/" + scope)),
+              "sleep %d is in %s, not in %s" % (pid, cgroup_of(pid), scope))
+        home, born = cgroup_of(pid), start_time(pid)
+        r, err, msg = call("SetProfile", "vmiso")
+        check(err is None, "SetProfile(vmiso) as root: %s %s" % (err, msg))
+        r, err, msg = call("AttachProcess", dbus_mod().UInt32(pid))
+        check(err is None, "AttachProcess(%d): %s %s" % (pid, err, msg))
+        check(wait_cgroup(pid, lambda c: c.startswith("/rtctl.slice/")),
+              "process %d not in rtctl.slice after AttachProcess: %s" % (pid, cgroup_of(pid)))
+        check(wait_for(lambda: cgroup_ino(home) is None, 30, 0.1), "the system manager kept the emptied %s" % home)
+        run(["systemctl", "stop", UNIT], timeout=120)
+        check(alive(pid, born), "process %d was killed by the stop of rtctld (its scope %s had gone); "
+              "rtctld said: %s" % (pid, home, journal(UNIT, 8)))
+        where = cgroup_of(pid)
+        said = [l for l in journal(UNIT, 60) if "Not stopping rtctl.slice" in l]
+        check(said, "rtctld did not say it left rtctl.slice alone for process %d: %s" % (pid, journal(UNIT, 8)))
+        return "process %d from the gone %s lives through the stop, in %s" % (pid, home, where)
+    finally:
+        kill_quietly([pid])
+        proc.wait()
         ensure_rtctld_base()
 
 

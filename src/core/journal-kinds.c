@@ -8,6 +8,7 @@
 #include "core/bootloader.h"
 #include "core/cgroupfs.h"
 #include "core/journal-read.h"
+#include "core/member-origin.h"
 #include "core/resctrl.h"
 #include "shared/sysfs.h"
 
@@ -72,6 +73,22 @@ static bool within(const char *object, const char *root)
                 return false;
         rest = startswith(where, top);
         return rest && (*rest == '/' || *rest == 0);
+}
+
+/* A key rtctl never writes (sys_path_denied()), named directly or through a link to it. */
+static bool denied(const char *object)
+{
+        _cleanup_free_ char *where = NULL, *top = NULL;
+        const char *rel;
+
+        if (sys_path_denied(object))
+                return true;
+        where = landing(object);
+        top = landing("/");
+        if (!where || !top)
+                return true;
+        rel = streq(top, "/") ? where : startswith(where, top);
+        return !rel || sys_path_denied(rel);
 }
 
 static bool digits(const char *s, size_t len)
@@ -156,6 +173,51 @@ static bool in_cgroup(JournalCheck *c, const char *object)
         return c->cgroup_mount && within(object, c->cgroup_mount);
 }
 
+#define RTCTL_SLICE "rtctl.slice" /* ISOLATED_SLICE of src/tuners/cpuset.c */
+
+/* The services the conflict tuner stops (its rivals, src/tuners/conflict.c): restore unmasks and starts
+ * them, so no other unit. */
+static bool rival_service(const char *object)
+{
+        static const char *const units[] = {"systemd:irqbalance.service", "systemd:tuned.service",
+                                            "systemd:power-profiles-daemon.service"};
+
+        for (size_t i = 0; i < ELEMENTSOF(units); i++)
+                if (streq(object, units[i]))
+                        return true;
+        return false;
+}
+
+/* A cgroup below the mount as /proc/PID/cgroup names it: "/" or a plain path. */
+static bool cgroup_name(const char *path)
+{
+        return streq(path, "/") || path_plain(path);
+}
+
+/* The cgroups an original names, which restore moves processes to or from. */
+static bool runtime_original(JournalCheck *c, const SettingKind *kind, const char *original)
+{
+        if (kind == &setting_kind_procs) {
+                const char *src = startswith(original, "all from ");
+                return !src || in_cgroup(c, src);
+        }
+        if (kind == &setting_kind_member) {
+                MemberOrigin o;
+                bool ok;
+
+                if (member_origin_parse(original, &o) < 0)
+                        return cgroup_name(original);
+                ok = cgroup_name(o.path);
+                member_origin_clear(&o);
+                return ok;
+        }
+        if (kind == &setting_kind_thread) { /* "CPUSET CPULIST" */
+                _cleanup_free_ char *cpuset = xstrndup(original, strcspn(original, " "));
+                return cgroup_name(cpuset);
+        }
+        return true;
+}
+
 static bool runtime_object(JournalCheck *c, const SettingKind *kind, const char *object)
 {
         static const char *const member[] = {"cpuset", "cgroup", NULL},
@@ -163,13 +225,15 @@ static bool runtime_object(JournalCheck *c, const SettingKind *kind, const char 
                                  *const thread[] = {"cpuset", NULL};
 
         if (kind == &setting_kind_file)
-                return within(object, "/proc/sys") || within(object, "/sys") || in_cgroup(c, object);
+                return (within(object, "/proc/sys") || within(object, "/sys") || in_cgroup(c, object)) &&
+                       !denied(object);
         if (kind == &setting_kind_choice)
-                return within(object, "/sys");
+                return within(object, "/sys") && !denied(object);
         if (kind == &setting_kind_cpumask) /* workqueues, and /proc/irq/default_smp_affinity */
-                return within(object, "/sys") || within(object, "/proc/irq");
+                return (within(object, "/sys") || within(object, "/proc/irq")) && !denied(object);
         if (kind == &setting_kind_cpulist)
-                return within(object, "/proc/sys") || within(object, "/sys") || in_cgroup(c, object);
+                return (within(object, "/proc/sys") || within(object, "/sys") || in_cgroup(c, object)) &&
+                       !denied(object);
         if (kind == &setting_kind_irq_affinity)
                 return within(object, "/proc/irq");
         if (kind == &setting_kind_cgroup || kind == &setting_kind_procs || kind == &setting_kind_subtree ||
@@ -183,14 +247,17 @@ static bool runtime_object(JournalCheck *c, const SettingKind *kind, const char 
                 return proc_object(object, false, sched) || proc_object(object, true, sched);
         if (kind == &setting_kind_thread)
                 return proc_object(object, true, thread);
+        /* The cpuset tuner gives every top-level slice and scope the housekeeping CPUs, and makes its own
+         * rtctl.slice the isolated partition; the conflict tuner stops the rival services. */
         if (kind == &setting_kind_unit_cpus)
-                return unit_object(object, NULL, ":AllowedCPUs");
+                return unit_object(object, ".slice", ":AllowedCPUs") ||
+                       unit_object(object, ".scope", ":AllowedCPUs");
         if (kind == &setting_kind_unit_partition)
-                return unit_object(object, NULL, ":CPUSetPartition");
+                return streq(object, "systemd:" RTCTL_SLICE ":CPUSetPartition");
         if (kind == &setting_kind_slice)
-                return unit_object(object, ".slice", "");
+                return streq(object, "systemd:" RTCTL_SLICE);
         if (kind == &setting_kind_service)
-                return unit_object(object, NULL, "");
+                return rival_service(object);
         if (kind == &setting_kind_pmqos)
                 return streq(object, "/dev/cpu_dma_latency");
         if (kind == &setting_kind_sched_feature)
@@ -231,6 +298,13 @@ char *journal_check_entry(JournalCheck *c, const SettingKind *kind, const char *
                 return xasprintf("kind '%s' does not belong in %s", kind->name, scope_name(c->scope));
         if (c->scope == JOURNAL_BOOTARGS ? !bootargs_object(kind, object) : !runtime_object(c, kind, object))
                 return xasprintf("'%.64s' is not an object kind '%s' writes", object, kind->name);
+        return NULL;
+}
+
+char *journal_check_original(JournalCheck *c, const SettingKind *kind, const char *original)
+{
+        if (c->scope == JOURNAL_RUNTIME && !runtime_original(c, kind, original))
+                return xasprintf("'%.64s' is not a value kind '%s' restores", original, kind->name);
         return NULL;
 }
 

@@ -131,6 +131,8 @@ static void load_entry(Loader *l, json_object *e, size_t number)
                 problem = journal_check_entry(&l->check, kind, object);
         if (kind && !problem)
                 original = string_member(e, "original", ORIGINAL_MAX, &problem);
+        if (original && (problem = journal_check_original(&l->check, kind, original)))
+                original = NULL;
         if (original && !starttime_member(e, &starttime, &problem))
                 original = NULL;
         if (!original) {

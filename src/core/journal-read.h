@@ -25,6 +25,8 @@ typedef struct JournalCheck {
 
 /* NULL when kind belongs in c's journal and object is one it writes, else why not. */
 char *journal_check_entry(JournalCheck *c, const SettingKind *kind, const char *object);
+/* NULL when original, the value kind restores, names nothing outside what kind writes, else why not. */
+char *journal_check_original(JournalCheck *c, const SettingKind *kind, const char *original);
 void journal_check_clear(JournalCheck *c);
 
 /* Loads the text of a journal file, size bytes with a NUL at buf[size], into the empty journal j. True

@@ -108,3 +108,46 @@ int sys_readlink(const char *path, char **ret)
         *ret = xstrdup(buf);
         return 0;
 }
+
+const char *sys_path_denied(const char *path)
+{
+        static const struct {
+                const char *path, *why;
+        } denied[] = {
+            {"/proc/sys/kernel/core_pattern", "it runs a program as root (a core dump handler)"},
+            {"/proc/sys/kernel/modprobe", "it runs a program as root (the module loader)"},
+            {"/proc/sys/kernel/hotplug", "it runs a program as root (the uevent helper)"},
+            {"/proc/sys/kernel/usermodehelper", "it runs a program as root (the usermode helper)"},
+            {"/proc/sys/kernel/poweroff_cmd", "it runs a program as root (the poweroff command)"},
+            {"/proc/sys/fs/binfmt_misc", "it runs a program as root (a binary format handler)"},
+            {"/sys/kernel/uevent_helper", "it runs a program as root (the uevent helper)"},
+            {"/sys/power", "it is a power action (suspend, hibernate)"},
+            {"/sys/firmware", "it writes the firmware"},
+            {"/sys/kernel/security", "it writes a security module"},
+        };
+        _cleanup_free_ char *plain = xmalloc0(strlen(path) + 2);
+        char *w = plain;
+
+        /* The path as the kernel walks it. */
+        for (const char *p = path; *p;) {
+                size_t len;
+
+                p += strspn(p, "/");
+                len = strcspn(p, "/");
+                if (len == 2 && strneq(p, "..", 2))
+                        return "it names a parent directory";
+                if (len > 0 && !(len == 1 && p[0] == '.')) {
+                        *w++ = '/';
+                        memcpy(w, p, len);
+                        w += len;
+                }
+                p += len;
+        }
+        *w = 0;
+        for (size_t i = 0; i < ELEMENTSOF(denied); i++) {
+                const char *rest = startswith(plain, denied[i].path);
+                if (rest && (*rest == 0 || *rest == '/'))
+                        return denied[i].why;
+        }
+        return NULL;
+}

@@ -25,3 +25,8 @@ bool sys_exists(const char *path);
 int sys_access(const char *path, int mode);
 DIR *sys_opendir(const char *path);
 int sys_readlink(const char *path, char **ret);
+
+/* Why rtctl never writes path, a kernel key whose write runs a program as root, powers the machine off
+ * or reaches the firmware or a security module; NULL for any other. Empty and "." components are
+ * skipped as the kernel skips them ("kernel//core_pattern" is core_pattern); a ".." is denied. */
+const char *sys_path_denied(const char *path);

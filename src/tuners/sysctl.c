@@ -59,8 +59,14 @@ static void *sysctl_parse(Conf *conf, char ***errors)
                         strv_push(errors, conf_key_error(k, "not a sysctl name"));
                         continue;
                 }
+                _cleanup_free_ char *path = sysctl_path(k->key);
+                const char *why = sys_path_denied(path);
+                if (why) {
+                        strv_push(errors, conf_key_error(k, "rtctl never writes it: %s", why));
+                        continue;
+                }
                 size_t n = c->n;
-                strv_append(&c->paths, &n, sysctl_path(k->key));
+                strv_append(&c->paths, &n, TAKE_PTR(path));
                 strv_append(&c->values, &c->n, xstrdup(k->value));
         }
         return c;

@@ -14,8 +14,8 @@
 #include "shared/sysfs.h"
 #include "test.h"
 
-#define UNIT      "rtctl-test.slice"
-#define UNIT_PATH "/org/freedesktop/systemd1/unit/rtctl_2dtest_2eslice"
+#define UNIT      "rtctl.slice" /* the only slice a journal may name */
+#define UNIT_PATH "/org/freedesktop/systemd1/unit/rtctl_2eslice"
 #define JOB_PATH  "/org/freedesktop/systemd1/job/7"
 #define SLICE     "systemd:" UNIT
 

@@ -683,7 +683,6 @@ TEST(objects_outside_their_kind_refused)
                 check_refused(bad[i].scope, bad[i].kind, bad[i].object, loss);
         }
         check_accepted(JOURNAL_RUNTIME, "affinity", "/proc/12/affinity");
-        check_accepted(JOURNAL_RUNTIME, "thread", "/proc/12/task/13/cpuset");
         check_accepted(JOURNAL_RUNTIME, "service", "systemd:tuned.service");
         check_accepted(JOURNAL_RUNTIME, "unit-cpus", "systemd:system.slice:AllowedCPUs");
         check_accepted(JOURNAL_RUNTIME, "cgroup", "/sys/fs/cgroup/rtctl-isolated");

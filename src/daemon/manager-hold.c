@@ -8,6 +8,7 @@
 #include "daemon/bus-reads.h"
 #include "daemon/bus.h"
 #include "daemon/manager.h"
+#include "daemon/polkit.h"
 #include "shared/log.h"
 
 static void hold_free(Hold *h)
@@ -207,6 +208,7 @@ static int on_name_owner_changed(sd_bus_message *msg, void *userdata, sd_bus_err
         if (sd_bus_message_read(msg, "sss", &name, &old_owner, &new_owner) < 0 || !isempty(new_owner))
                 return 0;
         bus_reads_forget(m->bus_reads, name);
+        polkit_forget(m->polkit, name);
         for (size_t i = m->n_holds; i > 0; i--)
                 if (streq(m->holds[i - 1]->bus_name, name)) {
                         log_info("The holder %s left the bus.", name);

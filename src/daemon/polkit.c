@@ -22,6 +22,12 @@
 /* A password prompt may take the user a while; a question without one is answered at once. */
 #define POLKIT_INTERACTIVE_TIMEOUT_USEC (5ULL * 60 * 1000000)
 
+/* A query keeps its call and every descriptor in it for as long as polkit thinks, and each waits for a
+ * reply from polkit that dbus-daemon counts against rtctld: so one caller may have only so many in
+ * progress, and all callers together only so many more. */
+#define POLKIT_QUERIES_PER_CALLER_MAX 16
+#define POLKIT_QUERIES_MAX            256
+
 typedef enum Answer {
         ANSWER_PENDING,
         ANSWER_YES,
@@ -31,6 +37,7 @@ typedef enum Answer {
 typedef struct Query {
         Polkit *polkit;
         sd_bus_message *call;
+        char *sender; /* the caller's unique name */
         char *action;
         sd_bus_slot *slot;
         Answer answer;
@@ -49,6 +56,7 @@ static void query_free(gpointer data)
         sd_bus_slot_unref(q->slot);
         sd_event_source_disable_unref(q->done);
         sd_bus_message_unref(q->call);
+        free(q->sender);
         free(q->action);
         free(q->why);
         free(q);
@@ -178,6 +186,7 @@ static int ask(Polkit *p, sd_bus_message *call, const char *action)
         q = xmalloc0(sizeof(Query));
         q->polkit = p;
         q->call = sd_bus_message_ref(call);
+        q->sender = xstrdup(sender);
         q->action = xstrdup(action);
         r = sd_bus_call_async(bus, &q->slot, req, on_polkit_reply, q,
                               interactive ? POLKIT_INTERACTIVE_TIMEOUT_USEC : 0);
@@ -187,6 +196,37 @@ static int ask(Polkit *p, sd_bus_message *call, const char *action)
         }
         g_hash_table_replace(p->queries, call, q);
         return 0;
+}
+
+static unsigned queries_of(Polkit *p, const char *sender)
+{
+        GHashTableIter i;
+        gpointer value;
+        unsigned n = 0;
+
+        g_hash_table_iter_init(&i, p->queries);
+        while (g_hash_table_iter_next(&i, NULL, &value))
+                if (streq(((Query *)value)->sender, sender))
+                        n++;
+        return n;
+}
+
+static gboolean pending_of(gpointer key, gpointer value, gpointer sender)
+{
+        Query *q = value;
+
+        return q->answer == ANSWER_PENDING && streq(q->sender, sender);
+}
+
+/* Answered queries go once their call was dispatched again (its read queue holds it); pending ones
+ * would wait for polkit up to POLKIT_INTERACTIVE_TIMEOUT_USEC for nobody. Unref'ing the slot cancels the
+ * question. */
+void polkit_forget(Polkit *p, const char *sender)
+{
+        guint n = g_hash_table_foreach_remove(p->queries, pending_of, (gpointer)sender);
+
+        if (n > 0)
+                log_debug("polkit: dropped %u questions of %s, which left the bus", n, sender);
 }
 
 int polkit_authorize(Polkit *p, sd_bus_message *call, const char *action, sd_bus_error *error)
@@ -218,6 +258,16 @@ int polkit_authorize(Polkit *p, sd_bus_message *call, const char *action, sd_bus
         if (uid == 0)
                 return 1;
 
+        if (g_hash_table_size(p->queries) >= POLKIT_QUERIES_MAX)
+                return sd_bus_error_setf(error, RTCTL_ERROR_LIMIT_EXCEEDED,
+                                         "%d calls wait for polkit already, the most rtctld keeps; try "
+                                         "again once polkit answered some",
+                                         POLKIT_QUERIES_MAX);
+        if (queries_of(p, strempty(sd_bus_message_get_sender(call))) >= POLKIT_QUERIES_PER_CALLER_MAX)
+                return sd_bus_error_setf(error, RTCTL_ERROR_LIMIT_EXCEEDED,
+                                         "This caller has %d calls waiting for polkit already, the most one "
+                                         "may; wait for their answers first",
+                                         POLKIT_QUERIES_PER_CALLER_MAX);
         r = ask(p, call, action);
         if (r < 0)
                 return sd_bus_error_setf(error, RTCTL_ERROR_NOT_AUTHORIZED,

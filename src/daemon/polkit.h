@@ -23,8 +23,13 @@ void polkit_free(Polkit *p);
 /* May the caller of call do action? 1: yes (uid 0 always may); 0: polkit was asked, and the call will
  * be dispatched again when it answers: the method handler returns without replying; < 0: no, with
  * org.rtctl.Error.NotAuthorized in error naming the action and why. Without polkit on the bus only uid 0
- * may act. The caller's allow-interactive-authorization flag is passed on to polkit. */
+ * may act. The caller's allow-interactive-authorization flag is passed on to polkit. At most 16 calls of
+ * one caller, and 256 in all, wait for polkit; beyond, org.rtctl.Error.LimitExceeded. */
 int polkit_authorize(Polkit *p, sd_bus_message *call, const char *action, sd_bus_error *error);
+
+/* The caller with unique name sender left the bus: drop the calls of its that wait for polkit, their
+ * descriptors with them. */
+void polkit_forget(Polkit *p, const char *sender);
 
 /* The caller's uid (effective where the bus tells it). */
 int bus_caller_uid(sd_bus_message *call, uid_t *ret);

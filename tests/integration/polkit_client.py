@@ -7,6 +7,10 @@ polkit tests run it as nobody). Prints one JSON line.
       ReleaseProfile of another connection's hold that ends meanwhile. The test has polkitd hang on
       org.rtctl.attach-own-process and org.rtctl.release-other-hold, and say yes to org.rtctl.hold-profile.
       Prints the answers' error names and counts.
+  polkit_client.py ADDRESS fill N
+      N AttachProcessByPIDFD calls, each with a pidfd, left waiting for polkit (the test has polkitd hang
+      on org.rtctl.attach-own-process), then one more. Prints the error name the last got ("" for a
+      reply) and exits, closing the connection, once stdin closes.
   polkit_client.py ADDRESS call JSON
       JSON is a list of [method, signature, args], called one after the other; an "h" argument is a
       PID, sent as a pidfd of it. Prints a list of the error name each call got ("" for a reply).
@@ -94,6 +98,28 @@ def answered(address, rounds, batch):
     print(json.dumps(counts), flush=True)
 
 
+def fill(address, n):
+    conn = dbus.bus.BusConnection(address)
+    manager = conn.get_object(IFACE, PATH)
+    attach = manager.get_dbus_method("AttachProcessByPIDFD", IFACE)
+    child = subprocess.Popen(["sleep", "600"])
+    pidfd = os.pidfd_open(child.pid)
+    calls = Calls()
+    for _ in range(n):
+        calls.send(attach, dbus.types.UnixFd(pidfd))
+    asked(conn, manager)
+    try:
+        attach(dbus.types.UnixFd(pidfd), timeout=10)  # with no limit, it would wait for polkit too
+        name = ""
+    except dbus.exceptions.DBusException as e:
+        name = e.get_dbus_name()
+    os.close(pidfd)
+    child.kill()
+    child.wait()
+    print(json.dumps(name), flush=True)
+    sys.stdin.read()
+
+
 def call_each(conn, spec):
     """Calls each [method, signature, args] in turn; the error name each got ("" for a reply)."""
     manager = conn.get_object(IFACE, PATH)
@@ -119,5 +145,7 @@ if __name__ == "__main__":
     dbus.mainloop.glib.DBusGMainLoop(set_as_default=True)
     if sys.argv[2] == "answered":
         answered(sys.argv[1], int(sys.argv[3]), int(sys.argv[4]))
+    elif sys.argv[2] == "fill":
+        fill(sys.argv[1], int(sys.argv[3]))
     else:
         print(json.dumps(call_each(dbus.bus.BusConnection(sys.argv[1]), json.loads(sys.argv[3]))), flush=True)

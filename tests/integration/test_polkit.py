@@ -298,7 +298,7 @@ def test_answered_questions_are_freed_whatever_the_call_then_does(pkenv, pkbus):
     pkbus.allow("org.rtctl.hold-profile")
     pkbus.control.SimulateHangActions(["org.rtctl.attach-own-process", "org.rtctl.release-other-hold"])
     try:
-        rounds, batch = 20, 50
+        rounds, batch = 40, 16  # a batch: the most calls one caller may have waiting for polkit
         counts = polkit_client(pkenv, "answered", 1, batch)  # warm-up: what the daemon allocates once
         assert counts == {"org.rtctl.Error.NoSuchProcess": batch, "org.rtctl.Error.NoSuchHold": batch}, counts
         fds, rss = fds_and_rss(d.proc.pid)
@@ -314,3 +314,41 @@ def test_answered_questions_are_freed_whatever_the_call_then_does(pkenv, pkbus):
         assert d.running()
     finally:
         pkbus.control.SimulateHangActions(dbus.Array([], signature="s"))
+
+
+def test_calls_waiting_for_polkit_are_bounded_and_dropped_with_their_caller(pkenv, pkbus):
+    """Each call waiting for polkit keeps its message and the descriptors in it, up to 5 minutes with a
+    password prompt: one caller may have 16 waiting, and once it leaves the bus they are dropped, so a
+    desktop user cannot use up rtctld's file descriptors."""
+    d = pkenv.start()
+    pkbus.allow("org.rtctl.attach-own-process")
+    pkbus.control.ReleaseHangingCalls()
+    victim = nobody_sleep()
+    try:
+        # Warm-up: what the daemon allocates once for a polkit question with a pidfd. Polkit says yes;
+        # the call then fails on what it asks for (no profile isolates CPUs here), which is all it needs.
+        attach = json.dumps([["AttachProcessByPIDFD", "h", [victim.pid]]])
+        served = polkit_client(pkenv, "call", attach)
+        assert served == ["org.rtctl.Error.NotIsolated"], served
+        fds, _ = fds_and_rss(d.proc.pid)
+        pkbus.control.SimulateHangActions(["org.rtctl.attach-own-process"])
+        client = subprocess.Popen(["setpriv", "--reuid=%d" % NOBODY, "--regid=%d" % NOBODY, "--clear-groups",
+                                   "/usr/bin/python3", POLKIT_CLIENT, pkenv.bus.address, "fill", "16"],
+                                  env=pkenv.environ, stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
+        try:
+            assert json.loads(client.stdout.readline()) == "org.rtctl.Error.LimitExceeded", \
+                "the 17th call of one caller waiting for polkit was not refused"
+            assert fds_and_rss(d.proc.pid)[0] >= fds + 16, "the 16 waiting calls did not keep their pidfds"
+        finally:
+            client.stdin.close()
+            client.wait(HANG_SECONDS)
+        assert wait_until(lambda: fds_and_rss(d.proc.pid)[0] == fds), \
+            "rtctld kept %d descriptors of a caller that left the bus" % (fds_and_rss(d.proc.pid)[0] - fds)
+        pkbus.control.SimulateHangActions(dbus.Array([], signature="s"))
+        assert polkit_client(pkenv, "call", attach) == served, "a new caller was not served"
+        assert d.running()
+    finally:
+        pkbus.control.SimulateHangActions(dbus.Array([], signature="s"))
+        pkbus.control.ReleaseHangingCalls()
+        victim.kill()
+        victim.wait()

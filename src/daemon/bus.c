@@ -132,9 +132,31 @@ static int authorize_for_process(sd_bus_message *msg, Manager *m, unsigned pid, 
         return authorize(msg, m, own ? ACTION_ATTACH_OWN : ACTION_ATTACH_OTHER, error);
 }
 
+/* Who an authorized call counts against (polkit_authorize read it already; root too has a uid). */
+static int caller_uid(sd_bus_message *msg, uid_t *ret, sd_bus_error *error)
+{
+        int r = bus_caller_uid(msg, ret);
+
+        if (r < 0)
+                return sd_bus_error_setf(error, RTCTL_ERROR_NOT_AUTHORIZED,
+                                         "Cannot tell who the caller is (%s)", strerror(-r));
+        return 0;
+}
+
 static int attach_error(sd_bus_error *error, int r, unsigned pid)
 {
         switch (r) {
+        case -EDQUOT:
+                return sd_bus_error_setf(error, RTCTL_ERROR_LIMIT_EXCEEDED,
+                                         "This user attached %d processes already, the most one may; detach "
+                                         "one first",
+                                         ATTACHED_PER_USER_MAX);
+        case -EUSERS:
+                return sd_bus_error_setf(
+                    error, RTCTL_ERROR_LIMIT_EXCEEDED,
+                    "%d processes are attached already, the most rtctld keeps; try again "
+                    "once some are detached or gone",
+                    ATTACHED_MAX);
         case -ESRCH:
                 return sd_bus_error_setf(error, RTCTL_ERROR_NO_SUCH_PROCESS, "No process with PID %u", pid);
         case -EPERM:
@@ -157,6 +179,7 @@ static int method_attach(sd_bus_message *msg, void *userdata, sd_bus_error *erro
 {
         Manager *m = userdata;
         uint32_t pid;
+        uid_t uid;
         int r;
 
         r = sd_bus_message_read(msg, "u", &pid);
@@ -165,7 +188,10 @@ static int method_attach(sd_bus_message *msg, void *userdata, sd_bus_error *erro
         r = authorize_for_process(msg, m, pid, error);
         if (r != 0)
                 return r;
-        r = manager_attach(m, pid);
+        r = caller_uid(msg, &uid, error);
+        if (r < 0)
+                return r;
+        r = manager_attach(m, pid, uid);
         if (r < 0)
                 return attach_error(error, r, pid);
         manager_wait_for_pass(m, msg);
@@ -177,6 +203,7 @@ static int method_attach_pidfd(sd_bus_message *msg, void *userdata, sd_bus_error
 {
         Manager *m = userdata;
         unsigned pid;
+        uid_t uid;
         int fd, r;
 
         r = sd_bus_message_read(msg, "h", &fd);
@@ -195,7 +222,10 @@ static int method_attach_pidfd(sd_bus_message *msg, void *userdata, sd_bus_error
         r = authorize_for_process(msg, m, pid, error);
         if (r != 0)
                 return r;
-        r = manager_attach_pidfd(m, fd, &pid);
+        r = caller_uid(msg, &uid, error);
+        if (r < 0)
+                return r;
+        r = manager_attach_pidfd(m, fd, uid, &pid);
         if (r == -ESRCH || r == -EBADF)
                 return sd_bus_error_setf(error, RTCTL_ERROR_NO_SUCH_PROCESS,
                                          "The pidfd's process has exited");
@@ -211,6 +241,7 @@ static int method_hold_profile(sd_bus_message *msg, void *userdata, sd_bus_error
         _cleanup_free_ char *err = NULL;
         const char *profile, *reason, *app;
         uint32_t cookie;
+        uid_t uid;
         int r;
 
         r = sd_bus_message_read(msg, "sss", &profile, &reason, &app);
@@ -240,12 +271,20 @@ static int method_hold_profile(sd_bus_message *msg, void *userdata, sd_bus_error
         r = authorize(msg, m, ACTION_HOLD_PROFILE, error);
         if (r != 0)
                 return r;
-        r = manager_hold(m, profile, reason, app, sd_bus_message_get_sender(msg), &cookie, &err);
+        r = caller_uid(msg, &uid, error);
+        if (r < 0)
+                return r;
+        r = manager_hold(m, profile, reason, app, sd_bus_message_get_sender(msg), uid, &cookie, &err);
         if (r == -EDQUOT)
                 return sd_bus_error_setf(error, RTCTL_ERROR_LIMIT_EXCEEDED,
                                          "This caller holds %d profiles already, the most one may; release "
                                          "one first",
                                          HOLDS_PER_CALLER_MAX);
+        if (r == -ENOSPC)
+                return sd_bus_error_setf(error, RTCTL_ERROR_LIMIT_EXCEEDED,
+                                         "This user holds %d profiles already (over all its connections), "
+                                         "the most one may; release one first",
+                                         HOLDS_PER_USER_MAX);
         if (r == -EUSERS)
                 return sd_bus_error_setf(
                     error, RTCTL_ERROR_LIMIT_EXCEEDED,

@@ -15,7 +15,8 @@ static void save_attached(Manager *m)
         int r;
 
         for (size_t i = 0; i < m->n_attached; i++)
-                g_string_append_printf(content, "%u %llu\n", m->attached[i].pid, m->attached[i].starttime);
+                g_string_append_printf(content, "%u %llu %u\n", m->attached[i].pid, m->attached[i].starttime,
+                                       (unsigned)m->attached[i].uid);
         r = m->n_attached ? write_file_atomic(path, content->str, false)
                           : (unlink(path) < 0 && errno != ENOENT ? -errno : 0);
         if (r < 0)
@@ -56,9 +57,13 @@ void manager_load_attached(Manager *m)
                 return;
         lines = strv_split(s, "\n");
         for (char **l = lines; *l; l++) {
-                Attached a;
-                if (sscanf(*l, "%u %llu", &a.pid, &a.starttime) == 2)
+                Attached a = {};
+                unsigned uid = 0; /* an earlier version's file names no user: root's, so no share */
+                if (sscanf(*l, "%u %llu %u", &a.pid, &a.starttime, &uid) >= 2 &&
+                    m->n_attached < ATTACHED_MAX) {
+                        a.uid = (uid_t)uid;
                         add_attached(m, a);
+                }
         }
         manager_prune_attached(m);
         if (m->n_attached)
@@ -75,18 +80,34 @@ unsigned *manager_attached_pids(const Manager *m)
         return pids;
 }
 
-static int attach_task(Manager *m, unsigned pid, const TaskInfo *task)
+static int attach_task(Manager *m, unsigned pid, uid_t uid, const TaskInfo *task)
 {
         const TaskInfo t = *task;
+        size_t theirs = 0;
 
         if (pid == 1 || (t.flags & PF_KTHREAD))
                 return -EPERM;
-        for (size_t i = 0; i < m->n_attached; i++)
+        for (size_t i = 0; i < m->n_attached; i++) {
                 if (m->attached[i].pid == pid)
                         return -EEXIST;
+                if (m->attached[i].uid == uid)
+                        theirs++;
+        }
         if (!m->status.isolated || cpuset_empty(m->status.isolated))
                 return -ENXIO;
-        add_attached(m, (Attached){.pid = pid, .starttime = t.starttime});
+        /* Those gone no longer count. */
+        if (m->n_attached >= ATTACHED_MAX || (uid != 0 && theirs >= ATTACHED_PER_USER_MAX)) {
+                manager_prune_attached(m);
+                theirs = 0;
+                for (size_t i = 0; i < m->n_attached; i++)
+                        if (m->attached[i].uid == uid)
+                                theirs++;
+        }
+        if (uid != 0 && theirs >= ATTACHED_PER_USER_MAX)
+                return -EDQUOT;
+        if (m->n_attached >= ATTACHED_MAX)
+                return -EUSERS;
+        add_attached(m, (Attached){.pid = pid, .starttime = t.starttime, .uid = uid});
         save_attached(m);
         _cleanup_free_ char *comm = text_escape(t.comm);
         log_info("Attaching process %u (%s) to the isolated CPUs.", pid, comm);
@@ -95,17 +116,17 @@ static int attach_task(Manager *m, unsigned pid, const TaskInfo *task)
         return 0;
 }
 
-int manager_attach(Manager *m, unsigned pid)
+int manager_attach(Manager *m, unsigned pid, uid_t uid)
 {
         TaskInfo t;
 
         /* A zombie has exited: there is nothing left to place. */
         if (pid == 0 || task_info(pid, &t) < 0 || (t.flags & PF_EXITING))
                 return -ESRCH;
-        return attach_task(m, pid, &t);
+        return attach_task(m, pid, uid, &t);
 }
 
-int manager_attach_pidfd(Manager *m, int fd, unsigned *ret_pid)
+int manager_attach_pidfd(Manager *m, int fd, uid_t uid, unsigned *ret_pid)
 {
         TaskInfo t;
         int pid = pidfd_get_pid(fd);
@@ -122,7 +143,7 @@ int manager_attach_pidfd(Manager *m, int fd, unsigned *ret_pid)
         if (poll(&pfd, 1, 0) != 0)
                 return -ESRCH;
         *ret_pid = (unsigned)pid;
-        return attach_task(m, (unsigned)pid, &t);
+        return attach_task(m, (unsigned)pid, uid, &t);
 }
 
 int manager_detach(Manager *m, unsigned pid)

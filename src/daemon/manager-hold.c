@@ -127,19 +127,24 @@ static void check_owner(Manager *m, const Hold *h)
 }
 
 int manager_hold(Manager *m, const char *profile, const char *reason, const char *application_id,
-                 const char *bus_name, uint32_t *ret_cookie, char **ret_error)
+                 const char *bus_name, uid_t uid, uint32_t *ret_cookie, char **ret_error)
 {
         _cleanup_policy_ Policy *p = NULL;
         _cleanup_free_ char *shown = NULL;
-        size_t mine = 0;
+        size_t mine = 0, theirs = 0;
         Hold *h;
         int r;
 
-        for (size_t i = 0; i < m->n_holds; i++)
+        for (size_t i = 0; i < m->n_holds; i++) {
                 if (streq(m->holds[i]->bus_name, strempty(bus_name)))
                         mine++;
+                if (m->holds[i]->uid == uid)
+                        theirs++;
+        }
         if (mine >= HOLDS_PER_CALLER_MAX)
                 return -EDQUOT;
+        if (uid != 0 && theirs >= HOLDS_PER_USER_MAX)
+                return -ENOSPC;
         if (m->n_holds >= HOLDS_MAX)
                 return -EUSERS;
         r = manager_load_profile(m, profile, &p, ret_error);
@@ -152,6 +157,7 @@ int manager_hold(Manager *m, const char *profile, const char *reason, const char
         h->reason = xstrdup(reason);
         h->application_id = xstrdup(application_id);
         h->bus_name = xstrdup(strempty(bus_name));
+        h->uid = uid;
         h->since_usec = now_realtime_usec();
         h->seq = ++m->hold_seq;
         m->holds = realloc(m->holds, sizeof(Hold *) * (m->n_holds + 1));

@@ -34,6 +34,7 @@ static void drop_match(Manager *m, RuleMatch *x)
 
         memmove(x, x + 1, sizeof(RuleMatch) * (m->n_matches - i - 1));
         m->n_matches--;
+        m->matches_full = false;
 }
 
 static void schedule_attach(Manager *m, const char *rule)
@@ -84,6 +85,15 @@ static void evaluate(Manager *m, unsigned pid, const char *comm)
                 x->rule = (unsigned)rule;
                 x->starttime = t.starttime;
                 schedule_restore(m, "attach rule changed");
+        } else if (m->n_matches >= RULE_MATCHES_MAX) {
+                if (!m->matches_full) {
+                        _cleanup_free_ char *shown = text_escape(t.comm);
+                        log_warning("Process %u (%s) matches rule %s, but %d processes matched already, the "
+                                    "most rtctld follows: it and further matches are ignored until some go.",
+                                    pid, shown, rules(m)->rules[rule].name, RULE_MATCHES_MAX);
+                        m->matches_full = true;
+                }
+                return;
         } else {
                 m->matches = realloc(m->matches, sizeof(RuleMatch) * (m->n_matches + 1));
                 if (!m->matches)
@@ -105,6 +115,7 @@ static void rescan(Manager *m, const char *why)
         size_t n;
 
         m->n_matches = 0;
+        m->matches_full = false;
         if (!rules(m))
                 return;
         log_debug("Scanning /proc for [Attach] rules (%s).", why);
@@ -297,6 +308,8 @@ void manager_attach_input(Manager *m, AttachInput *ret)
                 if (task_info(m->matches[i].pid, &t) >= 0 && t.starttime == m->matches[i].starttime)
                         m->matches[w++] = m->matches[i];
         }
+        if (w != m->n_matches)
+                m->matches_full = false;
         m->n_matches = w;
         for (size_t i = 0; i < m->n_matches; i++) {
                 const RuleMatch *x = &m->matches[i];

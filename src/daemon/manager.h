@@ -23,6 +23,7 @@ typedef struct sd_login_monitor sd_login_monitor;
 typedef struct Attached {
         unsigned pid;
         unsigned long long starttime;
+        uid_t uid; /* who attached it: counted against that user's share */
 } Attached;
 
 /* A process an [Attach] rule matched: found by a scan or a process event, never saved. */
@@ -57,6 +58,7 @@ typedef struct Hold {
         char *reason;
         char *application_id;
         char *bus_name;      /* the holder's unique name: the hold ends when it leaves the bus */
+        uid_t uid;           /* the holder's user: counted against that user's share */
         uint64_t since_usec; /* CLOCK_REALTIME */
         uint64_t seq;        /* newer holds win ties */
 } Hold;
@@ -117,7 +119,8 @@ typedef struct Manager {
         sd_login_monitor *login;
         sd_event_source *login_source;
         RuleMatch *matches;
-        size_t n_matches;
+        size_t n_matches;   /* RULE_MATCHES_MAX at most */
+        bool matches_full;  /* a match was ignored for it, and said so; until one goes */
         uid_t *active_uids; /* users of the active session of each seat */
         size_t n_active_uids;
         AttachedThread *rule_threads; /* the threads rules put on the isolated CPUs in the last pass */
@@ -177,13 +180,16 @@ void manager_apply_in_force(Manager *m, Policy *preloaded, const char *reason);
 int manager_load_profile(Manager *m, const char *name, Policy **ret, char **ret_error);
 
 /* manager-hold.c */
-/* What callers can make rtctld keep is bounded: holds per bus name, and in all. */
+/* What callers can make rtctld keep is bounded: holds per bus name, per user (however many connections
+ * it opens; root has no share of its own) and in all. */
 #define HOLDS_PER_CALLER_MAX 16
+#define HOLDS_PER_USER_MAX   32
 #define HOLDS_MAX            256
 /* -ENOENT/-EINVAL as manager_set_profile; -EDQUOT when bus_name holds HOLDS_PER_CALLER_MAX already,
- * -EUSERS when HOLDS_MAX are held. The hold ends with ReleaseProfile or when bus_name leaves the bus. */
+ * -ENOSPC when uid holds HOLDS_PER_USER_MAX, -EUSERS when HOLDS_MAX are held. The hold ends with
+ * ReleaseProfile or when bus_name leaves the bus. */
 int manager_hold(Manager *m, const char *profile, const char *reason, const char *application_id,
-                 const char *bus_name, uint32_t *ret_cookie, char **ret_error);
+                 const char *bus_name, uid_t uid, uint32_t *ret_cookie, char **ret_error);
 /* -ENOENT: no such hold. Emits ProfileReleased. */
 int manager_release(Manager *m, uint32_t cookie);
 void manager_release_all(Manager *m);
@@ -197,12 +203,17 @@ int manager_watch_holders(Manager *m);
 void manager_holds_free(Manager *m);
 
 /* manager-attach.c */
-/* -ESRCH no such process, -EPERM PID 1 or a kernel thread, -EEXIST already attached, -ENXIO the active
- * profile isolates no CPU. On success a pass is scheduled. */
-int manager_attach(Manager *m, unsigned pid);
+/* Attached processes are bounded: per user who attached them (root has no share of its own), and in
+ * all; each attach rewrites a file and replans. */
+#define ATTACHED_PER_USER_MAX 64
+#define ATTACHED_MAX          1024
+/* uid attaches pid. -ESRCH no such process, -EPERM PID 1 or a kernel thread, -EEXIST already attached,
+ * -ENXIO the active profile isolates no CPU, -EDQUOT uid attached ATTACHED_PER_USER_MAX already, -EUSERS
+ * ATTACHED_MAX are attached. On success a pass is scheduled. */
+int manager_attach(Manager *m, unsigned pid, uid_t uid);
 /* The same for the process a pidfd refers to (a recycled PID can never move the wrong process); ret_pid
  * is its PID. -ESRCH also when it has exited, -EBADF: fd is no pidfd. */
-int manager_attach_pidfd(Manager *m, int fd, unsigned *ret_pid);
+int manager_attach_pidfd(Manager *m, int fd, uid_t uid, unsigned *ret_pid);
 /* -ENOENT: not attached. */
 int manager_detach(Manager *m, unsigned pid);
 /* A process that exited (or whose PID now belongs to another) is no longer attached. */
@@ -212,6 +223,9 @@ void manager_load_attached(Manager *m);
 unsigned *manager_attached_pids(const Manager *m);
 
 /* manager-rules.c */
+/* What [Attach] rules match is bounded (a user may start processes the rules match); beyond, further
+ * matches are ignored, said once, until some go. */
+#define RULE_MATCHES_MAX 256
 /* The policy changed: follow process events while it has rules (subscribing first), scan /proc once. */
 void manager_rules_apply(Manager *m);
 void manager_rules_free(Manager *m);

@@ -14,6 +14,9 @@ polkit tests run it as nobody). Prints one JSON line.
   polkit_client.py ADDRESS call JSON
       JSON is a list of [method, signature, args], called one after the other; an "h" argument is a
       PID, sent as a pidfd of it. Prints a list of the error name each call got ("" for a reply).
+  polkit_client.py ADDRESS spread N JSON
+      The same, the calls sent over N connections in turn, and "name: message" for each error. The
+      connections stay open (and their holds held) until standard input closes.
 """
 import json
 import os
@@ -120,11 +123,13 @@ def fill(address, n):
     sys.stdin.read()
 
 
-def call_each(conn, spec):
-    """Calls each [method, signature, args] in turn; the error name each got ("" for a reply)."""
-    manager = conn.get_object(IFACE, PATH)
+def call_each(conn, spec, conns=None, messages=False):
+    """Calls each [method, signature, args] in turn (over conns in turn, when given); the error name each
+    got ("" for a reply), with its message when asked."""
+    managers = [c.get_object(IFACE, PATH) for c in (conns or [conn])]
     names = []
-    for method, signature, args in spec:
+    for i, (method, signature, args) in enumerate(spec):
+        manager = managers[i % len(managers)]
         sent = []
         for t, a in zip(signature, args):
             if t == "h":
@@ -137,7 +142,7 @@ def call_each(conn, spec):
             manager.get_dbus_method(method, IFACE)(*sent, signature=signature, timeout=TIMEOUT)
             names.append("")
         except dbus.exceptions.DBusException as e:
-            names.append(e.get_dbus_name())
+            names.append(e.get_dbus_name() + (": " + e.get_dbus_message() if messages else ""))
     return names
 
 
@@ -147,5 +152,9 @@ if __name__ == "__main__":
         answered(sys.argv[1], int(sys.argv[3]), int(sys.argv[4]))
     elif sys.argv[2] == "fill":
         fill(sys.argv[1], int(sys.argv[3]))
+    elif sys.argv[2] == "spread":
+        conns = [dbus.bus.BusConnection(sys.argv[1]) for _ in range(int(sys.argv[3]))]
+        print(json.dumps(call_each(None, json.loads(sys.argv[4]), conns, messages=True)), flush=True)
+        sys.stdin.read()
     else:
         print(json.dumps(call_each(dbus.bus.BusConnection(sys.argv[1]), json.loads(sys.argv[3]))), flush=True)

@@ -352,3 +352,81 @@ def test_calls_waiting_for_polkit_are_bounded_and_dropped_with_their_caller(pken
         pkbus.control.ReleaseHangingCalls()
         victim.kill()
         victim.wait()
+
+
+LIMIT = "org.rtctl.Error.LimitExceeded"
+ATTACHED_PER_USER = 64
+HOLDS_PER_USER = 32
+OTHER_USER = 1  # daemon: the bus takes only users it can look up
+
+
+def user_sleep(uid):
+    return subprocess.Popen(["setpriv", "--reuid=%d" % uid, "--regid=%d" % uid, "--clear-groups",
+                             "sleep", "600"])
+
+
+def spread(env, uid, connections, calls):
+    """The calls, made as uid over that many connections in turn: their answers ("" or "name: message"),
+    and the client, whose connections (and holds) last until end() is called on it."""
+    p = subprocess.Popen(["setpriv", "--reuid=%d" % uid, "--regid=%d" % uid, "--clear-groups",
+                          "/usr/bin/python3", POLKIT_CLIENT, env.bus.address, "spread", str(connections),
+                          json.dumps(calls)], env=env.environ, stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+                         text=True)
+    line = p.stdout.readline()
+    if not line:
+        end(p)
+    assert line, "the client as uid %d failed" % uid
+    return json.loads(line), p
+
+
+def end(client):
+    client.stdin.close()
+    client.wait(HANG_SECONDS)
+
+
+def test_attached_processes_are_bounded_per_user(pkenv, pkbus):
+    """One user attaching process after process is refused, by name, beyond its share; another user is
+    still served."""
+    pkenv.profile("iso", "[Profile]\nRank=20\n[CPU]\nIsolate=1\n")
+    pkenv.write("rtctl.conf", "[Daemon]\nDefaultProfile=iso\nUevents=kernel\n")
+    d = pkenv.start()
+    pkbus.allow("org.rtctl.attach-own-process")
+    mine = [user_sleep(NOBODY) for _ in range(ATTACHED_PER_USER + 1)]
+    theirs = user_sleep(OTHER_USER)
+    try:
+        answers, client = spread(pkenv, NOBODY, 1, [["AttachProcess", "u", [q.pid]] for q in mine])
+        end(client)
+        assert answers[:ATTACHED_PER_USER] == [""] * ATTACHED_PER_USER, answers
+        name, _, message = answers[-1].partition(": ")
+        assert name == LIMIT and str(ATTACHED_PER_USER) in message, answers[-1]
+        assert machine.task_cpus(mine[-1].pid) != "1", "the refused process was attached all the same"
+        answers, client = spread(pkenv, OTHER_USER, 1, [["AttachProcess", "u", [theirs.pid]]])
+        end(client)
+        assert answers == [""], answers
+        assert machine.task_cpus(theirs.pid) == "1", "another user's process was not attached"
+        assert d.running()
+    finally:
+        for q in mine + [theirs]:
+            q.kill()
+            q.wait()
+
+
+def test_holds_are_bounded_per_user(pkenv, pkbus):
+    """One user with several connections cannot take every hold: beyond its share it is refused by name,
+    and another user's hold still succeeds."""
+    d = pkenv.start()
+    pkbus.allow("org.rtctl.hold-profile")
+    calls = [["HoldProfile", "sss", ["hi", "take %d" % i, "org.example.Daw"]]
+             for i in range(HOLDS_PER_USER + 1)]
+    answers, client = spread(pkenv, NOBODY, 3, calls)
+    try:
+        assert answers[:HOLDS_PER_USER] == [""] * HOLDS_PER_USER, answers
+        name, _, message = answers[-1].partition(": ")
+        assert name == LIMIT and str(HOLDS_PER_USER) in message, answers[-1]
+        other, other_client = spread(pkenv, OTHER_USER, 1,
+                                     [["HoldProfile", "sss", ["hi", "mine", "org.example.Other"]]])
+        end(other_client)
+        assert other == [""], other
+        assert d.running()
+    finally:
+        end(client)

@@ -115,33 +115,36 @@ def test_json_is_plain_and_takes_no_header():
 
 
 PAGER = "sed 's/^/PAGED:/'"
+# These tests run as root, who gets less and nothing else unless RTCTL_PAGERSECURE=0 (rtctl(1)); they are
+# about which pager is chosen, so they say it.
+SECURE_OFF = {"RTCTL_PAGERSECURE": "0"}
 
 
 def test_pager_only_when_asked_and_on_a_terminal():
-    out, rc = on_tty("--pager", "check", "--local", RTCTL_PAGER=PAGER, NO_COLOR="1")
+    out, rc = on_tty("--pager", "check", "--local", RTCTL_PAGER=PAGER, **SECURE_OFF, NO_COLOR="1")
     assert rc in (0, 1)
     lines = out.splitlines()
     assert lines and all(line.startswith("PAGED:") for line in lines), out
     assert lines[0].startswith("PAGED:CHECK")
     # Without --pager, $PAGER and $RTCTL_PAGER are not even read.
-    out, rc = on_tty("check", "--local", RTCTL_PAGER=PAGER, PAGER=PAGER, NO_COLOR="1")
+    out, rc = on_tty("check", "--local", RTCTL_PAGER=PAGER, **SECURE_OFF, PAGER=PAGER, NO_COLOR="1")
     assert out.startswith("CHECK ") and "PAGED:" not in out
     # --no-pager after it wins, as the last word does.
-    out, rc = on_tty("--pager", "check", "--local", "--no-pager", RTCTL_PAGER=PAGER)
+    out, rc = on_tty("--pager", "check", "--local", "--no-pager", RTCTL_PAGER=PAGER, **SECURE_OFF)
     assert "PAGED:" not in out
     # Piped: no pager, even when asked.
-    out, rc = piped("--pager", "check", "--local", RTCTL_PAGER=PAGER)
+    out, rc = piped("--pager", "check", "--local", RTCTL_PAGER=PAGER, **SECURE_OFF)
     assert out.startswith("CHECK ") and "PAGED:" not in out
 
 
 def test_pager_falls_back_to_pager_then_less_defaults():
-    out, rc = on_tty("--pager", "check", "--local", PAGER=PAGER, NO_COLOR="1")
+    out, rc = on_tty("--pager", "check", "--local", PAGER=PAGER, NO_COLOR="1", **SECURE_OFF)
     assert out.splitlines()[0].startswith("PAGED:CHECK"), out
     # less gets -FRX unless the user set LESS: the pager sees it in its environment.
     show_less = "echo \"LESS=$LESS\"; cat >/dev/null"
-    out, rc = on_tty("--pager", "check", "--local", RTCTL_PAGER=show_less)
+    out, rc = on_tty("--pager", "check", "--local", RTCTL_PAGER=show_less, **SECURE_OFF)
     assert out.splitlines() == ["LESS=FRX"], out
-    out, rc = on_tty("--pager", "check", "--local", RTCTL_PAGER=show_less, LESS="S")
+    out, rc = on_tty("--pager", "check", "--local", RTCTL_PAGER=show_less, **SECURE_OFF, LESS="S")
     assert out.splitlines() == ["LESS=S"], out
     # "cat" or an empty pager means none.
     out, rc = on_tty("--pager", "check", "--local", RTCTL_PAGER="", PAGER=PAGER, NO_COLOR="1")

@@ -13,7 +13,7 @@ static char *root, *jpath;
 
 static Journal *open_one(const char *kind, const char *object, const char *original)
 {
-        _cleanup_free_ char *err = NULL, *text = NULL;
+        _cleanup_free_ char *err = NULL;
         json_object *e = json_object_new_object(), *entries = json_object_new_array(),
                     *top = json_object_new_object();
         Journal *j = NULL;

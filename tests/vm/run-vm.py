@@ -530,7 +530,7 @@ class VM:
 def main():
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--image-dir", default=DEFAULT_IMAGE_DIR, help="rootfs.ext4, vmlinuz, initrd.img (default %(default)s)")
-    ap.add_argument("--timeout", type=float, default=float(os.environ.get("RTCTL_VM_TIMEOUT", 480)),
+    ap.add_argument("--timeout", type=float, default=float(os.environ.get("RTCTL_VM_TIMEOUT", 900)),
                     help="hard limit for the whole run, seconds (default %(default)s)")
     ap.add_argument("--only", help="comma-separated globs of guest test names (harness-boot always runs)")
     ap.add_argument("--console-log", help="where the serial console goes (default IMAGE_DIR/console.log)")

@@ -1,13 +1,13 @@
 /* SPDX-License-Identifier: GPL-2.0-or-later */
-/* check: what an audio user needs from this machine, audited without changing anything (src/core/audit*.c).
+/* check: what an audio user needs from this machine, audited without changing anything (src/core/check*.c).
  * The machine's side comes from rtctld's Check() when it runs (as root it sees what a user may not, such
  * as debugfs, and it knows the CPUs it really isolated); without the daemon, with --local or --profile,
  * rtctl runs it here. The user's side (limits, a real SCHED_FIFO attempt) always runs here: only a
  * process of that user, or root becoming them, can try. */
 #include "cli/cli.h"
 #include "cli/local.h"
-#include "core/audit.h"
 #include "core/bootargs.h"
+#include "core/check.h"
 #include "core/config.h"
 #include "core/policy.h"
 #include "core/topology.h"

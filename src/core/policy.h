@@ -2,7 +2,7 @@
 #pragma once
 
 #include "core/attach.h"
-#include "core/cores.h"
+#include "core/core-picker.h"
 #include "core/topology.h"
 #include "core/tuner.h"
 

@@ -9,7 +9,7 @@
  * what the bus brings (writes run in place), the pass, and then one read, the callers taking turns. */
 #include <glib.h>
 
-#include "core/audit.h"
+#include "core/check.h"
 #include "daemon/bus-reads.h"
 #include "daemon/bus.h"
 #include "daemon/manager.h"

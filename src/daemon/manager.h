@@ -12,10 +12,10 @@
 #include "core/reconcile.h"
 #include "core/topology.h"
 #include "daemon/bus-attach.h" /* for bus.c's vtable, which the lead keeps */
-#include "daemon/events.h"
 #include "daemon/manager-reads.h"
 #include "daemon/manager-status.h"
 #include "daemon/proc-events.h"
+#include "daemon/uevent-monitor.h"
 
 typedef struct sd_login_monitor sd_login_monitor;
 

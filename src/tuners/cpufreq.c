@@ -10,7 +10,7 @@
 #include "core/tuner.h"
 #include "shared/sysfs.h"
 #include "tuners/irq.h"
-#include "tuners/power.h"
+#include "tuners/power-config.h"
 
 #define CPUFREQ "/sys/devices/system/cpu/cpufreq"
 

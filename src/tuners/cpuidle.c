@@ -9,7 +9,7 @@
 #include "core/tuner.h"
 #include "shared/sysfs.h"
 #include "tuners/irq.h"
-#include "tuners/power.h"
+#include "tuners/power-config.h"
 
 static bool cpuidle_uses(const void *config)
 {

@@ -1,8 +1,8 @@
 /* SPDX-License-Identifier: GPL-2.0-or-later */
 /* /proc/cmdline (and a boot loader's command line) against the boot arguments rtctl computes. The
  * input's first line is one more key to look for; the rest is the command line. */
-#include "core/audit-internal.h"
 #include "core/bootargs.h"
+#include "core/check-internal.h"
 #include "fuzz.h"
 
 static const char *const keys[] = {"nohz_full", "isolcpus", "rcu_nocbs",   "irqaffinity",  "threadirqs",

@@ -1,6 +1,6 @@
 /* SPDX-License-Identifier: GPL-2.0-or-later */
 /* Kernel uevent datagrams, of exactly the length received and not NUL-terminated as a whole. */
-#include "daemon/events.h"
+#include "daemon/uevent-monitor.h"
 #include "fuzz.h"
 
 static bool inside(const char *s, const char *buf, size_t size)

@@ -1,7 +1,7 @@
 """The audit (rtctl check, Check()) on the real kernel: a real-time thread named as PipeWire names its data
 loop is found. This host has no sound card and boots without threadirqs, so it has no audio IRQ thread:
 the inversion itself (server thread at or above the sound card's IRQ thread) is tested on a fixture's
-/proc, here through the daemon and in tests/unit/test-audit.c."""
+/proc, here through the daemon and in tests/unit/test-check.c."""
 import json
 import os
 import shutil

@@ -5,8 +5,8 @@
 #include <linux/connector.h>
 #include <linux/netlink.h>
 
-#include "daemon/events.h"
 #include "daemon/proc-events.h"
+#include "daemon/uevent-monitor.h"
 #include "test.h"
 
 /* A heap copy of exactly len bytes, so that ASan sees a read past the datagram. */

@@ -9,7 +9,7 @@
 #include <sys/resource.h>
 #include <zlib.h>
 
-#include "core/audit.h"
+#include "core/check.h"
 #include "core/tasks.h"
 #include "shared/sysfs.h"
 #include "test.h"

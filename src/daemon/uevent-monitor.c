@@ -4,7 +4,7 @@
 #include <netlink/socket.h>
 #include <systemd/sd-device.h>
 
-#include "daemon/events.h"
+#include "daemon/uevent-monitor.h"
 #include "shared/log.h"
 
 #define KERNEL_UEVENT_GROUP 1

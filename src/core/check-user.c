@@ -11,7 +11,7 @@
 #include <sys/wait.h>
 #include <systemd/sd-login.h>
 
-#include "core/audit-internal.h"
+#include "core/check-internal.h"
 #include "shared/sysfs.h"
 
 /* rtcqs tries priority 80; JACK's and PipeWire's real-time threads ask for 70 to 95. */

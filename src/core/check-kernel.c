@@ -5,8 +5,8 @@
  * can model each kernel. */
 #include <zlib.h>
 
-#include "core/audit-internal.h"
 #include "core/bootargs.h"
+#include "core/check-internal.h"
 #include "shared/sysfs.h"
 
 bool cmdline_has(const char *cmdline, const char *word)

@@ -1,7 +1,7 @@
 /* SPDX-License-Identifier: GPL-2.0-or-later */
 #include <inttypes.h>
 
-#include "core/cores.h"
+#include "core/core-picker.h"
 
 static const char *const preference_names[] = {
     [CORE_PREFER_FAST] = "fast",

@@ -3,7 +3,7 @@
  * movable process off the isolated CPUs, every movable IRQ's effective affinity (where the interrupt
  * controller really delivers it, not the requested mask) on housekeeping CPUs, and the workqueue
  * masks without isolated CPUs. */
-#include "core/audit-internal.h"
+#include "core/check-internal.h"
 #include "core/irqs.h"
 #include "core/topology.h"
 #include "shared/sysfs.h"

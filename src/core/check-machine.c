@@ -1,7 +1,7 @@
 /* SPDX-License-Identifier: GPL-2.0-or-later */
 /* Memory, filesystems and interrupt lines: swappiness with swap on, filesystems to keep audio off, and
  * sound or USB host IRQs sharing a line with another device. */
-#include "core/audit-internal.h"
+#include "core/check-internal.h"
 #include "core/irqs.h"
 #include "core/topology.h"
 #include "shared/sysfs.h"

@@ -1,12 +1,12 @@
 /* SPDX-License-Identifier: GPL-2.0-or-later */
 #pragma once
 
-#include "core/audit.h"
+#include "core/check.h"
 #include "core/tasks.h"
 
-/* The checks audit_run() runs, one file per family: audit-kernel.c (how the kernel was built and
- * booted), audit-machine.c (memory, filesystems, interrupt lines), audit-isolation.c (what rtctl's
- * isolation leaves where), audit-user.c (the judged user's session). */
+/* The checks audit_run() runs, one file per family: check-kernel.c (how the kernel was built and
+ * booted), check-machine.c (memory, filesystems, interrupt lines), check-isolation.c (what rtctl's
+ * isolation leaves where), check-user.c (the judged user's session). */
 
 /* The kernel's configuration, from /proc/config.gz or /boot/config-RELEASE; NULL when neither is there. */
 typedef struct KernelInfo {

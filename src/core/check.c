@@ -1,11 +1,11 @@
 /* SPDX-License-Identifier: GPL-2.0-or-later */
 /* The audit behind `rtctl check` and Check(): rival services, RT throttling, cpufreq, and the priority
  * order of the sound card's interrupt thread, the audio server's threads and rtkit's ceiling; the other
- * families are in audit-*.c (audit-internal.h lists them). */
+ * families are in check-*.c (check-internal.h lists them). */
 #include <dirent.h>
 #include <sched.h>
 
-#include "core/audit-internal.h"
+#include "core/check-internal.h"
 #include "core/irqs.h"
 #include "core/tasks.h"
 #include "core/topology.h"

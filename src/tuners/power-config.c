@@ -1,7 +1,7 @@
 /* SPDX-License-Identifier: GPL-2.0-or-later */
 #include "core/tuner.h"
 #include "tuners/irq.h"
-#include "tuners/power.h"
+#include "tuners/power-config.h"
 
 static void set_clear(PowerSet *s)
 {

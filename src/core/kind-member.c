@@ -1,0 +1,64 @@
+/* SPDX-License-Identifier: GPL-2.0-or-later */
+/* The setting kind of the cgroup a process is a member of. */
+#include "core/cgroupfs.h"
+#include "core/kind-internal.h"
+#include "core/member-origin.h"
+#include "shared/sysfs.h"
+
+static int member_read(SettingContext *ctx, const char *object, const char *hint, char **ret)
+{
+        _cleanup_free_ char *s = NULL;
+        unsigned pid;
+        int r;
+
+        if (endswith(object, "/cpuset")) {
+                r = sys_read(object, &s);
+                if (r >= 0)
+                        *ret = xstrdup(strstrip(s));
+                return r < 0 ? r : 0;
+        }
+        r = member_origin_read_cgroup(object, &s);
+        if (r < 0)
+                return r;
+        /* About to leave for rtctl's scope: what it read is the original, so the cgroup itself. */
+        if (hint && startswith(hint, "/rtctl.slice/") && !startswith(s, "/rtctl.slice/") &&
+            pid_of(object, &pid) >= 0)
+                return member_origin_describe(ctx, pid, s, ret);
+        *ret = TAKE_PTR(s);
+        return 0;
+}
+
+static int member_write(SettingContext *ctx, const char *object, const char *value)
+{
+        CgroupInfo info;
+        unsigned pid;
+        int r;
+
+        r = pid_of(object, &pid);
+        if (r < 0)
+                return r;
+        r = cgroup_discover(&info);
+        if (r < 0)
+                return r;
+        if (info.mode == CGROUP_V2 && info.systemd) {
+                cgroup_info_clear(&info);
+                r = member_write_systemd(ctx, object, pid, value);
+                return r == -ESRCH ? -ENOENT : r;
+        }
+        if (info.mode == CGROUP_NONE) {
+                cgroup_info_clear(&info);
+                return -EOPNOTSUPP;
+        }
+        _cleanup_free_ char *dir = xasprintf("%s%s", info.mount, streq(value, "/") ? "" : value);
+        cgroup_info_clear(&info);
+        r = cgroup_move(dir, pid);
+        /* A process that exited is gone, as a vanished file is. */
+        return r == -ESRCH ? -ENOENT : r;
+}
+
+const SettingKind setting_kind_member = {
+    .name = "member",
+    .read = member_read,
+    .write = member_write,
+    .equal = member_origin_equal,
+};

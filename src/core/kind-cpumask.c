@@ -3,7 +3,7 @@
 #include "core/kind-internal.h"
 #include "shared/sysfs.h"
 
-CpuSet *parse_list_or_null(const char *s)
+CpuSet *kind_parse_list_or_null(const char *s)
 {
         CpuSet *set = NULL;
 
@@ -14,9 +14,9 @@ CpuSet *parse_list_or_null(const char *s)
         return set;
 }
 
-bool cpulist_equal(const char *a, const char *b)
+bool kind_cpulist_equal(const char *a, const char *b)
 {
-        _cleanup_cpuset_ CpuSet *x = parse_list_or_null(a), *y = parse_list_or_null(b);
+        _cleanup_cpuset_ CpuSet *x = kind_parse_list_or_null(a), *y = kind_parse_list_or_null(b);
 
         if (!x || !y)
                 return setting_equal_folded(a, b);
@@ -27,14 +27,14 @@ const SettingKind setting_kind_cpulist = {
     .name = "cpulist",
     .read = setting_file_read,
     .write = setting_file_write,
-    .equal = cpulist_equal,
+    .equal = kind_cpulist_equal,
 };
 
 const SettingKind setting_kind_irq_affinity = {
     .name = "irq-affinity",
     .read = setting_file_read,
     .write = setting_file_write,
-    .equal = cpulist_equal,
+    .equal = kind_cpulist_equal,
     .refusals = (const int[]){EIO, EPERM, 0},
 };
 
@@ -56,7 +56,7 @@ static int cpumask_read(SettingContext *ctx, const char *object, const char *hin
 
 static int cpumask_write(SettingContext *ctx, const char *object, const char *value)
 {
-        _cleanup_cpuset_ CpuSet *set = parse_list_or_null(value), *sized = NULL;
+        _cleanup_cpuset_ CpuSet *set = kind_parse_list_or_null(value), *sized = NULL;
         _cleanup_free_ char *mask = NULL;
         int last = -1;
 
@@ -75,5 +75,5 @@ const SettingKind setting_kind_cpumask = {
     .name = "cpumask",
     .read = cpumask_read,
     .write = cpumask_write,
-    .equal = cpulist_equal,
+    .equal = kind_cpulist_equal,
 };

@@ -7,10 +7,10 @@
 /* What the setting kinds' files (kind-*.c) share. */
 
 /* kind-cpumask.c: a CPU list, "" the empty set; NULL when s is none. */
-CpuSet *parse_list_or_null(const char *s);
+CpuSet *kind_parse_list_or_null(const char *s);
 /* kind-cpumask.c: the same CPUs, or the same text when either is no CPU list. */
-bool cpulist_equal(const char *a, const char *b);
+bool kind_cpulist_equal(const char *a, const char *b);
 /* kind-thread.c: the PID of "/proc/PID/...". */
-int pid_of(const char *object, unsigned *ret);
+int kind_pid_of(const char *object, unsigned *ret);
 /* kind-unit.c: the unit of "systemd:UNIT:PROPERTY"; NULL when object names none. */
-char *unit_of(const char *object);
+char *kind_unit_of(const char *object);

@@ -22,7 +22,7 @@ static int member_read(SettingContext *ctx, const char *object, const char *hint
                 return r;
         /* About to leave for rtctl's scope: what it read is the original, so the cgroup itself. */
         if (hint && startswith(hint, "/rtctl.slice/") && !startswith(s, "/rtctl.slice/") &&
-            pid_of(object, &pid) >= 0)
+            kind_pid_of(object, &pid) >= 0)
                 return member_origin_describe(ctx, pid, s, ret);
         *ret = TAKE_PTR(s);
         return 0;
@@ -34,7 +34,7 @@ static int member_write(SettingContext *ctx, const char *object, const char *val
         unsigned pid;
         int r;
 
-        r = pid_of(object, &pid);
+        r = kind_pid_of(object, &pid);
         if (r < 0)
                 return r;
         r = cgroup_discover(&info);

@@ -10,7 +10,7 @@
 static int irq_thread_pid(const char *object, unsigned *ret)
 {
         TaskInfo t;
-        int r = pid_of(object, ret);
+        int r = kind_pid_of(object, ret);
 
         if (r < 0)
                 return r;

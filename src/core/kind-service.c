@@ -5,7 +5,7 @@
 
 static int service_read(SettingContext *ctx, const char *object, const char *hint, char **ret)
 {
-        _cleanup_free_ char *unit = unit_of(object), *load = NULL, *active = NULL, *file = NULL;
+        _cleanup_free_ char *unit = kind_unit_of(object), *load = NULL, *active = NULL, *file = NULL;
         int r;
 
         if (!unit)
@@ -29,7 +29,7 @@ static int service_read(SettingContext *ctx, const char *object, const char *hin
  * and "inactive" unmask it first: what restore puts back. */
 static int service_write(SettingContext *ctx, const char *object, const char *value)
 {
-        _cleanup_free_ char *unit = unit_of(object);
+        _cleanup_free_ char *unit = kind_unit_of(object);
         int r;
 
         if (!unit)

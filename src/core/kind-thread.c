@@ -6,7 +6,7 @@
 #include "core/kind-internal.h"
 #include "shared/sysfs.h"
 
-int pid_of(const char *object, unsigned *ret)
+int kind_pid_of(const char *object, unsigned *ret)
 {
         const char *p = startswith(object, "/proc/");
         char buf[16];
@@ -28,7 +28,7 @@ static int affinity_read(SettingContext *ctx, const char *object, const char *hi
         unsigned pid;
         int r;
 
-        r = pid_of(object, &pid);
+        r = kind_pid_of(object, &pid);
         if (r < 0)
                 return r;
         status_path = xasprintf("/proc/%u/status", pid);
@@ -47,7 +47,7 @@ static int affinity_read(SettingContext *ctx, const char *object, const char *hi
 
 static int affinity_write(SettingContext *ctx, const char *object, const char *value)
 {
-        _cleanup_cpuset_ CpuSet *set = parse_list_or_null(value);
+        _cleanup_cpuset_ CpuSet *set = kind_parse_list_or_null(value);
         cpu_set_t *mask;
         size_t size = CPU_ALLOC_SIZE(CPUSET_MAX_CPUS);
         unsigned pid;
@@ -55,7 +55,7 @@ static int affinity_write(SettingContext *ctx, const char *object, const char *v
 
         if (!isempty(sysroot()))
                 return -EOPNOTSUPP; /* a fixture's PIDs are not this machine's */
-        r = pid_of(object, &pid);
+        r = kind_pid_of(object, &pid);
         if (r < 0)
                 return r;
         if (!set || cpuset_empty(set))
@@ -75,7 +75,8 @@ static int affinity_write(SettingContext *ctx, const char *object, const char *v
  * Only online CPUs can tell two affinities apart. */
 static bool affinity_equal(const char *a, const char *b)
 {
-        _cleanup_cpuset_ CpuSet *x = parse_list_or_null(a), *y = parse_list_or_null(b), *online = NULL;
+        _cleanup_cpuset_ CpuSet *x = kind_parse_list_or_null(a), *y = kind_parse_list_or_null(b),
+                                *online = NULL;
         _cleanup_free_ char *s = NULL;
 
         if (!x || !y)
@@ -101,7 +102,7 @@ static int tid_of(const char *object, unsigned *ret)
         unsigned pid;
         const char *t = strstr(object, "/task/");
 
-        if (pid_of(object, &pid) < 0 || !t || sscanf(t, "/task/%u/", ret) != 1)
+        if (kind_pid_of(object, &pid) < 0 || !t || sscanf(t, "/task/%u/", ret) != 1)
                 return -EINVAL;
         return 0;
 }

@@ -6,7 +6,7 @@
 #include "core/systemd.h"
 
 /* "systemd:UNIT:AllowedCPUs" */
-char *unit_of(const char *object)
+char *kind_unit_of(const char *object)
 {
         const char *u = startswith(object, "systemd:");
         const char *colon = u ? strchr(u, ':') : NULL;
@@ -16,13 +16,13 @@ char *unit_of(const char *object)
 
 static int unit_cpus_read(SettingContext *ctx, const char *object, const char *hint, char **ret)
 {
-        _cleanup_free_ char *unit = unit_of(object);
+        _cleanup_free_ char *unit = kind_unit_of(object);
         return unit ? systemd_unit_cpus(ctx->systemd, unit, ret) : -EINVAL;
 }
 
 static int unit_cpus_write(SettingContext *ctx, const char *object, const char *value)
 {
-        _cleanup_free_ char *unit = unit_of(object);
+        _cleanup_free_ char *unit = kind_unit_of(object);
         return unit ? systemd_set_unit_cpus(ctx->systemd, unit, value) : -EINVAL;
 }
 
@@ -30,18 +30,18 @@ const SettingKind setting_kind_unit_cpus = {
     .name = "unit-cpus",
     .read = unit_cpus_read,
     .write = unit_cpus_write,
-    .equal = cpulist_equal,
+    .equal = kind_cpulist_equal,
 };
 
 static int unit_partition_read(SettingContext *ctx, const char *object, const char *hint, char **ret)
 {
-        _cleanup_free_ char *unit = unit_of(object);
+        _cleanup_free_ char *unit = kind_unit_of(object);
         return unit ? systemd_unit_string(ctx->systemd, unit, "CPUSetPartition", ret) : -EINVAL;
 }
 
 static int unit_partition_write(SettingContext *ctx, const char *object, const char *value)
 {
-        _cleanup_free_ char *unit = unit_of(object);
+        _cleanup_free_ char *unit = kind_unit_of(object);
         return unit ? systemd_set_unit_string(ctx->systemd, unit, "CPUSetPartition", value) : -EINVAL;
 }
 
@@ -67,7 +67,7 @@ bool setting_context_unit_partition(SettingContext *ctx)
 
 static int slice_read(SettingContext *ctx, const char *object, const char *hint, char **ret)
 {
-        _cleanup_free_ char *unit = unit_of(object);
+        _cleanup_free_ char *unit = kind_unit_of(object);
         bool active;
         int r;
 
@@ -82,7 +82,7 @@ static int slice_read(SettingContext *ctx, const char *object, const char *hint,
 
 static int slice_write(SettingContext *ctx, const char *object, const char *value)
 {
-        _cleanup_free_ char *unit = unit_of(object);
+        _cleanup_free_ char *unit = kind_unit_of(object);
 
         if (!unit)
                 return -EINVAL;

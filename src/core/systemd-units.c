@@ -29,7 +29,7 @@ static int call_for_string(SystemdClient *c, sd_bus *b, const char *path, const 
         else
                 r = sd_bus_call_method(b, SD_NAME, path, interface, method, &e, &reply, "");
         if (r < 0) {
-                r = errno_of(c, &e, r);
+                r = sdc_errno_of(c, &e, r);
                 sd_bus_error_free(&e);
                 return r;
         }
@@ -56,13 +56,13 @@ int systemd_unit_cpus(SystemdClient *c, const char *unit, char **ret)
         sd_bus *b;
         int r;
 
-        if ((r = cache_get(c, unit, "AllowedCPUs", ret)) <= 0)
+        if ((r = sdc_cache_get(c, unit, "AllowedCPUs", ret)) <= 0)
                 return r;
-        if ((r = bus(c, &b)) < 0 || (r = unit_path(c, b, unit, &path)) < 0)
+        if ((r = sdc_bus(c, &b)) < 0 || (r = unit_path(c, b, unit, &path)) < 0)
                 return r;
         r = sd_bus_get_property(b, SD_NAME, path, unit_interface(unit), "AllowedCPUs", &e, &reply, "ay");
         if (r < 0) {
-                r = errno_of(c, &e, r);
+                r = sdc_errno_of(c, &e, r);
                 sd_bus_error_free(&e);
                 return r;
         }
@@ -75,7 +75,7 @@ int systemd_unit_cpus(SystemdClient *c, const char *unit, char **ret)
         if (r < 0)
                 return r;
         *ret = cpuset_format_list(set);
-        cache_put(c, unit, "AllowedCPUs", *ret);
+        sdc_cache_put(c, unit, "AllowedCPUs", *ret);
         return 0;
 }
 
@@ -113,7 +113,7 @@ static int append_cpus(sd_bus_message *m, const char *cpulist)
  * does. */
 static int new_set_properties(SystemdClient *c, const char *unit, sd_bus **ret_bus, sd_bus_message **ret)
 {
-        int r = new_call(c, "SetUnitProperties", ret_bus, ret);
+        int r = sdc_new_call(c, "SetUnitProperties", ret_bus, ret);
 
         if (r < 0)
                 return r;
@@ -132,13 +132,13 @@ int systemd_set_unit_cpus(SystemdClient *c, const char *unit, const char *cpulis
         r = new_set_properties(c, unit, &b, &m);
         if (r < 0)
                 return r;
-        cache_put(c, unit, "AllowedCPUs", NULL);
+        sdc_cache_put(c, unit, "AllowedCPUs", NULL);
         r = sd_bus_message_open_container(m, 'a', "(sv)");
         if (r >= 0)
                 r = append_cpus(m, cpulist);
         if (r >= 0)
                 r = sd_bus_message_close_container(m);
-        return send_call(c, b, m, r, NULL);
+        return sdc_send_call(c, b, m, r, NULL);
 }
 
 bool systemd_introspection_has(const char *xml, const char *interface, const char *property,
@@ -162,15 +162,15 @@ int systemd_has_property(SystemdClient *c, const char *interface, const char *pr
         sd_bus *b;
         int r;
 
-        if ((r = cache_get(c, "(introspection)", key, &cached)) <= 0)
+        if ((r = sdc_cache_get(c, "(introspection)", key, &cached)) <= 0)
                 return r < 0 ? r : streq(cached, "1");
         /* The root slice always exists, and a unit object lists every property of its interfaces. */
-        if ((r = bus(c, &b)) < 0 || (r = unit_path(c, b, "-.slice", &path)) < 0 ||
+        if ((r = sdc_bus(c, &b)) < 0 || (r = unit_path(c, b, "-.slice", &path)) < 0 ||
             (r = call_for_string(c, b, path, "org.freedesktop.DBus.Introspectable", "Introspect", NULL, "s",
                                  &xml)) < 0)
                 return r;
         r = systemd_introspection_has(xml, interface, property, type);
-        cache_put(c, "(introspection)", key, r ? "1" : "0");
+        sdc_cache_put(c, "(introspection)", key, r ? "1" : "0");
         return r;
 }
 
@@ -181,15 +181,15 @@ int systemd_unit_string(SystemdClient *c, const char *unit, const char *property
         sd_bus *b;
         int r;
 
-        if ((r = cache_get(c, unit, property, ret)) <= 0)
+        if ((r = sdc_cache_get(c, unit, property, ret)) <= 0)
                 return r;
-        if ((r = bus(c, &b)) < 0 || (r = unit_path(c, b, unit, &path)) < 0)
+        if ((r = sdc_bus(c, &b)) < 0 || (r = unit_path(c, b, unit, &path)) < 0)
                 return r;
         r = sd_bus_get_property_string(b, SD_NAME, path, unit_interface(unit), property, &e, ret);
         if (r < 0)
-                r = errno_of(c, &e, r);
+                r = sdc_errno_of(c, &e, r);
         else
-                cache_put(c, unit, property, *ret);
+                sdc_cache_put(c, unit, property, *ret);
         sd_bus_error_free(&e);
         return r < 0 ? r : 0;
 }
@@ -200,12 +200,12 @@ int systemd_set_unit_string(SystemdClient *c, const char *unit, const char *prop
         sd_bus *b = NULL;
         int r;
 
-        cache_put(c, unit, property, NULL);
+        sdc_cache_put(c, unit, property, NULL);
         r = new_set_properties(c, unit, &b, &m);
         if (r < 0)
                 return r;
         r = sd_bus_message_append(m, "a(sv)", 1, property, "s", value);
-        return send_call(c, b, m, r, NULL);
+        return sdc_send_call(c, b, m, r, NULL);
 }
 
 int systemd_unit_active(SystemdClient *c, const char *unit, bool *ret)
@@ -215,10 +215,10 @@ int systemd_unit_active(SystemdClient *c, const char *unit, bool *ret)
         sd_bus *b;
         int r;
 
-        if ((r = cache_get(c, unit, "ActiveState", &state)) < 0)
+        if ((r = sdc_cache_get(c, unit, "ActiveState", &state)) < 0)
                 return r;
         if (r > 0) {
-                if ((r = bus(c, &b)) < 0)
+                if ((r = sdc_bus(c, &b)) < 0)
                         return r;
                 r = unit_path(c, b, unit, &path);
                 if (r == -ENOENT)
@@ -229,12 +229,12 @@ int systemd_unit_active(SystemdClient *c, const char *unit, bool *ret)
                         r = sd_bus_get_property_string(b, SD_NAME, path, "org.freedesktop.systemd1.Unit",
                                                        "ActiveState", &e, &state);
                         if (r < 0)
-                                r = errno_of(c, &e, r);
+                                r = sdc_errno_of(c, &e, r);
                         sd_bus_error_free(&e);
                         if (r < 0)
                                 return r;
                 }
-                cache_put(c, unit, "ActiveState", state);
+                sdc_cache_put(c, unit, "ActiveState", state);
         }
         *ret = streq(state, "active") || streq(state, "activating");
         return 0;
@@ -250,8 +250,8 @@ static int start_transient(SystemdClient *c, const char *unit,
         sd_bus *b = NULL;
         int r;
 
-        cache_forget_unit(c, unit);
-        r = new_call(c, "StartTransientUnit", &b, &m);
+        sdc_cache_forget_unit(c, unit);
+        r = sdc_new_call(c, "StartTransientUnit", &b, &m);
         if (r < 0)
                 return r;
         r = sd_bus_message_append(m, "ss", unit, "fail");
@@ -263,7 +263,7 @@ static int start_transient(SystemdClient *c, const char *unit,
                 r = sd_bus_message_close_container(m);
         if (r >= 0)
                 r = sd_bus_message_append(m, "a(sa(sv))", 0);
-        return send_call(c, b, m, r, label);
+        return sdc_send_call(c, b, m, r, label);
 }
 
 typedef struct SliceProps {
@@ -313,11 +313,11 @@ static int unit_job(SystemdClient *c, const char *method, const char *unit, cons
         sd_bus *b = NULL;
         int r;
 
-        cache_forget_unit(c, unit);
-        r = new_call(c, method, &b, &m);
+        sdc_cache_forget_unit(c, unit);
+        r = sdc_new_call(c, method, &b, &m);
         if (r < 0)
                 return r;
-        return send_call(c, b, m, sd_bus_message_append(m, "ss", unit, mode), label);
+        return sdc_send_call(c, b, m, sd_bus_message_append(m, "ss", unit, mode), label);
 }
 
 int systemd_stop_unit(SystemdClient *c, const char *unit, const char *label)
@@ -340,7 +340,7 @@ int systemd_unit_file_state(SystemdClient *c, const char *unit, char **ret_load,
         sd_bus *b;
         int r;
 
-        if ((r = cache_get(c, unit, "FileState", &cached)) < 0)
+        if ((r = sdc_cache_get(c, unit, "FileState", &cached)) < 0)
                 return r;
         if (r == 0) {
                 /* "LOAD\nACTIVE\nFILE", where FILE may be empty */
@@ -352,7 +352,7 @@ int systemd_unit_file_state(SystemdClient *c, const char *unit, char **ret_load,
                 *ret_file = xstrdup(file + 1);
                 return 0;
         }
-        if ((r = bus(c, &b)) < 0)
+        if ((r = sdc_bus(c, &b)) < 0)
                 return r;
         /* LoadUnit, not GetUnit: a unit nobody started yet is not loaded, but may well be installed. */
         r = sd_bus_call_method(b, SD_NAME, SD_PATH, SD_IFACE, "LoadUnit", &e, &reply, "s", unit);
@@ -368,10 +368,10 @@ int systemd_unit_file_state(SystemdClient *c, const char *unit, char **ret_load,
                 r = sd_bus_get_property_string(b, SD_NAME, path, "org.freedesktop.systemd1.Unit",
                                                "UnitFileState", &e, ret_file);
         if (r < 0)
-                r = errno_of(c, &e, r);
+                r = sdc_errno_of(c, &e, r);
         else {
                 _cleanup_free_ char *v = xasprintf("%s\n%s\n%s", *ret_load, *ret_active, *ret_file);
-                cache_put(c, unit, "FileState", v);
+                sdc_cache_put(c, unit, "FileState", v);
         }
         sd_bus_error_free(&e);
         sd_bus_message_unref(reply);
@@ -384,18 +384,18 @@ int systemd_mask_runtime(SystemdClient *c, const char *unit, bool mask, const ch
         sd_bus *b = NULL;
         int r;
 
-        cache_forget_unit(c, unit);
-        r = new_call(c, mask ? "MaskUnitFiles" : "UnmaskUnitFiles", &b, &m);
+        sdc_cache_forget_unit(c, unit);
+        r = sdc_new_call(c, mask ? "MaskUnitFiles" : "UnmaskUnitFiles", &b, &m);
         if (r < 0)
                 return r;
         r = sd_bus_message_append(m, "as", 1, unit);
         if (r >= 0)
                 r = mask ? sd_bus_message_append(m, "bb", true, true) : sd_bus_message_append(m, "b", true);
-        r = send_call(c, b, m, r, NULL);
+        r = sdc_send_call(c, b, m, r, NULL);
         if (r < 0)
                 return r;
         /* Unit file changes take effect with a reload, as systemctl does after mask and unmask. */
-        return reload_async(c, b, label);
+        return sdc_reload_async(c, b, label);
 }
 
 int systemd_attach(SystemdClient *c, const char *unit, const char *subcgroup, unsigned pid)
@@ -404,10 +404,11 @@ int systemd_attach(SystemdClient *c, const char *unit, const char *subcgroup, un
         sd_bus *b = NULL;
         int r;
 
-        r = new_call(c, "AttachProcessesToUnit", &b, &m);
+        r = sdc_new_call(c, "AttachProcessesToUnit", &b, &m);
         if (r < 0)
                 return r;
-        return send_call(c, b, m, sd_bus_message_append(m, "ssau", unit, subcgroup, 1, (uint32_t)pid), NULL);
+        return sdc_send_call(c, b, m, sd_bus_message_append(m, "ssau", unit, subcgroup, 1, (uint32_t)pid),
+                             NULL);
 }
 
 int systemd_unit_by_pid(SystemdClient *c, unsigned pid, char **ret)
@@ -418,12 +419,12 @@ int systemd_unit_by_pid(SystemdClient *c, unsigned pid, char **ret)
         sd_bus *b;
         int r;
 
-        if ((r = bus(c, &b)) < 0)
+        if ((r = sdc_bus(c, &b)) < 0)
                 return r;
         r = sd_bus_call_method(b, SD_NAME, SD_PATH, SD_IFACE, "GetUnitByPID", &e, &reply, "u",
                                (uint32_t)pid);
         if (r < 0)
-                r = errno_of(c, &e, r);
+                r = sdc_errno_of(c, &e, r);
         else if ((r = sd_bus_message_read(reply, "o", &path)) >= 0)
                 r = sd_bus_path_decode(path, SD_PATH "/unit", ret) > 0 ? 0 : -EBADMSG;
         sd_bus_error_free(&e);

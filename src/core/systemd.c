@@ -142,7 +142,7 @@ static char *cache_key(const char *unit, const char *property)
         return xasprintf("%s\n%s", unit, property);
 }
 
-void cache_put(SystemdClient *c, const char *unit, const char *property, const char *value)
+void sdc_cache_put(SystemdClient *c, const char *unit, const char *property, const char *value)
 {
         if (value)
                 g_hash_table_replace(c->cache, cache_key(unit, property), xstrdup(value));
@@ -153,7 +153,7 @@ void cache_put(SystemdClient *c, const char *unit, const char *property, const c
 }
 
 /* A job or a mask changes what systemd would say of the unit. */
-void cache_forget_unit(SystemdClient *c, const char *unit)
+void sdc_cache_forget_unit(SystemdClient *c, const char *unit)
 {
         _cleanup_free_ char *prefix = xasprintf("%s\n", unit);
         GHashTableIter i;
@@ -166,7 +166,7 @@ void cache_forget_unit(SystemdClient *c, const char *unit)
 }
 
 /* In cache-only mode: what systemd last said (0), or SYSTEMD_UNKNOWN. Otherwise 1: ask. */
-int cache_get(SystemdClient *c, const char *unit, const char *property, char **ret)
+int sdc_cache_get(SystemdClient *c, const char *unit, const char *property, char **ret)
 {
         _cleanup_free_ char *key = cache_key(unit, property);
         const char *v;
@@ -194,7 +194,7 @@ static void alive(SystemdClient *c)
         (void)sd_notify(false, "WATCHDOG=1");
 }
 
-int bus(SystemdClient *c, sd_bus **ret)
+int sdc_bus(SystemdClient *c, sd_bus **ret)
 {
         int r;
 
@@ -284,7 +284,7 @@ static void timed_out(SystemdClient *c)
         c->quiet_until = now_usec(CLOCK_MONOTONIC) + SYSTEMD_QUIET_USEC;
 }
 
-int errno_of(SystemdClient *c, const sd_bus_error *e, int r)
+int sdc_errno_of(SystemdClient *c, const sd_bus_error *e, int r)
 {
         if (r == -ETIMEDOUT || sd_bus_error_has_name(e, SD_BUS_ERROR_TIMEOUT) ||
             sd_bus_error_has_name(e, SD_BUS_ERROR_NO_REPLY)) {
@@ -298,10 +298,10 @@ int errno_of(SystemdClient *c, const sd_bus_error *e, int r)
 }
 
 /* Builds a call to the manager: sd-bus messages collect the first error, so builders run on and
- * send_call() looks at r once. */
-int new_call(SystemdClient *c, const char *member, sd_bus **ret_bus, sd_bus_message **ret)
+ * sdc_send_call() looks at r once. */
+int sdc_new_call(SystemdClient *c, const char *member, sd_bus **ret_bus, sd_bus_message **ret)
 {
-        int r = bus(c, ret_bus);
+        int r = sdc_bus(c, ret_bus);
 
         if (r < 0)
                 return r;
@@ -310,7 +310,7 @@ int new_call(SystemdClient *c, const char *member, sd_bus **ret_bus, sd_bus_mess
 
 /* Sends m (taking it) unless building it failed (r < 0). With label, the reply is a job path, which
  * becomes outstanding: SYSTEMD_QUEUED. */
-int send_call(SystemdClient *c, sd_bus *b, sd_bus_message *m, int r, const char *label)
+int sdc_send_call(SystemdClient *c, sd_bus *b, sd_bus_message *m, int r, const char *label)
 {
         sd_bus_error e = SD_BUS_ERROR_NULL;
         sd_bus_message *reply = NULL;
@@ -319,7 +319,7 @@ int send_call(SystemdClient *c, sd_bus *b, sd_bus_message *m, int r, const char 
         if (r >= 0) {
                 r = sd_bus_call(b, m, 0, &e, &reply); /* the bus's SYSTEMD_CALL_USEC */
                 if (r < 0)
-                        r = errno_of(c, &e, r);
+                        r = sdc_errno_of(c, &e, r);
         }
         if (r >= 0 && label) {
                 r = sd_bus_message_read(reply, "o", &job);
@@ -356,7 +356,7 @@ static int on_reload_reply(sd_bus_message *reply, void *userdata, sd_bus_error *
 }
 
 /* A daemon reload takes systemd a while (it answers when done): sent, and followed as outstanding. */
-int reload_async(SystemdClient *c, sd_bus *b, const char *label)
+int sdc_reload_async(SystemdClient *c, sd_bus *b, const char *label)
 {
         ReloadCall *call = xmalloc0(sizeof(ReloadCall));
         int r;

@@ -17,7 +17,9 @@ def pytest_collection_modifyitems(config, items):
 
 
 def pytest_sessionstart(session):
-    if os.geteuid() == 0:
+    # Listing the tests (--collect-only) must not touch the machine: it takes no kernel lock, and a host
+    # run that holds it may be using those loop devices right now.
+    if os.geteuid() == 0 and not session.config.option.collectonly:
         stale = machine.remove_stale_test_loops()
         if stale:
             print("\nhost tier: removed loop devices an interrupted earlier run left: %s" % " ".join(stale))

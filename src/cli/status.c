@@ -2,7 +2,7 @@
 /* status, profiles */
 #include <time.h>
 
-#include "cli/cli.h"
+#include "cli/args.h"
 #include "cli/local.h"
 #include "core/policy.h"
 
@@ -189,10 +189,10 @@ int verb_status(Cli *c, int argc, char *argv[])
         unsigned changes = 0, failed = 0;
         int code;
 
-        if (argc > 1) {
-                fprintf(stderr, "status takes no arguments.\n");
-                return EXIT_USAGE;
-        }
+        CliArgs args = {.cli = c, .argc = argc, .argv = argv, .usage = "status"};
+
+        if (!cli_parse_args(&args, 0, 0))
+                return args.exit;
         if ((code = read_string_prop(c, "ActiveProfile", &profile)) != EXIT_OK ||
             (code = read_string_prop(c, "BaseProfile", &base)) != EXIT_OK ||
             (code = cli_read_holds(c, &holds, &n_holds, false)) != EXIT_OK ||
@@ -322,10 +322,10 @@ int verb_profiles(Cli *c, int argc, char *argv[])
         size_t rows = 0;
         int code;
 
-        if (argc > 1) {
-                fprintf(stderr, "profiles takes no arguments.\n");
-                return EXIT_USAGE;
-        }
+        CliArgs args = {.cli = c, .argc = argc, .argv = argv, .usage = "profiles"};
+
+        if (!cli_parse_args(&args, 0, 0))
+                return args.exit;
         code = cli_get_property(c, "Profiles", "a(ss)", &reply, true);
         if (code == EXIT_OK) {
                 const char *name, *desc;

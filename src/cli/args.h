@@ -18,7 +18,7 @@ typedef struct CliArgs {
         const struct option *options; /* the verb's own, ended by a zeroed entry; NULL for none */
 
         const char *value; /* the value of the option cli_next_option() returned */
-        char **operands; /* after the options: the arguments, in their order */
+        char **operands;   /* after the options: the arguments, in their order */
         size_t n_operands;
         int exit; /* when parsing stopped: EXIT_OK after --help, EXIT_USAGE after an error */
 

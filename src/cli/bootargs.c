@@ -233,10 +233,10 @@ int verb_bootargs(Cli *c, int argc, char *argv[])
             {},
         };
         CliArgs args = {.cli = c,
-                     .argc = argc,
-                     .argv = argv,
-                     .usage = "bootargs [show|apply|revert] [--profile NAME]",
-                     .options = options};
+                        .argc = argc,
+                        .argv = argv,
+                        .usage = "bootargs [show|apply|revert] [--profile NAME]",
+                        .options = options};
         _cleanup_free_ char *active = NULL;
         const char *profile = NULL, *action = "show";
         BootArgs b = {};
@@ -255,7 +255,8 @@ int verb_bootargs(Cli *c, int argc, char *argv[])
         }
         if (streq(action, "revert")) {
                 if (profile)
-                        return cli_usage_error(&args, "revert takes no profile: it puts back what apply changed");
+                        return cli_usage_error(&args,
+                                               "revert takes no profile: it puts back what apply changed");
                 return apply_or_revert(c, false, NULL);
         }
         if (!profile)

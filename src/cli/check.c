@@ -110,10 +110,10 @@ int verb_check(Cli *c, int argc, char *argv[])
             {},
         };
         CliArgs args = {.cli = c,
-                     .argc = argc,
-                     .argv = argv,
-                     .usage = "check [--local] [--user NAME] [--profile NAME]",
-                     .options = options};
+                        .argc = argc,
+                        .argv = argv,
+                        .usage = "check [--local] [--user NAME] [--profile NAME]",
+                        .options = options};
         int code = EXIT_NO_DAEMON, r;
 
         while ((r = cli_next_option(&args)) > 0)

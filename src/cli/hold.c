@@ -173,11 +173,11 @@ int verb_hold(Cli *c, int argc, char *argv[])
         /* The command's own options, after the first "--", are not rtctl's. */
         int dashdash = find_dashdash(argc, argv);
         CliArgs args = {.cli = c,
-                     .argc = dashdash,
-                     .argv = argv,
-                     .usage = run ? "run [--profile NAME] [--reason TEXT] -- COMMAND [ARG...]"
-                                  : "hold PROFILE [--reason TEXT] -- COMMAND [ARG...]",
-                     .options = run ? run_options : run_options + 1};
+                        .argc = dashdash,
+                        .argv = argv,
+                        .usage = run ? "run [--profile NAME] [--reason TEXT] -- COMMAND [ARG...]"
+                                     : "hold PROFILE [--reason TEXT] -- COMMAND [ARG...]",
+                        .options = run ? run_options : run_options + 1};
         const char *profile = run ? "audio" : NULL, *reason = NULL;
         _cleanup_free_ char *reason_made = NULL;
         uint32_t cookie = 0;

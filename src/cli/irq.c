@@ -93,10 +93,10 @@ int verb_irq(Cli *c, int argc, char *argv[])
             {},
         };
         CliArgs args = {.cli = c,
-                     .argc = argc,
-                     .argv = argv,
-                     .usage = "irq [pin IRQ CPUS [--isolated] | unpin IRQ]",
-                     .options = options};
+                        .argc = argc,
+                        .argv = argv,
+                        .usage = "irq [pin IRQ CPUS [--isolated] | unpin IRQ]",
+                        .options = options};
         bool isolated = false, pinning;
         unsigned irq;
         int r;

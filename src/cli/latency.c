@@ -31,9 +31,9 @@ typedef struct Run {
         LatencyHist *hists; /* one per measured CPU, in CPU order */
 } Run;
 
-#define USAGE                                                                                     \
-        "latency [--cpus isolated|housekeeping|all|LIST] [--duration 30s]\n"                          \
-        "                     [--method auto|timerlat|timer] [--compare PROFILE [--slice 5s]]\n"       \
+#define USAGE                                                                                               \
+        "latency [--cpus isolated|housekeeping|all|LIST] [--duration 30s]\n"                                \
+        "                     [--method auto|timerlat|timer] [--compare PROFILE [--slice 5s]]\n"            \
         "                     [--svg FILE] [--json]"
 
 /* "30", "30s", "1500ms", "2m". */

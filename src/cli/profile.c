@@ -199,7 +199,11 @@ static void print_plan(Cli *c, char **cells, size_t rows, char **notes, size_t n
 
 int verb_plan(Cli *c, int argc, char *argv[])
 {
-        CliArgs args = {.cli = c, .argc = argc, .argv = argv, .usage = "plan [--profile NAME]", .options = profile_option};
+        CliArgs args = {.cli = c,
+                        .argc = argc,
+                        .argv = argv,
+                        .usage = "plan [--profile NAME]",
+                        .options = profile_option};
         _cleanup_strv_free_ char **cells = NULL, **notes = NULL;
         _cleanup_free_ char *err = NULL, *local_name = NULL;
         const char *profile = "";

@@ -34,31 +34,20 @@ static void build_table(CliArgs *a)
         a->table[n] = (struct option){};
 }
 
-static void vusage_error(const CliArgs *a, const char *fmt, va_list ap)
-{
-        fprintf(stderr, "rtctl%s%s: ", a->usage ? " " : "", a->usage ? a->argv[0] : "");
-        vfprintf(stderr, fmt, ap);
-        if (a->usage)
-                fprintf(stderr, "\nUsage: rtctl %s\n", a->usage);
-        else
-                fprintf(stderr, "\nSee rtctl --help.\n");
-}
-
 int cli_usage_error(CliArgs *a, const char *fmt, ...)
 {
         va_list ap;
 
+        fprintf(stderr, "rtctl%s%s: ", a->usage ? " " : "", a->usage ? a->argv[0] : "");
         va_start(ap, fmt);
-        vusage_error(a, fmt, ap);
+        vfprintf(stderr, fmt, ap);
         va_end(ap);
+        if (a->usage)
+                fprintf(stderr, "\nUsage: rtctl %s\n", a->usage);
+        else
+                fprintf(stderr, "\nSee rtctl --help.\n");
         a->exit = EXIT_USAGE;
         return EXIT_USAGE;
-}
-
-static int stop(CliArgs *a, int exit_code)
-{
-        a->exit = exit_code;
-        return -1;
 }
 
 /* getopt_long answered '?' or ':' for the element just before optind (or, in a cluster of short
@@ -131,7 +120,8 @@ int cli_next_option(CliArgs *a)
                         if (!a->usage)
                                 return 'h';
                         printf("Usage: rtctl %s\n", a->usage);
-                        return stop(a, EXIT_OK);
+                        a->exit = EXIT_OK;
+                        return -1;
                 case OPT_JSON:
                         a->cli->json = true;
                         continue;

@@ -309,11 +309,10 @@ static const char *const hold_keys[] = {"cookie", "profile",  "application_id",
 
 int verb_holds(Cli *c, int argc, char *argv[])
 {
+        CliArgs args = {.cli = c, .argc = argc, .argv = argv, .usage = "holds"};
         _cleanup_strv_free_ char **cells = NULL;
         size_t n = 0;
         int code;
-
-        CliArgs args = {.cli = c, .argc = argc, .argv = argv, .usage = "holds"};
 
         if (!cli_parse_args(&args, 0, 0))
                 return args.exit;

@@ -54,13 +54,6 @@ int verb_profile(Cli *c, int argc, char *argv[])
         return code;
 }
 
-enum { ARG_PROFILE = CLI_OPT_VERB };
-
-static const struct option profile_option[] = {
-    {"profile", required_argument, NULL, ARG_PROFILE},
-    {},
-};
-
 /* Originals a damaged journal lost: by object where the damage left the object's name. */
 static void print_lost(const Journal *j)
 {
@@ -90,6 +83,7 @@ static json_object *lost_json(const Journal *j)
 
 int verb_restore(Cli *c, int argc, char *argv[])
 {
+        CliArgs args = {.cli = c, .argc = argc, .argv = argv, .usage = "restore"};
         _cleanup_free_ char *err = NULL, *lost_note = NULL, *runtime = NULL, *holder = NULL;
         _cleanup_journal_ Journal *journal = NULL;
         _cleanup_close_ int lock = -EBADF;
@@ -97,8 +91,6 @@ int verb_restore(Cli *c, int argc, char *argv[])
         PassResult res;
         size_t lost;
         int code, r;
-
-        CliArgs args = {.cli = c, .argc = argc, .argv = argv, .usage = "restore"};
 
         if (!cli_parse_args(&args, 0, 0))
                 return args.exit;
@@ -199,11 +191,13 @@ static void print_plan(Cli *c, char **cells, size_t rows, char **notes, size_t n
 
 int verb_plan(Cli *c, int argc, char *argv[])
 {
-        CliArgs args = {.cli = c,
-                        .argc = argc,
-                        .argv = argv,
-                        .usage = "plan [--profile NAME]",
-                        .options = profile_option};
+        enum { ARG_PROFILE = CLI_OPT_VERB };
+        static const struct option options[] = {
+            {"profile", required_argument, NULL, ARG_PROFILE},
+            {},
+        };
+        CliArgs args = {
+            .cli = c, .argc = argc, .argv = argv, .usage = "plan [--profile NAME]", .options = options};
         _cleanup_strv_free_ char **cells = NULL, **notes = NULL;
         _cleanup_free_ char *err = NULL, *local_name = NULL;
         const char *profile = "";

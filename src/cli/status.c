@@ -180,6 +180,7 @@ static json_object *attached_json(char **cells, size_t rows)
 
 int verb_status(Cli *c, int argc, char *argv[])
 {
+        CliArgs args = {.cli = c, .argc = argc, .argv = argv, .usage = "status"};
         _cleanup_free_ char *profile = NULL, *state = NULL, *version = NULL, *iso = NULL, *hk = NULL,
                             *base = NULL;
         _cleanup_strv_free_ char **failures = NULL, **unsupported = NULL, **holds = NULL;
@@ -188,8 +189,6 @@ int verb_status(Cli *c, int argc, char *argv[])
         uint64_t ts = 0, duration = 0;
         unsigned changes = 0, failed = 0;
         int code;
-
-        CliArgs args = {.cli = c, .argc = argc, .argv = argv, .usage = "status"};
 
         if (!cli_parse_args(&args, 0, 0))
                 return args.exit;
@@ -316,13 +315,12 @@ int verb_status(Cli *c, int argc, char *argv[])
 
 int verb_profiles(Cli *c, int argc, char *argv[])
 {
+        CliArgs args = {.cli = c, .argc = argc, .argv = argv, .usage = "profiles"};
         _cleanup_free_ char *active = NULL;
         _cleanup_strv_free_ char **cells = NULL;
         sd_bus_message *reply = NULL;
         size_t rows = 0;
         int code;
-
-        CliArgs args = {.cli = c, .argc = argc, .argv = argv, .usage = "profiles"};
 
         if (!cli_parse_args(&args, 0, 0))
                 return args.exit;

@@ -9,13 +9,12 @@
 
 int verb_verify(Cli *c, int argc, char *argv[])
 {
+        CliArgs args = {.cli = c, .argc = argc, .argv = argv, .usage = "verify"};
         g_autoptr(GPtrArray) cells = g_ptr_array_new_with_free_func(free);
         sd_bus_message *reply = NULL;
         const char *object, *desired, *actual, *why;
         size_t rows = 0, drifted = 0;
         int code, r;
-
-        CliArgs args = {.cli = c, .argc = argc, .argv = argv, .usage = "verify"};
 
         if (!cli_parse_args(&args, 0, 0))
                 return args.exit;

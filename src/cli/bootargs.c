@@ -4,7 +4,7 @@
  * rtctld: the daemon may not write /etc or run update-grub (ProtectSystem=strict). */
 #include <unistd.h>
 
-#include "cli/cli.h"
+#include "cli/args.h"
 #include "cli/local.h"
 #include "core/bootloader.h"
 #include "core/config.h"
@@ -227,31 +227,36 @@ static int apply_or_revert(Cli *c, bool apply, const BootArgs *b)
 
 int verb_bootargs(Cli *c, int argc, char *argv[])
 {
+        enum { ARG_PROFILE = CLI_OPT_VERB };
+        static const struct option options[] = {
+            {"profile", required_argument, NULL, ARG_PROFILE},
+            {},
+        };
+        CliArgs args = {.cli = c,
+                        .argc = argc,
+                        .argv = argv,
+                        .usage = "bootargs [show|apply|revert] [--profile NAME]",
+                        .options = options};
         _cleanup_free_ char *active = NULL;
         const char *profile = NULL, *action = "show";
         BootArgs b = {};
         KernelFlavour k;
-        int code;
+        int code, r;
 
-        for (int i = 1; i < argc; i++) {
-                if (streq(argv[i], "--profile") && i + 1 < argc)
-                        profile = argv[++i];
-                else if (startswith(argv[i], "--profile="))
-                        profile = argv[i] + strlen("--profile=");
-                else if (i == 1 &&
-                         (streq(argv[i], "show") || streq(argv[i], "apply") || streq(argv[i], "revert")))
-                        action = argv[i];
-                else {
-                        fprintf(stderr, "Usage: rtctl bootargs [show|apply|revert] [--profile NAME]\n");
-                        return EXIT_USAGE;
-                }
+        while ((r = cli_next_option(&args)) > 0)
+                if (r == ARG_PROFILE)
+                        profile = args.value;
+        if (r < 0 || !cli_args_count(&args, 0, 1))
+                return args.exit;
+        if (args.n_operands == 1) {
+                action = args.operands[0];
+                if (!strv_contains((char *const[]){"show", "apply", "revert", NULL}, action))
+                        return cli_usage_error(&args, "unknown action '%s'", action);
         }
         if (streq(action, "revert")) {
-                if (profile) {
-                        fprintf(stderr,
-                                "bootargs revert takes no profile: it puts back what apply changed.\n");
-                        return EXIT_USAGE;
-                }
+                if (profile)
+                        return cli_usage_error(&args,
+                                               "revert takes no profile: it puts back what apply changed");
                 return apply_or_revert(c, false, NULL);
         }
         if (!profile)

@@ -4,7 +4,7 @@
  * as debugfs, and it knows the CPUs it really isolated); without the daemon, with --local or --profile,
  * rtctl runs it here. The user's side (limits, a real SCHED_FIFO attempt) always runs here: only a
  * process of that user, or root becoming them, can try. */
-#include "cli/cli.h"
+#include "cli/args.h"
 #include "cli/local.h"
 #include "core/bootargs.h"
 #include "core/check.h"
@@ -102,20 +102,34 @@ int verb_check(Cli *c, int argc, char *argv[])
         AuditUser who = {};
         const char *user_name = NULL, *profile = NULL;
         bool local = false, warn;
-        int code = EXIT_NO_DAEMON;
+        enum { ARG_LOCAL = CLI_OPT_VERB, ARG_USER, ARG_PROFILE };
+        static const struct option options[] = {
+            {"local", no_argument, NULL, ARG_LOCAL},
+            {"user", required_argument, NULL, ARG_USER},
+            {"profile", required_argument, NULL, ARG_PROFILE},
+            {},
+        };
+        CliArgs args = {.cli = c,
+                        .argc = argc,
+                        .argv = argv,
+                        .usage = "check [--local] [--user NAME] [--profile NAME]",
+                        .options = options};
+        int code = EXIT_NO_DAEMON, r;
 
-        for (int i = 1; i < argc; i++) {
-                if (streq(argv[i], "--local"))
+        while ((r = cli_next_option(&args)) > 0)
+                switch (r) {
+                case ARG_LOCAL:
                         local = true;
-                else if (streq(argv[i], "--user") && i + 1 < argc)
-                        user_name = argv[++i];
-                else if (streq(argv[i], "--profile") && i + 1 < argc)
-                        profile = argv[++i];
-                else {
-                        fprintf(stderr, "check takes --local, --user NAME and --profile NAME.\n");
-                        return EXIT_USAGE;
+                        break;
+                case ARG_USER:
+                        user_name = args.value;
+                        break;
+                case ARG_PROFILE:
+                        profile = args.value;
+                        break;
                 }
-        }
+        if (r < 0 || !cli_args_count(&args, 0, 0))
+                return args.exit;
         if (audit_user_pick(user_name, &who) < 0) {
                 fprintf(stderr, "No such user: %s\n", user_name ? user_name : "(the caller)");
                 return EXIT_USAGE;

@@ -19,6 +19,8 @@ enum {
 
 typedef struct Cli {
         bool json;
+        bool no_legend;
+        bool pager;
         sd_bus *bus;
 } Cli;
 
@@ -44,6 +46,8 @@ void cli_print_table(const char *const *header, size_t n, char **cells, size_t r
 void cli_escape_cells(char **cells, size_t n);
 /* Whether to print headers and summary lines (false under --no-legend). */
 bool cli_legend(void);
+/* Once the command line is read: fixes the legend and colour, and starts the pager under --pager. */
+void cli_output_begin(const Cli *c);
 
 /* --pager: from here on stdout goes through $RTCTL_PAGER, $PAGER or less (LESS=FRX unless set), when
  * stdout is a terminal; otherwise nothing changes. cli_pager_close() waits for the pager to quit. */

@@ -9,7 +9,7 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "cli/cli.h"
+#include "cli/args.h"
 
 static volatile sig_atomic_t child_pid;
 
@@ -147,33 +147,55 @@ static int attach_child(Cli *c, pid_t pid, const char *profile)
         return code;
 }
 
+enum { ARG_PROFILE = CLI_OPT_VERB, ARG_REASON };
+
+/* hold takes the same but --profile: run_options + 1. */
+static const struct option run_options[] = {
+    {"profile", required_argument, NULL, ARG_PROFILE},
+    {"reason", required_argument, NULL, ARG_REASON},
+    {},
+};
+
+/* The index of the first "--", or argc. */
+static int find_dashdash(int argc, char *argv[])
+{
+        int i = 1;
+
+        while (i < argc && !streq(argv[i], "--"))
+                i++;
+        return i;
+}
+
 /* hold PROFILE [--reason TEXT] -- CMD... and run [--profile NAME] [--reason TEXT] -- CMD... */
 int verb_hold(Cli *c, int argc, char *argv[])
 {
         bool run = streq(argv[0], "run");
+        /* The command's own options, after the first "--", are not rtctl's. */
+        int dashdash = find_dashdash(argc, argv);
+        CliArgs args = {.cli = c,
+                        .argc = dashdash,
+                        .argv = argv,
+                        .usage = run ? "run [--profile NAME] [--reason TEXT] -- COMMAND [ARG...]"
+                                     : "hold PROFILE [--reason TEXT] -- COMMAND [ARG...]",
+                        .options = run ? run_options : run_options + 1};
         const char *profile = run ? "audio" : NULL, *reason = NULL;
         _cleanup_free_ char *reason_made = NULL;
         uint32_t cookie = 0;
-        int i = 1, gate = -1, code, status;
+        int gate = -1, code, status, r;
         pid_t pid;
 
-        for (; i < argc && !streq(argv[i], "--"); i++) {
-                if (run && streq(argv[i], "--profile") && i + 1 < argc)
-                        profile = argv[++i];
-                else if (streq(argv[i], "--reason") && i + 1 < argc)
-                        reason = argv[++i];
-                else if (!run && !profile && argv[i][0] != '-')
-                        profile = argv[i];
-                else
-                        break;
-        }
-        if (i >= argc || !streq(argv[i], "--") || i + 1 >= argc || !profile) {
-                fprintf(stderr,
-                        run ? "Usage: rtctl run [--profile NAME] [--reason TEXT] -- COMMAND [ARG...]\n"
-                            : "Usage: rtctl hold PROFILE [--reason TEXT] -- COMMAND [ARG...]\n");
-                return EXIT_USAGE;
-        }
-        argv += i + 1;
+        while ((r = cli_next_option(&args)) > 0)
+                if (r == ARG_PROFILE)
+                        profile = args.value;
+                else if (r == ARG_REASON)
+                        reason = args.value;
+        if (r < 0 || !cli_args_count(&args, !run, !run))
+                return args.exit;
+        if (!run)
+                profile = args.operands[0];
+        if (dashdash + 1 >= argc)
+                return cli_usage_error(&args, "no command: give it after \"--\"");
+        argv += dashdash + 1;
         if (!reason)
                 reason = reason_made = default_reason(run, argv);
 
@@ -287,14 +309,13 @@ static const char *const hold_keys[] = {"cookie", "profile",  "application_id",
 
 int verb_holds(Cli *c, int argc, char *argv[])
 {
+        CliArgs args = {.cli = c, .argc = argc, .argv = argv, .usage = "holds"};
         _cleanup_strv_free_ char **cells = NULL;
         size_t n = 0;
         int code;
 
-        if (argc != 1) {
-                fprintf(stderr, "holds takes no arguments.\n");
-                return EXIT_USAGE;
-        }
+        if (!cli_parse_args(&args, 0, 0))
+                return args.exit;
         code = cli_read_holds(c, &cells, &n, false);
         if (code != EXIT_OK)
                 return code;

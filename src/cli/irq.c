@@ -1,6 +1,6 @@
 /* SPDX-License-Identifier: GPL-2.0-or-later */
 /* irq, irq pin, irq unpin */
-#include "cli/cli.h"
+#include "cli/args.h"
 
 static const char *const columns[] = {"IRQ",  "NAME",      "CLASS",  "DEVICE", "DRIVER",
                                       "CPUS", "EFFECTIVE", "RATE/S", "THREAD", "NOTE"};
@@ -87,25 +87,33 @@ static int pin(Cli *c, unsigned irq, const char *cpus, bool isolated)
 
 int verb_irq(Cli *c, int argc, char *argv[])
 {
-        bool isolated = false;
+        enum { ARG_ISOLATED = CLI_OPT_VERB };
+        static const struct option options[] = {
+            {"isolated", no_argument, NULL, ARG_ISOLATED},
+            {},
+        };
+        CliArgs args = {.cli = c,
+                        .argc = argc,
+                        .argv = argv,
+                        .usage = "irq [pin IRQ CPUS [--isolated] | unpin IRQ]",
+                        .options = options};
+        bool isolated = false, pinning;
         unsigned irq;
-        int n = 0;
-        char *args[3] = {};
+        int r;
 
-        for (int i = 1; i < argc; i++) {
-                if (streq(argv[i], "--isolated"))
+        while ((r = cli_next_option(&args)) > 0)
+                if (r == ARG_ISOLATED)
                         isolated = true;
-                else if (n < 3)
-                        args[n++] = argv[i];
-                else
-                        n++;
-        }
-        if (n == 0)
+        if (r < 0)
+                return args.exit;
+        if (args.n_operands == 0)
                 return list(c);
-        if (streq(args[0], "pin") && n == 3 && safe_atou(args[1], &irq) >= 0)
-                return pin(c, irq, args[2], isolated);
-        if (streq(args[0], "unpin") && n == 2 && safe_atou(args[1], &irq) >= 0)
-                return pin(c, irq, "", false);
-        fprintf(stderr, "Usage: rtctl irq [pin IRQ CPUS [--isolated] | unpin IRQ]\n");
-        return EXIT_USAGE;
+        pinning = streq(args.operands[0], "pin");
+        if (!pinning && !streq(args.operands[0], "unpin"))
+                return cli_usage_error(&args, "unknown subcommand '%s'", args.operands[0]);
+        if (args.n_operands != (pinning ? 3 : 2))
+                return cli_usage_error(&args, "%s takes %s", args.operands[0], pinning ? "IRQ CPUS" : "IRQ");
+        if (safe_atou(args.operands[1], &irq) < 0)
+                return cli_usage_error(&args, "not an IRQ number: '%s'", args.operands[1]);
+        return pinning ? pin(c, irq, args.operands[2], isolated) : pin(c, irq, "", false);
 }

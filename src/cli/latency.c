@@ -4,7 +4,7 @@
 #include <math.h>
 #include <sys/resource.h>
 
-#include "cli/cli.h"
+#include "cli/args.h"
 #include "cli/latency.h"
 #include "cli/local.h"
 #include "core/config.h"
@@ -31,13 +31,10 @@ typedef struct Run {
         LatencyHist *hists; /* one per measured CPU, in CPU order */
 } Run;
 
-static void usage(void)
-{
-        fprintf(stderr,
-                "Usage: rtctl latency [--cpus isolated|housekeeping|all|LIST] [--duration 30s]\n"
-                "                     [--method auto|timerlat|timer] [--compare PROFILE [--slice 5s]]\n"
-                "                     [--svg FILE] [--json]\n");
-}
+#define USAGE                                                                                               \
+        "latency [--cpus isolated|housekeeping|all|LIST] [--duration 30s]\n"                                \
+        "                     [--method auto|timerlat|timer] [--compare PROFILE [--slice 5s]]\n"            \
+        "                     [--svg FILE] [--json]"
 
 /* "30", "30s", "1500ms", "2m". */
 static int parse_duration_ms(const char *s, unsigned *ret)
@@ -61,36 +58,36 @@ static int parse_duration_ms(const char *s, unsigned *ret)
         return 0;
 }
 
-static int parse_args(int argc, char *argv[], Options *o)
+/* true with o filled, or false when the verb returns a->exit. */
+static bool parse_args(CliArgs *a, Options *o)
 {
-        *o = (Options){.method = LATENCY_AUTO, .duration_ms = 30000, .slice_ms = DEFAULT_SLICE_S * 1000};
+        enum { ARG_CPUS = CLI_OPT_VERB, ARG_DURATION, ARG_METHOD, ARG_COMPARE, ARG_SLICE, ARG_SVG };
+        static const struct option options[] = {
+            {"cpus", required_argument, NULL, ARG_CPUS},
+            {"duration", required_argument, NULL, ARG_DURATION},
+            {"method", required_argument, NULL, ARG_METHOD},
+            {"compare", required_argument, NULL, ARG_COMPARE},
+            {"slice", required_argument, NULL, ARG_SLICE},
+            {"svg", required_argument, NULL, ARG_SVG},
+            {},
+        };
+        int r;
 
-        for (int i = 1; i < argc; i++) {
-                const char *a = argv[i], *v = NULL;
-                static const char *const with_value[] = {"--cpus",    "--duration", "--method",
-                                                         "--compare", "--slice",    "--svg"};
-                for (size_t k = 0; k < ELEMENTSOF(with_value); k++) {
-                        const char *rest = startswith(a, with_value[k]);
-                        if (rest && *rest == '=')
-                                v = rest + 1;
-                        else if (rest && !*rest && i + 1 < argc)
-                                v = argv[++i];
-                        else
-                                continue;
-                        a = with_value[k];
-                        break;
-                }
-                if (!v) {
-                        fprintf(stderr, "latency: unknown option or missing value: %s\n", argv[i]);
-                        return -EINVAL;
-                }
-                if (streq(a, "--cpus"))
+        *o = (Options){.method = LATENCY_AUTO, .duration_ms = 30000, .slice_ms = DEFAULT_SLICE_S * 1000};
+        a->options = options;
+        while ((r = cli_next_option(a)) > 0) {
+                const char *v = a->value;
+                switch (r) {
+                case ARG_CPUS:
                         o->cpus = v;
-                else if (streq(a, "--compare"))
+                        break;
+                case ARG_COMPARE:
                         o->compare = v;
-                else if (streq(a, "--svg"))
+                        break;
+                case ARG_SVG:
                         o->svg = v;
-                else if (streq(a, "--method")) {
+                        break;
+                case ARG_METHOD:
                         if (streq(v, "auto"))
                                 o->method = LATENCY_AUTO;
                         else if (streq(v, "timerlat"))
@@ -98,16 +95,21 @@ static int parse_args(int argc, char *argv[], Options *o)
                         else if (streq(v, "timer"))
                                 o->method = LATENCY_TIMER;
                         else {
-                                fprintf(stderr, "latency: --method is auto, timerlat or timer, not %s\n", v);
-                                return -EINVAL;
+                                cli_usage_error(a, "--method is auto, timerlat or timer, not %s", v);
+                                return false;
                         }
-                } else if (parse_duration_ms(v, streq(a, "--slice") ? &o->slice_ms : &o->duration_ms) < 0) {
-                        fprintf(stderr, "latency: %s takes a duration such as 30s, 2m or 500ms, not %s\n", a,
-                                v);
-                        return -EINVAL;
+                        break;
+                case ARG_DURATION:
+                case ARG_SLICE:
+                        if (parse_duration_ms(v, r == ARG_SLICE ? &o->slice_ms : &o->duration_ms) < 0) {
+                                cli_usage_error(a, "%s takes a duration such as 30s, 2m or 500ms, not %s",
+                                                r == ARG_SLICE ? "--slice" : "--duration", v);
+                                return false;
+                        }
+                        break;
                 }
         }
-        return 0;
+        return r == 0 && cli_args_count(a, 0, 0);
 }
 
 /* ---- which method ------------------------------------------------------------------------------- */
@@ -523,15 +525,14 @@ int verb_latency(Cli *c, int argc, char *argv[])
         _cleanup_topology_ Topology *topo = NULL;
         _cleanup_cpuset_ CpuSet *cpus = NULL;
         _cleanup_free_ char *tracefs = NULL, *err = NULL, *base = NULL, *active = NULL;
+        CliArgs args = {.cli = c, .argc = argc, .argv = argv, .usage = USAGE};
         Options o;
         Run runs[2] = {};
         size_t n_runs = 1;
         int code, r, current = 0;
 
-        if (parse_args(argc, argv, &o) < 0) {
-                usage();
-                return EXIT_USAGE;
-        }
+        if (!parse_args(&args, &o))
+                return args.exit;
         r = topology_load(NULL, &topo);
         if (r < 0) {
                 fprintf(stderr, "Cannot read the CPU topology: %s\n", strerror(-r));

@@ -3,13 +3,15 @@
 #include <stdarg.h>
 #include <unistd.h>
 
-#include "cli/cli.h"
+#include "cli/args.h"
 #include "shared/log.h"
 #include "shared/version.h"
 
 #define BUS_NAME  "org.rtctl.Manager1"
 #define BUS_PATH  "/org/rtctl/Manager1"
 #define BUS_IFACE "org.rtctl.Manager1"
+
+enum { ARG_VERSION = CLI_OPT_VERB };
 
 static void help(void)
 {
@@ -44,7 +46,7 @@ static void help(void)
             "                         Wake-up latency per CPU (avg, p99, p99.9, max, histogram);\n"
             "                         --compare alternates the profile in force with PROFILE\n\n"
             "Options:\n"
-            "  -h --help              Show this help\n"
+            "  -h --help              Show this help (after a command: its usage)\n"
             "     --version           Show the version\n"
             "     --json              Machine-readable output (keys are stable; see rtctl(1))\n"
             "     --no-legend         Leave out table headers and summary lines\n"
@@ -259,69 +261,53 @@ static const struct {
     {"verify", verb_verify},   {"bootargs", verb_bootargs}, {"latency", verb_latency},
 };
 
-/* Options every verb takes, before or after the verb. Returns false for anything else. */
-static bool global_option(Cli *c, const char *arg, bool *pager)
-{
-        if (streq(arg, "--json"))
-                c->json = true;
-        else if (streq(arg, "--no-legend"))
-                output.legend = false;
-        else if (streq(arg, "--pager"))
-                *pager = true;
-        else if (streq(arg, "--no-pager"))
-                *pager = false;
-        else
-                return false;
-        return true;
-}
-
 static void version(void)
 {
         printf("rtctl %s\n%s\n", RTCTL_VERSION, rtctl_features());
 }
 
+void cli_output_begin(const Cli *c)
+{
+        output.legend = !c->no_legend;
+        output.color = want_color();
+        if (c->pager)
+                cli_pager_open();
+}
+
 int main(int argc, char *argv[])
 {
+        static const struct option options[] = {
+            {"version", no_argument, NULL, ARG_VERSION},
+            {},
+        };
         Cli c = {};
-        bool pager = false;
-        int i = 1, r;
+        CliArgs args = {.cli = &c, .argc = argc, .argv = argv, .options = options};
+        int r;
 
         log_setup("rtctl");
-        for (; i < argc && argv[i][0] == '-'; i++) {
-                if (global_option(&c, argv[i], &pager))
-                        continue;
-                if (streq(argv[i], "-h") || streq(argv[i], "--help")) {
+        while ((r = cli_next_option(&args)) > 0)
+                switch (r) {
+                case 'h':
                         help();
                         return EXIT_OK;
-                }
-                if (streq(argv[i], "--version")) {
+                case ARG_VERSION:
                         version();
                         return EXIT_OK;
                 }
-                break;
-        }
-        if (i >= argc) {
+        if (r < 0)
+                return args.exit;
+        if (args.n_operands == 0) {
                 help();
                 return EXIT_USAGE;
         }
         for (size_t v = 0; v < ELEMENTSOF(verbs); v++)
-                if (streq(argv[i], verbs[v].name)) {
-                        /* The global options may also follow the verb, up to the "--" in front of a
-                         * command (run, hold), whose own options they are not. */
-                        for (int k = i + 1; k < argc && !streq(argv[k], "--"); k++)
-                                if (global_option(&c, argv[k], &pager)) {
-                                        memmove(&argv[k], &argv[k + 1], sizeof(char *) * (size_t)(argc - k));
-                                        argc--;
-                                        k--;
-                                }
-                        output.color = want_color();
-                        if (pager)
-                                cli_pager_open();
-                        r = verbs[v].run(&c, argc - i, argv + i);
+                if (streq(args.operands[0], verbs[v].name)) {
+                        /* The verb reads the rest, with the global options that may follow it. */
+                        r = verbs[v].run(&c, (int)args.n_operands, args.operands);
                         sd_bus_flush_close_unref(c.bus);
                         cli_pager_close();
                         return r;
                 }
-        fprintf(stderr, "Unknown command '%s'. See rtctl --help.\n", argv[i]);
+        fprintf(stderr, "Unknown command '%s'. See rtctl --help.\n", args.operands[0]);
         return EXIT_USAGE;
 }

@@ -1,6 +1,6 @@
 /* SPDX-License-Identifier: GPL-2.0-or-later */
 /* profile, restore, plan */
-#include "cli/cli.h"
+#include "cli/args.h"
 #include "cli/local.h"
 #include "core/daemon-conf.h"
 
@@ -23,14 +23,13 @@ static int print_result(Cli *c, const char *what, sd_bus_message *reply)
 
 int verb_profile(Cli *c, int argc, char *argv[])
 {
+        CliArgs args = {.cli = c, .argc = argc, .argv = argv, .usage = "profile [NAME]"};
         sd_bus_message *reply = NULL;
         int code;
 
-        if (argc > 2) {
-                fprintf(stderr, "profile takes at most one name.\n");
-                return EXIT_USAGE;
-        }
-        if (argc == 1) {
+        if (!cli_parse_args(&args, 0, 1))
+                return args.exit;
+        if (args.n_operands == 0) {
                 const char *name = "";
                 code = cli_get_property(c, "ActiveProfile", "s", &reply, false);
                 if (code != EXIT_OK)
@@ -46,10 +45,10 @@ int verb_profile(Cli *c, int argc, char *argv[])
                 return EXIT_OK;
         }
 
-        code = cli_call(c, "SetProfile", &reply, false, "s", argv[1]);
+        code = cli_call(c, "SetProfile", &reply, false, "s", args.operands[0]);
         if (code != EXIT_OK)
                 return code;
-        _cleanup_free_ char *what = xasprintf("Profile %s in place", argv[1]);
+        _cleanup_free_ char *what = xasprintf("Profile %s in place", args.operands[0]);
         code = print_result(c, what, reply);
         sd_bus_message_unref(reply);
         return code;
@@ -84,6 +83,7 @@ static json_object *lost_json(const Journal *j)
 
 int verb_restore(Cli *c, int argc, char *argv[])
 {
+        CliArgs args = {.cli = c, .argc = argc, .argv = argv, .usage = "restore"};
         _cleanup_free_ char *err = NULL, *lost_note = NULL, *runtime = NULL, *holder = NULL;
         _cleanup_journal_ Journal *journal = NULL;
         _cleanup_close_ int lock = -EBADF;
@@ -92,10 +92,8 @@ int verb_restore(Cli *c, int argc, char *argv[])
         size_t lost;
         int code, r;
 
-        if (argc > 1) {
-                fprintf(stderr, "restore takes no arguments.\n");
-                return EXIT_USAGE;
-        }
+        if (!cli_parse_args(&args, 0, 0))
+                return args.exit;
         code = cli_call(c, "Restore", &reply, true, NULL);
         if (code == EXIT_OK) {
                 code = print_result(c, "Restored", reply);
@@ -193,24 +191,26 @@ static void print_plan(Cli *c, char **cells, size_t rows, char **notes, size_t n
 
 int verb_plan(Cli *c, int argc, char *argv[])
 {
+        enum { ARG_PROFILE = CLI_OPT_VERB };
+        static const struct option options[] = {
+            {"profile", required_argument, NULL, ARG_PROFILE},
+            {},
+        };
+        CliArgs args = {
+            .cli = c, .argc = argc, .argv = argv, .usage = "plan [--profile NAME]", .options = options};
         _cleanup_strv_free_ char **cells = NULL, **notes = NULL;
         _cleanup_free_ char *err = NULL, *local_name = NULL;
         const char *profile = "";
         sd_bus_message *reply = NULL;
         size_t rows = 0, n_notes = 0, n_cells = 0, n_note_cells = 0; /* strv_append's lengths */
         PassResult res;
-        int code;
+        int code, r;
 
-        for (int i = 1; i < argc; i++) {
-                if (streq(argv[i], "--profile") && i + 1 < argc)
-                        profile = argv[++i];
-                else if (startswith(argv[i], "--profile="))
-                        profile = argv[i] + strlen("--profile=");
-                else {
-                        fprintf(stderr, "Usage: rtctl plan [--profile NAME]\n");
-                        return EXIT_USAGE;
-                }
-        }
+        while ((r = cli_next_option(&args)) > 0)
+                if (r == ARG_PROFILE)
+                        profile = args.value;
+        if (r < 0 || !cli_args_count(&args, 0, 0))
+                return args.exit;
 
         code = cli_call(c, "PlanWithNotes", &reply, true, "s", profile);
         if (code == EXIT_OK) {
@@ -268,14 +268,15 @@ int verb_plan(Cli *c, int argc, char *argv[])
 int verb_attach(Cli *c, int argc, char *argv[])
 {
         bool attach = streq(argv[0], "attach");
+        CliArgs args = {.cli = c, .argc = argc, .argv = argv, .usage = attach ? "attach PID" : "detach PID"};
         sd_bus_message *reply = NULL;
         unsigned pid;
         int code;
 
-        if (argc != 2 || safe_atou(argv[1], &pid) < 0 || pid == 0) {
-                fprintf(stderr, "Usage: rtctl %s PID\n", argv[0]);
-                return EXIT_USAGE;
-        }
+        if (!cli_parse_args(&args, 1, 1))
+                return args.exit;
+        if (safe_atou(args.operands[0], &pid) < 0 || pid == 0)
+                return cli_usage_error(&args, "not a process ID: '%s'", args.operands[0]);
         code = cli_call(c, attach ? "AttachProcess" : "DetachProcess", &reply, false, "u", pid);
         if (code != EXIT_OK)
                 return code;

@@ -2,7 +2,7 @@
 /* status, profiles */
 #include <time.h>
 
-#include "cli/cli.h"
+#include "cli/args.h"
 #include "cli/local.h"
 #include "core/policy.h"
 
@@ -180,6 +180,7 @@ static json_object *attached_json(char **cells, size_t rows)
 
 int verb_status(Cli *c, int argc, char *argv[])
 {
+        CliArgs args = {.cli = c, .argc = argc, .argv = argv, .usage = "status"};
         _cleanup_free_ char *profile = NULL, *state = NULL, *version = NULL, *iso = NULL, *hk = NULL,
                             *base = NULL;
         _cleanup_strv_free_ char **failures = NULL, **unsupported = NULL, **holds = NULL;
@@ -189,10 +190,8 @@ int verb_status(Cli *c, int argc, char *argv[])
         unsigned changes = 0, failed = 0;
         int code;
 
-        if (argc > 1) {
-                fprintf(stderr, "status takes no arguments.\n");
-                return EXIT_USAGE;
-        }
+        if (!cli_parse_args(&args, 0, 0))
+                return args.exit;
         if ((code = read_string_prop(c, "ActiveProfile", &profile)) != EXIT_OK ||
             (code = read_string_prop(c, "BaseProfile", &base)) != EXIT_OK ||
             (code = cli_read_holds(c, &holds, &n_holds, false)) != EXIT_OK ||
@@ -316,16 +315,15 @@ int verb_status(Cli *c, int argc, char *argv[])
 
 int verb_profiles(Cli *c, int argc, char *argv[])
 {
+        CliArgs args = {.cli = c, .argc = argc, .argv = argv, .usage = "profiles"};
         _cleanup_free_ char *active = NULL;
         _cleanup_strv_free_ char **cells = NULL;
         sd_bus_message *reply = NULL;
         size_t rows = 0;
         int code;
 
-        if (argc > 1) {
-                fprintf(stderr, "profiles takes no arguments.\n");
-                return EXIT_USAGE;
-        }
+        if (!cli_parse_args(&args, 0, 0))
+                return args.exit;
         code = cli_get_property(c, "Profiles", "a(ss)", &reply, true);
         if (code == EXIT_OK) {
                 const char *name, *desc;

@@ -3,22 +3,21 @@
  * (Verify()) and writes nothing. */
 #include <glib.h>
 
-#include "cli/cli.h"
+#include "cli/args.h"
 
 #define VERIFY_COLUMNS 4
 
 int verb_verify(Cli *c, int argc, char *argv[])
 {
+        CliArgs args = {.cli = c, .argc = argc, .argv = argv, .usage = "verify"};
         g_autoptr(GPtrArray) cells = g_ptr_array_new_with_free_func(free);
         sd_bus_message *reply = NULL;
         const char *object, *desired, *actual, *why;
         size_t rows = 0, drifted = 0;
         int code, r;
 
-        if (argc > 1) {
-                fprintf(stderr, "verify takes no arguments.\n");
-                return EXIT_USAGE;
-        }
+        if (!cli_parse_args(&args, 0, 0))
+                return args.exit;
         code = cli_call(c, "Verify", &reply, false, NULL);
         if (code != EXIT_OK)
                 return code;

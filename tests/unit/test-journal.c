@@ -4,7 +4,6 @@
  * damage leaves it), and the damaged file is kept beside the journal, never overwritten. */
 #include <json-c/json.h>
 #include <sys/stat.h>
-#include <sys/wait.h>
 
 #include "core/reconcile.h"
 #include "shared/sysfs.h"
@@ -534,27 +533,6 @@ TEST(restore_compares_tolerate_null)
         CHECK(!setting_kind_service.equal(NULL, "active"));
 }
 
-/* The built rtctl, run as a user would after rtctld was killed. Its bus address leads nowhere, so no
- * rtctld on this machine can answer and restore the live kernel instead of the tree. */
-static int run_rtctl(const char *args, char **ret_out, char **ret_err)
-{
-        const char *bin = getenv("RTCTL_BIN");
-        _cleanup_free_ char *out = xasprintf("%s/stdout", test_tmpdir()),
-                            *err = xasprintf("%s/stderr", test_tmpdir());
-        _cleanup_free_ char *cmd = NULL;
-        int status;
-
-        CHECK(bin != NULL);
-        cmd = xasprintf(
-            "RTCTL_SYSROOT='%s' RUNTIME_DIRECTORY='%s/run' DBUS_SYSTEM_BUS_ADDRESS='unix:path=%s/no-bus' "
-            "'%s' %s >'%s' 2>'%s'",
-            root, test_tmpdir(), test_tmpdir(), strempty(bin), args, out, err);
-        status = system(cmd);
-        CHECK_INTEQ(read_full_file(out, ret_out, NULL), 0);
-        CHECK_INTEQ(read_full_file(err, ret_err, NULL), 0);
-        return WIFEXITED(status) ? WEXITSTATUS(status) : -1;
-}
-
 /* Entries 1 and 3 whole, one of a kind this rtctl does not know, and the file cut inside entry 3's. */
 static char *cut_journal(void)
 {
@@ -573,7 +551,7 @@ TEST(rtctl_restore_lists_lost_originals)
 
         make_tree();
         write_bytes(jpath, text, strlen(text));
-        CHECK_INTEQ(run_rtctl("restore", &out, &err), 1);
+        CHECK_INTEQ(test_run_rtctl(root, "restore", &out, &err), 1);
         CHECK_STREQ(out,
                     "rtctld is not running; restored from its journal: 2 changes, 0 failures, 3 lost.\n");
         copy = xasprintf("The damaged journal is kept as %s.damaged.", jpath);
@@ -592,7 +570,7 @@ TEST(rtctl_restore_lists_lost_originals)
         /* Told once: nothing is left to restore or to say. */
         free(out);
         free(err);
-        CHECK_INTEQ(run_rtctl("restore", &out, &err), 0);
+        CHECK_INTEQ(test_run_rtctl(root, "restore", &out, &err), 0);
         CHECK_STREQ(out, "rtctld is not running; restored from its journal: 0 changes, 0 failures.\n");
         CHECK_STREQ(err, "");
         CHECK(access(jpath, F_OK) < 0);
@@ -729,7 +707,7 @@ TEST(rtctl_restore_refuses_planted_boot_file)
         text = xasprintf("{\"version\":1,\"entries\":[{\"kind\":\"boot-file\",\"tuner\":\"bootargs\","
                          "\"object\":\"/etc/planted\",\"original\":\"content:planted by hand\"}]}");
         write_bytes(jpath, text, strlen(text));
-        CHECK_INTEQ(run_rtctl("restore", &out, &err), 1);
+        CHECK_INTEQ(test_run_rtctl(root, "restore", &out, &err), 1);
         CHECK_CONTAINS(err, "/etc/planted: original lost: kind 'boot-file' does not belong in the runtime "
                             "journal\n");
         CHECK(access(planted, F_OK) < 0);
@@ -750,7 +728,7 @@ TEST(rtctl_restore_json_lost)
 
         make_tree();
         write_bytes(jpath, text, strlen(text));
-        CHECK_INTEQ(run_rtctl("--json restore", &out, &err), 1);
+        CHECK_INTEQ(test_run_rtctl(root, "--json restore", &out, &err), 1);
         o = json_tokener_parse(strempty(out));
         CHECK_STREQ(member(o, "changes"), "2");
         CHECK(json_object_object_get_ex(o, "lost", &lost) && json_object_is_type(lost, json_type_array));

@@ -1,6 +1,7 @@
 /* SPDX-License-Identifier: GPL-2.0-or-later */
 #include <stdarg.h>
 #include <sys/stat.h>
+#include <sys/wait.h>
 
 #include "core/reconcile.h"
 #include "shared/sysfs.h"
@@ -195,4 +196,23 @@ void test_pass(const char *root, const char *profile, Journal *j, SettingContext
         dirty_mark_all(&all);
         reconcile_pass_with(p, t, j, &all, j == NULL, &(PassInput){.kinds = kinds}, res);
         dirty_clear(&all);
+}
+
+int test_run_rtctl(const char *root, const char *args, char **ret_out, char **ret_err)
+{
+        const char *bin = getenv("RTCTL_BIN");
+        _cleanup_free_ char *out = xasprintf("%s/stdout", test_tmpdir()),
+                            *err = xasprintf("%s/stderr", test_tmpdir());
+        _cleanup_free_ char *cmd = NULL;
+        int status;
+
+        CHECK(bin != NULL);
+        cmd = xasprintf(
+            "RTCTL_SYSROOT='%s' RUNTIME_DIRECTORY='%s/run' DBUS_SYSTEM_BUS_ADDRESS='unix:path=%s/no-bus' "
+            "'%s' %s >'%s' 2>'%s'",
+            root, test_tmpdir(), test_tmpdir(), strempty(bin), args, out, err);
+        status = system(cmd);
+        CHECK_INTEQ(read_full_file(out, ret_out, NULL), 0);
+        CHECK_INTEQ(read_full_file(err, ret_err, NULL), 0);
+        return WIFEXITED(status) ? WEXITSTATUS(status) : -1;
 }

@@ -106,3 +106,7 @@ Policy *test_profile(const char *text);
 const char *test_desired(const PassResult *r, const char *object);
 /* The first not-supported note or planning failure whose reason holds text, or NULL. */
 const Unsupported *test_note(const PassResult *r, const char *text);
+/* The built rtctl ($RTCTL_BIN) with args (shell words) on the tree root, as a user would run it after
+ * rtctld was killed: its bus address leads nowhere, so no rtctld on this machine can answer and touch
+ * the live kernel instead of the tree. Returns the exit status; stdout and stderr in ret_out, ret_err. */
+int test_run_rtctl(const char *root, const char *args, char **ret_out, char **ret_err);

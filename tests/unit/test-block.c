@@ -34,10 +34,7 @@ static void plan_shape(const char *shape, const char *profile, char **search)
 
 static const char *desired(const char *object)
 {
-        for (size_t i = 0; i < res.plan.n; i++)
-                if (streq(res.plan.settings[i].object, object))
-                        return res.plan.settings[i].desired;
-        return NULL;
+        return test_plan_desired(&res.plan, object);
 }
 
 static const Setting *setting(const char *object)

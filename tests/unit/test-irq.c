@@ -67,17 +67,13 @@ static void pass(const char *root, const char *profile_text, bool dry_run, IrqSt
 
 static const Setting *find(const char *object)
 {
-        for (size_t i = 0; i < res.plan.n; i++)
-                if (streq(res.plan.settings[i].object, object))
-                        return &res.plan.settings[i];
-        return NULL;
+        return test_plan_find(&res.plan, object);
 }
 
 static const char *desired_of_irq(unsigned irq)
 {
         _cleanup_free_ char *o = xasprintf("/proc/irq/%u/smp_affinity_list", irq);
-        const Setting *s = find(o);
-        return s ? s->desired : NULL;
+        return test_plan_desired(&res.plan, o);
 }
 
 static bool notes_contain(const char *text)

@@ -54,10 +54,7 @@ static void plan(const char *root, const unsigned *attached, size_t n)
 
 static const Setting *find(const char *object)
 {
-        for (size_t i = 0; i < res.plan.n; i++)
-                if (streq(res.plan.settings[i].object, object))
-                        return &res.plan.settings[i];
-        return NULL;
+        return test_plan_find(&res.plan, object);
 }
 
 #define CHECK_PLANNED(object, want_desired)                                                                 \

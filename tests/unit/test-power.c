@@ -57,10 +57,7 @@ static void plan(const char *shape, const char *profile_text)
 
 static const char *desired(const char *object)
 {
-        for (size_t i = 0; i < res.plan.n; i++)
-                if (streq(res.plan.settings[i].object, object))
-                        return res.plan.settings[i].desired;
-        return NULL;
+        return test_plan_desired(&res.plan, object);
 }
 
 static const Unsupported *note(const char *text)

@@ -157,6 +157,12 @@ const Setting *test_plan_find(const Plan *plan, const char *object)
         return NULL;
 }
 
+const char *test_plan_desired(const Plan *plan, const char *object)
+{
+        const Setting *s = test_plan_find(plan, object);
+        return s ? s->desired : NULL;
+}
+
 char *test_profile_errors(const char *name, const char *text)
 {
         char *search[] = {(char *)test_tmpdir(), NULL};

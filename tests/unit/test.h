@@ -87,6 +87,8 @@ struct Setting;
 struct Plan;
 /* The setting of the plan for object, or NULL. */
 const struct Setting *test_plan_find(const struct Plan *plan, const char *object);
+/* What the plan's setting for object (restore or not) wants, or NULL. */
+const char *test_plan_desired(const struct Plan *plan, const char *object);
 
 /* The errors of loading profile NAME written with text into the scratch directory ("" when it loads). */
 char *test_profile_errors(const char *name, const char *text);

@@ -81,6 +81,15 @@ static void pass(const Policy *p, Journal *j, bool dry, PassResult *res)
         dirty_clear(&all);
 }
 
+static Journal *open_journal(const char *path)
+{
+        _cleanup_free_ char *err = NULL;
+        Journal *j = NULL;
+
+        CHECK_INTEQ(journal_open(path, JOURNAL_RUNTIME, &j, &err), 0);
+        return j;
+}
+
 /* A test ends with everything put back as j says, for the next test's tree. */
 static void restore_all(Journal *j)
 {
@@ -99,11 +108,10 @@ TEST(apply_journal_restore_after_restart)
         _cleanup_policy_ Policy *a = NULL;
         Journal *j = NULL;
         PassResult res;
-        _cleanup_free_ char *err = NULL;
 
         make_tree();
         a = load("a");
-        CHECK_INTEQ(journal_open(journal_file, JOURNAL_RUNTIME, &j, &err), 0);
+        j = open_journal(journal_file);
         pass(a, j, false, &res);
         CHECK_INTEQ(res.stats.changed, 3);
         CHECK_INTEQ(res.stats.failed, 0);
@@ -116,7 +124,7 @@ TEST(apply_journal_restore_after_restart)
 
         /* A second process finds the originals on disk. */
         j = NULL;
-        CHECK_INTEQ(journal_open(journal_file, JOURNAL_RUNTIME, &j, &err), 0);
+        j = open_journal(journal_file);
         CHECK_INTEQ(journal_size(j), 3);
         CHECK_STREQ(journal_find(j, SCHED)->original, "mq-deadline");
         CHECK_STREQ(journal_find(j, TIMER)->original, "1");
@@ -136,12 +144,11 @@ TEST(second_pass_writes_nothing)
 {
         _cleanup_policy_ Policy *a = NULL;
         _cleanup_journal_ Journal *j = NULL;
-        _cleanup_free_ char *err = NULL;
         PassResult res;
 
         make_tree();
         a = load("a");
-        CHECK_INTEQ(journal_open(journal_file, JOURNAL_RUNTIME, &j, &err), 0);
+        j = open_journal(journal_file);
         pass(a, j, false, &res);
         pass_result_clear(&res);
         pass(a, j, false, &res);
@@ -155,14 +162,13 @@ TEST(switch_goes_straight_and_restores_only_what_is_left)
 {
         _cleanup_policy_ Policy *a = NULL, *b = NULL;
         _cleanup_journal_ Journal *j = NULL;
-        _cleanup_free_ char *err = NULL;
         PassResult res;
         const Setting *s;
 
         make_tree();
         a = load("a");
         b = load("b");
-        CHECK_INTEQ(journal_open(journal_file, JOURNAL_RUNTIME, &j, &err), 0);
+        j = open_journal(journal_file);
         pass(a, j, false, &res);
         pass_result_clear(&res);
 
@@ -194,13 +200,12 @@ TEST(dry_run_writes_nothing)
 {
         _cleanup_policy_ Policy *a = NULL;
         _cleanup_journal_ Journal *j = NULL;
-        _cleanup_free_ char *err = NULL;
         PassResult res;
         const Setting *s;
 
         make_tree();
         a = load("a");
-        CHECK_INTEQ(journal_open(journal_file, JOURNAL_RUNTIME, &j, &err), 0);
+        j = open_journal(journal_file);
         pass(a, j, true, &res);
         s = test_plan_find(&res.plan, SCHED);
         CHECK(s && s->result == SETTING_PENDING);
@@ -217,7 +222,7 @@ TEST(failure_is_per_setting)
 {
         _cleanup_policy_ Policy *a = NULL;
         _cleanup_journal_ Journal *j = NULL;
-        _cleanup_free_ char *err = NULL, *p = NULL;
+        _cleanup_free_ char *p = NULL;
         PassResult res;
         const Setting *s;
 
@@ -227,7 +232,7 @@ TEST(failure_is_per_setting)
         p = xasprintf("%s/sys/devices/virtual/block/loop1/queue/iosched/low_latency", root);
         CHECK_INTEQ(unlink(p), 0);
         CHECK_INTEQ(mkdir(p, 0755), 0);
-        CHECK_INTEQ(journal_open(journal_file, JOURNAL_RUNTIME, &j, &err), 0);
+        j = open_journal(journal_file);
         pass(a, j, false, &res);
         s = test_plan_find(&res.plan, LOWLAT);
         CHECK(s && s->result == SETTING_FAILED && s->error == -EISDIR);
@@ -242,12 +247,12 @@ TEST(no_write_without_journal)
 {
         _cleanup_policy_ Policy *a = NULL;
         _cleanup_journal_ Journal *j = NULL;
-        _cleanup_free_ char *err = NULL, *bad = xasprintf("%s/missing-dir/journal.json", test_tmpdir());
+        _cleanup_free_ char *bad = xasprintf("%s/missing-dir/journal.json", test_tmpdir());
         PassResult res;
 
         make_tree();
         a = load("a");
-        CHECK_INTEQ(journal_open(bad, JOURNAL_RUNTIME, &j, &err), 0);
+        j = open_journal(bad);
         pass(a, j, false, &res);
         CHECK_INTEQ(res.stats.changed, 0);
         CHECK_INTEQ(res.stats.failed, 3);

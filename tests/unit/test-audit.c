@@ -72,6 +72,14 @@ static const AuditFinding *inversion(Audit *a, const char *root)
         return finding(a, root, "inversion");
 }
 
+/* The finding has status st and its field (detail or fix) holds text; a macro, for the caller's line. */
+#define CHECK_FINDING(found, st, field, text)                                                               \
+        do {                                                                                                \
+                const AuditFinding *f_ = (found);                                                           \
+                CHECK(f_ &&streq(f_->status, st));                                                          \
+                CHECK_CONTAINS(f_ ? f_->field : NULL, text);                                                \
+        } while (0)
+
 /* The status of one check, "" when the audit has no such finding. */
 static const char *status_of(Audit *a, const char *root, const char *check)
 {
@@ -206,21 +214,15 @@ TEST(kernel_config)
         CHECK(f && streq(f->status, "info") && *f->fix);
         CHECK_CONTAINS(f ? f->detail : NULL, "/boot/config-6.12.0-test");
         CHECK_STREQ(status_of(&a, root, "tickless"), "info");
-        f = finding(&a, root, "high-res-timers");
-        CHECK(f && streq(f->status, "warn"));
-        CHECK_CONTAINS(f ? f->detail : NULL, "resolution: 4000000 nsecs");
+        CHECK_FINDING(finding(&a, root, "high-res-timers"), "warn", detail, "resolution: 4000000 nsecs");
         test_write(root, "proc/timer_list", "Timer List Version: v0.9\n  .resolution: 1 nsecs\n");
         CHECK_STREQ(status_of(&a, root, "high-res-timers"), "ok");
 
         /* /boot's config, then /proc/config.gz, which wins. */
         test_write(root, "boot/config-6.12.0-test",
                    "CONFIG_HZ_PERIODIC=y\n# CONFIG_HIGH_RES_TIMERS is not set\n");
-        f = finding(&a, root, "kernel-config");
-        CHECK(f && streq(f->status, "ok"));
-        CHECK_CONTAINS(f ? f->detail : NULL, "/boot/config-6.12.0-test");
-        f = finding(&a, root, "tickless");
-        CHECK(f && streq(f->status, "warn"));
-        CHECK_CONTAINS(f ? f->fix : NULL, "CONFIG_NO_HZ_IDLE=y");
+        CHECK_FINDING(finding(&a, root, "kernel-config"), "ok", detail, "/boot/config-6.12.0-test");
+        CHECK_FINDING(finding(&a, root, "tickless"), "warn", fix, "CONFIG_NO_HZ_IDLE=y");
         /* The config is the kernel's word over timer_list. */
         CHECK_STREQ(status_of(&a, root, "high-res-timers"), "warn");
 
@@ -246,9 +248,7 @@ TEST(preemption)
         test_write(root, "proc/sys/kernel/version", "#1 SMP Debian 6.1.0\n");
         test_write(root, "proc/cmdline", "root=/dev/sda1 threadirqs quiet\n");
         CHECK_STREQ(status_of(&a, root, "irq-threads"), "ok");
-        f = finding(&a, root, "preemption");
-        CHECK(f && streq(f->status, "warn"));
-        CHECK_CONTAINS(f ? f->fix : NULL, "CONFIG_PREEMPT_DYNAMIC=y");
+        CHECK_FINDING(finding(&a, root, "preemption"), "warn", fix, "CONFIG_PREEMPT_DYNAMIC=y");
 
         /* Built fully preemptible. */
         test_write(root, "proc/sys/kernel/version", "#1 SMP PREEMPT Arch 6.1.0\n");
@@ -277,13 +277,9 @@ TEST(preemption)
         CHECK_STREQ(status_of(&a, root, "preemption"), "ok");
         test_write(root, "proc/cmdline", "root=/dev/sda1 preempt=voluntary\n");
         test_write(root, "sys/kernel/debug/sched/preempt", "none voluntary (full) lazy\n");
-        f = finding(&a, root, "preemption");
-        CHECK(f && streq(f->status, "ok"));
-        CHECK_CONTAINS(f ? f->detail : NULL, "debugfs");
+        CHECK_FINDING(finding(&a, root, "preemption"), "ok", detail, "debugfs");
         test_write(root, "sys/kernel/debug/sched/preempt", "none (voluntary) full\n");
-        f = finding(&a, root, "preemption");
-        CHECK(f && streq(f->status, "warn"));
-        CHECK_CONTAINS(f ? f->detail : NULL, "running voluntary");
+        CHECK_FINDING(finding(&a, root, "preemption"), "warn", detail, "running voluntary");
 
         /* PREEMPT_RT, by uname -v, then by /sys/kernel/realtime: threaded IRQs without threadirqs. */
         rm(root, "sys/kernel/debug/sched/preempt");
@@ -318,14 +314,11 @@ TEST(mitigations_smt)
         f = finding(&a, root, "mitigations");
         CHECK_CONTAINS(f ? f->detail : NULL, "2 active");
         test_write(root, "proc/cmdline", "root=/dev/sda1 mitigations=off\n");
-        f = finding(&a, root, "mitigations");
-        CHECK(f && streq(f->status, "info"));
-        CHECK_CONTAINS(f ? f->detail : NULL, "mitigations=off: no mitigation cost, and no protection");
+        CHECK_FINDING(finding(&a, root, "mitigations"), "info", detail,
+                      "mitigations=off: no mitigation cost, and no protection");
 
         test_write(root, "sys/devices/system/cpu/smt/active", "1\n");
-        f = finding(&a, root, "smt");
-        CHECK(f && streq(f->status, "info"));
-        CHECK_CONTAINS(f ? f->fix : NULL, "nosmt");
+        CHECK_FINDING(finding(&a, root, "smt"), "info", fix, "nosmt");
         test_write(root, "sys/devices/system/cpu/smt/active", "0\n");
         CHECK_STREQ(status_of(&a, root, "smt"), "ok");
         audit_clear(&a);
@@ -335,16 +328,13 @@ TEST(memory_filesystems)
 {
         _cleanup_free_ char *root = fixture_copy("amd-workstation");
         Audit a = {};
-        const AuditFinding *f;
 
         test_write(root, "proc/swaps", "Filename\tType\tSize\tUsed\tPriority\n");
         test_write(root, "proc/sys/vm/swappiness", "60\n");
         CHECK_STREQ(status_of(&a, root, "swappiness"), "ok"); /* no swap: no matter */
         test_write(root, "proc/swaps",
                    "Filename\tType\tSize\tUsed\tPriority\n/dev/sda2 partition\t8388604\t0\t-2\n");
-        f = finding(&a, root, "swappiness");
-        CHECK(f && streq(f->status, "warn"));
-        CHECK_CONTAINS(f ? f->fix : NULL, "vm.swappiness=10");
+        CHECK_FINDING(finding(&a, root, "swappiness"), "warn", fix, "vm.swappiness=10");
         test_write(root, "proc/sys/vm/swappiness", "10\n");
         CHECK_STREQ(status_of(&a, root, "swappiness"), "ok");
 
@@ -353,14 +343,10 @@ TEST(memory_filesystems)
         CHECK_STREQ(status_of(&a, root, "filesystems"), "ok");
         test_write(root, "proc/mounts",
                    "/dev/nvme0n1p2 / ext4 rw 0 0\n/dev/sdb1 /media/usb fuseblk rw 0 0\n");
-        f = finding(&a, root, "filesystems");
-        CHECK(f && streq(f->status, "info"));
-        CHECK_CONTAINS(f ? f->detail : NULL, "/media/usb (fuseblk)");
+        CHECK_FINDING(finding(&a, root, "filesystems"), "info", detail, "/media/usb (fuseblk)");
         test_write(root, "proc/mounts",
                    "/dev/nvme0n1p2 / ext4 rw 0 0\n/dev/sdc1 /samples reiserfs rw 0 0\n");
-        f = finding(&a, root, "filesystems");
-        CHECK(f && streq(f->status, "warn"));
-        CHECK_CONTAINS(f ? f->detail : NULL, "/samples (reiserfs)");
+        CHECK_FINDING(finding(&a, root, "filesystems"), "warn", detail, "/samples (reiserfs)");
         audit_clear(&a);
 }
 
@@ -373,15 +359,12 @@ TEST(shared_irq)
                                              "'%s/proc/interrupts'",
                                              root);
         Audit a = {};
-        const AuditFinding *f;
 
-        f = finding(&a, root, "shared-irq");
-        CHECK(f && streq(f->status, "ok"));
-        CHECK_CONTAINS(f ? f->detail : NULL, "none of the 3 sound and USB host IRQs");
+        CHECK_FINDING(finding(&a, root, "shared-irq"), "ok", detail,
+                      "none of the 3 sound and USB host IRQs");
         CHECK_INTEQ(system(cmd), 0);
-        f = finding(&a, root, "shared-irq");
-        CHECK(f && streq(f->status, "warn"));
-        CHECK_CONTAINS(f ? f->detail : NULL, "IRQ 87 (snd_hda_intel:card0, enp5s0)");
+        CHECK_FINDING(finding(&a, root, "shared-irq"), "warn", detail,
+                      "IRQ 87 (snd_hda_intel:card0, enp5s0)");
         audit_clear(&a);
 }
 
@@ -411,9 +394,7 @@ TEST(isolation)
         const AuditFinding *f;
 
         CHECK_INTEQ(cpuset_parse_list("14-15", 16, &isolated, NULL), 0);
-        f = finding(&a, root, "isolation");
-        CHECK(f && streq(f->status, "info"));
-        CHECK_CONTAINS(f ? f->detail : NULL, "no isolated CPUs");
+        CHECK_FINDING(finding(&a, root, "isolation"), "info", detail, "no isolated CPUs");
         CHECK(!finding(&a, root, "isolated-tasks"));
         o.isolated = isolated;
 
@@ -425,9 +406,8 @@ TEST(isolation)
         process(root, 702, "jackd", 0x400100, "15",
                 "12:cpuset:/rtctl-isolated\n1:name=systemd:/\n"); /* v1 */
         process(root, 701, "dying", 0x400100 | PF_EXITING, "0-15", "/user.slice");
-        f = finding_in(&a, root, &o, "isolated-tasks");
-        CHECK(f && streq(f->status, "ok"));
-        CHECK_CONTAINS(f ? f->detail : NULL, "none of 4 movable processes");
+        CHECK_FINDING(finding_in(&a, root, &o, "isolated-tasks"), "ok", detail,
+                      "none of 4 movable processes");
         process(root, 800, "firefox", 0x400100, "0-15", "/user.slice/user-1000.slice");
         process(root, 801, "kworker/u32:1", KTHREAD, "12-15", "/");
         f = finding_in(&a, root, &o, "isolated-tasks");
@@ -438,12 +418,10 @@ TEST(isolation)
         CHECK(f && !strstr(f->detail, "pipewire") && !strstr(f->detail, "ksoftirqd") &&
               !strstr(f->detail, "dying"));
 
-        f = finding_in(&a, root, &o, "isolated-irqs");
-        CHECK(f && streq(f->status, "warn"));
-        CHECK_CONTAINS(f ? f->detail : NULL, "IRQ 87 snd_hda_intel:card0 on CPU 14");
-        f = finding_in(&a, root, &o, "workqueue");
-        CHECK(f && streq(f->status, "warn"));
-        CHECK_CONTAINS(f ? f->detail : NULL, "the global workqueue mask is CPUs 0-15");
+        CHECK_FINDING(finding_in(&a, root, &o, "isolated-irqs"), "warn", detail,
+                      "IRQ 87 snd_hda_intel:card0 on CPU 14");
+        CHECK_FINDING(finding_in(&a, root, &o, "workqueue"), "warn", detail,
+                      "the global workqueue mask is CPUs 0-15");
 
         /* Where rtctl puts them: effective affinity on housekeeping, the global workqueue mask without
          * 14-15. A requested IRQ affinity that includes them does not count: the effective one is where
@@ -476,9 +454,8 @@ TEST(isolation)
         CHECK_CONTAINS(f ? f->detail : NULL, "the 1 workqueue with masks of their own");
         test_write(root, "sys/devices/virtual/workqueue/cpumask", "ffff\n");
         test_write(root, "sys/devices/virtual/workqueue/writeback/cpumask", "c000\n");
-        f = finding_in(&a, root, &o, "workqueue");
-        CHECK(f && streq(f->status, "warn"));
-        CHECK_CONTAINS(f ? f->detail : NULL, "workqueues: writeback (CPUs 14-15)");
+        CHECK_FINDING(finding_in(&a, root, &o, "workqueue"), "warn", detail,
+                      "workqueues: writeback (CPUs 14-15)");
         audit_clear(&a);
 }
 
@@ -499,9 +476,7 @@ TEST(rivals)
         CHECK_CONTAINS(f ? f->detail : NULL, "tuned (PID 900)");
         CHECK_CONTAINS(f ? f->detail : NULL, "gamemoded (PID 901)");
         CHECK_CONTAINS(f ? f->fix : NULL, "systemctl disable --now tuned");
-        f = finding(&a, root, "irqbalance");
-        CHECK(f && streq(f->status, "warn"));
-        CHECK_CONTAINS(f ? f->fix : NULL, "OnConflict=stop");
+        CHECK_FINDING(finding(&a, root, "irqbalance"), "warn", fix, "OnConflict=stop");
         audit_clear(&a);
 }
 

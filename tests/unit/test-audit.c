@@ -134,9 +134,7 @@ TEST(inversion)
         Audit a = {};
         const AuditFinding *f;
 
-        f = inversion(&a, root);
-        CHECK(f && streq(f->status, "info"));
-        CHECK_CONTAINS(f ? f->detail : NULL, "neither");
+        CHECK_FINDING(inversion(&a, root), "info", detail, "neither");
 
         /* PipeWire's data loop at module-rt's default (88) above the kernel's default IRQ threads (50). */
         thread(root, 300, 300, "pipewire", 0x400100, 0, SCHED_OTHER);
@@ -164,14 +162,10 @@ TEST(inversion)
          * counts by class, not by name. */
         thread(root, 200, 200, "irq/87-snd_hda_", KTHREAD, 90, SCHED_FIFO);
         thread(root, 201, 201, "irq/86-xhci_hcd", KTHREAD, 50, SCHED_FIFO);
-        f = inversion(&a, root);
-        CHECK(f && streq(f->status, "warn"));
-        CHECK_CONTAINS(f ? f->detail : NULL, "irq/86-xhci_hcd (fifo 50)");
+        CHECK_FINDING(inversion(&a, root), "warn", detail, "irq/86-xhci_hcd (fifo 50)");
         thread(root, 201, 201, "irq/86-xhci_hcd", KTHREAD, 90, SCHED_FIFO);
-        f = inversion(&a, root);
-        CHECK(f && streq(f->status, "ok"));
-        CHECK_CONTAINS(f ? f->detail : NULL,
-                       "(fifo 90) is above the audio server's data-loop.0 of pipewire");
+        CHECK_FINDING(inversion(&a, root), "ok", detail,
+                      "(fifo 90) is above the audio server's data-loop.0 of pipewire");
 
         /* Below the IRQ threads but at rtkit's ceiling (PipeWire without an rtprio limit): any desktop
          * client's real-time thread can equal it. */
@@ -188,16 +182,12 @@ TEST(inversion)
         /* jackd: every real-time thread of it counts, whatever its name. */
         thread(root, 400, 400, "jackd", 0x400100, 0, SCHED_OTHER);
         thread(root, 400, 402, "jackd", 0x400040, 95, SCHED_RR);
-        f = inversion(&a, root);
-        CHECK(f && streq(f->status, "warn"));
-        CHECK_CONTAINS(f ? f->detail : NULL, "jackd of jackd (PID 400, rr 95)");
+        CHECK_FINDING(inversion(&a, root), "warn", detail, "jackd of jackd (PID 400, rr 95)");
 
         /* A SCHED_OTHER thread named like PipeWire's is no real-time audio thread. */
         thread(root, 400, 402, "jackd", 0x400040, 0, SCHED_OTHER);
         thread(root, 300, 301, "data-loop.0", 0x400040, 0, SCHED_OTHER);
-        f = inversion(&a, root);
-        CHECK(f && streq(f->status, "info"));
-        CHECK_CONTAINS(f ? f->detail : NULL, "no real-time audio server thread");
+        CHECK_FINDING(inversion(&a, root), "info", detail, "no real-time audio server thread");
         audit_clear(&a);
 }
 
@@ -442,11 +432,9 @@ TEST(isolation)
          * requested, nothing to fix, and the detail says which are still on their way. */
         test_write(root, "proc/irq/87/smp_affinity_list", "0-13\n");
         test_write(root, "proc/irq/87/effective_affinity_list", "14\n");
-        f = finding_in(&a, root, &o, "isolated-irqs");
-        CHECK(f && streq(f->status, "ok"));
-        CHECK_CONTAINS(f ? f->detail : NULL,
-                       "until their next interrupt moves them: IRQ 87 snd_hda_intel:card0 on "
-                       "CPU 14");
+        CHECK_FINDING(finding_in(&a, root, &o, "isolated-irqs"), "ok", detail,
+                      "until their next interrupt moves them: IRQ 87 snd_hda_intel:card0 on "
+                      "CPU 14");
         test_write(root, "proc/irq/87/effective_affinity_list", "3\n");
         f = finding_in(&a, root, &o, "workqueue");
         CHECK(f && streq(f->status, "ok"));

@@ -14,17 +14,6 @@
 #include "shared/sysfs.h"
 #include "test.h"
 
-static char *fixture_copy(const char *shape)
-{
-        const char *dir = getenv("RTCTL_FIXTURES");
-        _cleanup_free_ char *src = xasprintf("%s/%s", dir ? dir : "tests/unit/fixtures", shape);
-        char *dst = xasprintf("%s/%s", test_tmpdir(), shape);
-        _cleanup_free_ char *cmd = xasprintf("rm -rf '%s' && cp -a '%s' '%s'", dst, src, dst);
-
-        CHECK_INTEQ(system(cmd), 0);
-        return dst;
-}
-
 /* A /proc/PID/stat line as the kernel writes it, fields 1 to 52. */
 static char *stat_line(unsigned tid, const char *comm, unsigned flags, unsigned rt_priority, unsigned policy)
 {
@@ -130,7 +119,7 @@ TEST(parse)
  * USB sound card (class audio), IRQ 78 another xHCI (class usb). */
 TEST(inversion)
 {
-        _cleanup_free_ char *root = fixture_copy("amd-workstation");
+        _cleanup_free_ char *root = test_fixture_copy("amd-workstation");
         Audit a = {};
         const AuditFinding *f;
 
@@ -194,7 +183,7 @@ TEST(inversion)
 /* The kernel's build, from /proc/config.gz or /boot/config-RELEASE, and the timer list without either. */
 TEST(kernel_config)
 {
-        _cleanup_free_ char *root = fixture_copy("amd-workstation");
+        _cleanup_free_ char *root = test_fixture_copy("amd-workstation");
         Audit a = {};
         const AuditFinding *f;
 
@@ -230,7 +219,7 @@ TEST(kernel_config)
 /* Each preemption model, and threadirqs, which threads IRQs but makes no kernel real-time. */
 TEST(preemption)
 {
-        _cleanup_free_ char *root = fixture_copy("amd-workstation");
+        _cleanup_free_ char *root = test_fixture_copy("amd-workstation");
         Audit a = {};
         const AuditFinding *f;
 
@@ -287,7 +276,7 @@ TEST(preemption)
 /* Mitigations are a trade-off, never a warning; SMT on is worth knowing. */
 TEST(mitigations_smt)
 {
-        _cleanup_free_ char *root = fixture_copy("amd-workstation");
+        _cleanup_free_ char *root = test_fixture_copy("amd-workstation");
         Audit a = {};
         const AuditFinding *f;
 
@@ -316,7 +305,7 @@ TEST(mitigations_smt)
 
 TEST(memory_filesystems)
 {
-        _cleanup_free_ char *root = fixture_copy("amd-workstation");
+        _cleanup_free_ char *root = test_fixture_copy("amd-workstation");
         Audit a = {};
 
         test_write(root, "proc/swaps", "Filename\tType\tSize\tUsed\tPriority\n");
@@ -344,7 +333,7 @@ TEST(memory_filesystems)
  * card's line gets a second handler. */
 TEST(shared_irq)
 {
-        _cleanup_free_ char *root = fixture_copy("amd-workstation");
+        _cleanup_free_ char *root = test_fixture_copy("amd-workstation");
         _cleanup_free_ char *cmd = xasprintf("sed -i 's/snd_hda_intel:card0$/snd_hda_intel:card0, enp5s0/' "
                                              "'%s/proc/interrupts'",
                                              root);
@@ -377,7 +366,7 @@ static void process(const char *root, unsigned pid, const char *comm, unsigned f
 /* Against isolated CPUs 14-15: movable processes, effective IRQ affinities and workqueue masks. */
 TEST(isolation)
 {
-        _cleanup_free_ char *root = fixture_copy("amd-workstation");
+        _cleanup_free_ char *root = test_fixture_copy("amd-workstation");
         _cleanup_cpuset_ CpuSet *isolated = NULL;
         AuditOptions o = {.isolated_source = "profile test"};
         Audit a = {};
@@ -450,7 +439,7 @@ TEST(isolation)
 /* Services that undo a profile, found by process name. */
 TEST(rivals)
 {
-        _cleanup_free_ char *root = fixture_copy("amd-workstation");
+        _cleanup_free_ char *root = test_fixture_copy("amd-workstation");
         Audit a = {};
         const AuditFinding *f;
 
@@ -471,7 +460,7 @@ TEST(rivals)
 /* What only a reboot applies: the profile's boot arguments the running kernel lacks. */
 TEST(reboot_pending)
 {
-        _cleanup_free_ char *root = fixture_copy("amd-workstation");
+        _cleanup_free_ char *root = test_fixture_copy("amd-workstation");
         AuditOptions o = {.profile = "audio"};
         Audit a = {};
         const AuditFinding *f;
@@ -494,7 +483,7 @@ TEST(reboot_pending)
  * comes before the audio group's), the later among equals. */
 TEST(pam_limits)
 {
-        _cleanup_free_ char *root = fixture_copy("amd-workstation");
+        _cleanup_free_ char *root = test_fixture_copy("amd-workstation");
         char *audio[] = {(char *)"alice", (char *)"audio", NULL}, *none[] = {(char *)"bob", NULL};
         _cleanup_free_ char *where = NULL;
         unsigned long long v = 0;

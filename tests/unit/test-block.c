@@ -28,7 +28,7 @@ static void plan_root(const char *root, const char *profile, char **search)
 
 static void plan_shape(const char *shape, const char *profile, char **search)
 {
-        _cleanup_free_ char *root = xasprintf("%s/%s", getenv("RTCTL_FIXTURES"), shape);
+        _cleanup_free_ char *root = test_fixture(shape);
         plan_root(root, profile, search);
 }
 

@@ -11,12 +11,6 @@
 
 static PassResult res;
 
-static char *fixture(const char *shape)
-{
-        const char *dir = getenv("RTCTL_FIXTURES");
-        return xasprintf("%s/%s", dir ? dir : "tests/unit/fixtures", shape);
-}
-
 /* What the setting kinds keep between passes, as the daemon's Manager holds it (the PM QoS descriptor). */
 static SettingContext kinds;
 
@@ -51,7 +45,7 @@ static void pass_with(const char *root, const char *profile_text, Journal *j, bo
 
 static void plan(const char *shape, const char *profile_text)
 {
-        _cleanup_free_ char *root = fixture(shape);
+        _cleanup_free_ char *root = test_fixture(shape);
         pass_with(root, profile_text, NULL, false);
 }
 
@@ -196,7 +190,7 @@ TEST(offline_cpus_are_not_planned)
 
 TEST(global_request_held_and_released)
 {
-        _cleanup_free_ char *src = fixture("laptop-intel");
+        _cleanup_free_ char *src = test_fixture("laptop-intel");
         _cleanup_free_ char *root = xasprintf("%s/laptop-copy", test_tmpdir());
         _cleanup_free_ char *cmd = xasprintf("rm -rf '%s' && cp -a '%s' '%s'", root, src, root);
         _cleanup_free_ char *jpath = xasprintf("%s/journal-power.json", test_tmpdir()), *err = NULL;

@@ -99,6 +99,10 @@ struct PassResult;
 /* One pass on the machine under root of profile text (written as profiles/pass.conf, which may include
  * the shipped profiles in $RTCTL_CONF_D; NULL: no policy, a restore), journalled in j (NULL: a dry run),
  * every tuner dirty. */
+/* One pass of every tuner on the machine under root of policy p (NULL: a restore), journalled in j (NULL:
+ * a dry run), with input in (NULL: none). */
+void test_pass_policy(const char *root, const Policy *p, struct Journal *j, const PassInput *in,
+                      struct PassResult *res);
 void test_pass(const char *root, const char *profile, struct Journal *j, struct SettingContext *kinds,
                struct PassResult *res);
 /* Writes text as the profile "test" in the scratch directory and loads it: NULL (a failed check, the

@@ -17,16 +17,13 @@ static SettingContext kinds;
 static void pass_with(const char *root, const char *profile_text, Journal *j, bool restore)
 {
         char *search[] = {(char *)test_tmpdir(), NULL};
-        _cleanup_topology_ Topology *t = NULL;
         _cleanup_policy_ Policy *p = NULL;
         _cleanup_free_ char *err = NULL;
-        Dirty all = {};
 
         if (profile_text)
                 test_write(test_tmpdir(), "profiles/pw.conf", profile_text);
         sysroot_set(root);
         pass_result_clear(&res);
-        CHECK_INTEQ(topology_load(NULL, &t), 0);
         if (!restore) {
                 CHECK_INTEQ(policy_load(search, "pw", &p, &err), 0);
                 if (err)
@@ -34,13 +31,9 @@ static void pass_with(const char *root, const char *profile_text, Journal *j, bo
                 if (!p)
                         return;
         }
-        if (!t)
-                return;
-        dirty_mark_all(&all);
         if (!kinds.refused)
                 setting_context_init(&kinds, NULL);
-        reconcile_pass_with(p, t, j, &all, j == NULL, &(PassInput){.kinds = &kinds}, &res);
-        dirty_clear(&all);
+        test_pass_policy(root, p, j, &(PassInput){.kinds = &kinds}, &res);
 }
 
 static void plan(const char *shape, const char *profile_text)
@@ -56,10 +49,7 @@ static const char *desired(const char *object)
 
 static const Unsupported *note(const char *text)
 {
-        for (size_t i = 0; i < res.notes.n; i++)
-                if (strstr(res.notes.items[i].reason, text))
-                        return &res.notes.items[i];
-        return NULL;
+        return test_note(&res, text);
 }
 
 static size_t planned_under(const char *prefix)

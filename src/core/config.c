@@ -142,7 +142,7 @@ static char *one_line(char *s)
 }
 
 /* "where: message" on one line; takes where. */
-static char *located_error(char *where, const char *fmt, va_list ap)
+_printf_(2, 0) static char *located_error(char *where, const char *fmt, va_list ap)
 {
         _cleanup_free_ char *w = where, *msg = NULL;
 

@@ -18,14 +18,13 @@ import os
 import statistics
 import subprocess
 import sys
-import tempfile
 import time
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, os.path.join(HERE, "..", "tests", "integration"))
 
 import machine  # noqa: E402
-from harness import Bus, Env  # noqa: E402
+from harness import bench_env  # noqa: E402
 
 PROBE = os.path.join(HERE, "..", "tests", "integration", "probe.py")
 CPUSET = "/sys/fs/cgroup/cpuset"
@@ -102,60 +101,52 @@ def main():
     if not os.path.exists(CPUSET + "/tasks"):
         sys.exit("this bench needs a cgroup v1 cpuset hierarchy (threads are placed one by one only there)")
 
-    tmp = tempfile.mkdtemp(prefix="rtctl-bench-")
-    os.chmod(tmp, 0o755)
-    bus = Bus(tmp)
-    env = Env(tmp, bus)
-    env.profile("attach", PROFILE)
-    before = machine.snapshot()
     e2e, passes, procs = [], [], []
     kernel = []
-    try:
-        env.start("--profile", "attach")
-        poller = subprocess.Popen([sys.executable, "-c", POLLER], stdin=subprocess.PIPE, stdout=subprocess.PIPE,
-                                  text=True)
-        procs.append(poller)
-        assert poller.stdout.readline().strip() == "ready"
-        probe = subprocess.Popen([sys.executable, PROBE, "rtctl-probe", "1"], stdin=subprocess.PIPE,
-                                 stdout=subprocess.PIPE, text=True)
-        procs.append(probe)
-        info = json.loads(probe.stdout.readline())
-        pid, tid = info["pid"], info["tids"][0]
+    with bench_env("attach", PROFILE) as (env, left):
+        try:
+            env.start("--profile", "attach")
+            poller = subprocess.Popen([sys.executable, "-c", POLLER], stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+                                      text=True)
+            procs.append(poller)
+            assert poller.stdout.readline().strip() == "ready"
+            probe = subprocess.Popen([sys.executable, PROBE, "rtctl-probe", "1"], stdin=subprocess.PIPE,
+                                     stdout=subprocess.PIPE, text=True)
+            procs.append(probe)
+            info = json.loads(probe.stdout.readline())
+            pid, tid = info["pid"], info["tids"][0]
 
-        def call(p, line):
-            p.stdin.write(line + "\n")
-            p.stdin.flush()
-            return p.stdout.readline().split()
+            def call(p, line):
+                p.stdin.write(line + "\n")
+                p.stdin.flush()
+                return p.stdout.readline().split()
 
-        # The poller is on the isolated CPU before the first run.
-        deadline = time.monotonic() + 60
-        while machine.task_cpus(poller.pid) != "1":
-            assert time.monotonic() < deadline, "the poller never reached the isolated CPU"
-            time.sleep(0.01)
-        for i in range(args.runs):
-            poller.stdin.write("%d %d 1\n" % (pid, tid))
-            poller.stdin.flush()
-            since = int(time.time() * 1e6)
-            t0 = int(call(probe, "rename 0 rt-bench")[1])
-            t1 = int(poller.stdout.readline())
-            assert t1 > 0, "run %d: the thread never reached the isolated CPU" % i
-            e2e.append((t1 - t0) / 1e6)
-            passes.append(last_pass_us(env, since) / 1000)
-            poller.stdin.write("%d %d 0\n" % (pid, tid))
-            poller.stdin.flush()
-            back = int(time.time() * 1e6)
-            call(probe, "rename 0 idle-0")
-            assert int(poller.stdout.readline()) > 0, "run %d: the thread never came back" % i
-            # The pass that moved it back ends before the next run, so LastPass is the attach pass's.
-            last_pass_us(env, back)
-        kernel = kernel_move_us(pid, tid, 50)
-    finally:
-        for p in procs:
-            p.kill()
-            p.wait()
-        env.cleanup()
-        bus.stop()
-    left = machine.diff(before, machine.snapshot())
+            # The poller is on the isolated CPU before the first run.
+            deadline = time.monotonic() + 60
+            while machine.task_cpus(poller.pid) != "1":
+                assert time.monotonic() < deadline, "the poller never reached the isolated CPU"
+                time.sleep(0.01)
+            for i in range(args.runs):
+                poller.stdin.write("%d %d 1\n" % (pid, tid))
+                poller.stdin.flush()
+                since = int(time.time() * 1e6)
+                t0 = int(call(probe, "rename 0 rt-bench")[1])
+                t1 = int(poller.stdout.readline())
+                assert t1 > 0, "run %d: the thread never reached the isolated CPU" % i
+                e2e.append((t1 - t0) / 1e6)
+                passes.append(last_pass_us(env, since) / 1000)
+                poller.stdin.write("%d %d 0\n" % (pid, tid))
+                poller.stdin.flush()
+                back = int(time.time() * 1e6)
+                call(probe, "rename 0 idle-0")
+                assert int(poller.stdout.readline()) > 0, "run %d: the thread never came back" % i
+                # The pass that moved it back ends before the next run, so LastPass is the attach pass's.
+                last_pass_us(env, back)
+            kernel = kernel_move_us(pid, tid, 50)
+        finally:
+            for p in procs:
+                p.kill()
+                p.wait()
     results = {"rename_to_isolated_ms": stats(e2e), "attach_pass_ms": stats(passes),
                "kernel_thread_move_us": stats(kernel), "samples": {"rename_to_isolated_ms": e2e,
                                                                     "attach_pass_ms": passes},

@@ -21,7 +21,7 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, os.path.join(HERE, "..", "tests", "integration"))
 
 import machine  # noqa: E402
-from harness import Bus, Env  # noqa: E402
+from harness import bench_env  # noqa: E402
 
 PROFILE = """[Profile]
 Description=bench: test loop devices only
@@ -406,14 +406,8 @@ def main():
     if os.geteuid() != 0:
         sys.exit("bench needs root: it changes real kernel settings (test loop devices only)")
 
-    tmp = tempfile.mkdtemp(prefix="rtctl-bench-")
-    os.chmod(tmp, 0o755)
-    bus = Bus(tmp)
-    env = Env(tmp, bus)
-    env.profile("bench", PROFILE)
-    before = machine.snapshot()
     results = {}
-    try:
+    with bench_env("bench", PROFILE) as (env, left):
         if "uevent" in args.sections:
             (results["kernel_elevator_write_ms"], results["uevent_to_scheduler_ms"],
              results["rtctl_share_ms"]) = bench_uevent(env, args.runs)
@@ -439,10 +433,6 @@ def main():
         if "hold" in args.sections:
             results["hold_profile_to_in_place_ms"], results["release_profile_to_base_ms"] = \
                 bench_hold(env, args.runs)
-    finally:
-        env.cleanup()
-        bus.stop()
-    left = machine.diff(before, machine.snapshot())
     if left:
         print("WARNING: the machine changed:", *left, sep="\n  ")
 

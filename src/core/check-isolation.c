@@ -128,22 +128,13 @@ static void check_irqs(Audit *a, const AuditOptions *o, unsigned n_cpus)
                           NULL);
 }
 
-static CpuSet *read_mask(const char *path, unsigned n_cpus)
-{
-        _cleanup_free_ char *mask = NULL;
-        CpuSet *set = NULL;
-
-        if (sys_read(path, &mask) < 0 || cpuset_parse_mask(strstrip(mask), n_cpus, &set, NULL) < 0)
-                return NULL;
-        return set;
-}
-
 /* The kernel runs an unbound workqueue's work on its own cpumask within the global one (the global one
  * when they share no CPU), so a per-workqueue mask wider than the global one is harmless: judged is
  * where its work can really run. */
 static void check_workqueues(Audit *a, const AuditOptions *o, unsigned n_cpus)
 {
-        _cleanup_cpuset_ CpuSet *global = read_mask("/sys/devices/virtual/workqueue/cpumask", n_cpus);
+        _cleanup_cpuset_ CpuSet *global =
+            sys_read_cpuset("/sys/devices/virtual/workqueue/cpumask", n_cpus, true);
         _cleanup_closedir_ DIR *d = NULL;
         _cleanup_free_ char *list = NULL, *global_s = NULL;
         struct dirent *de;
@@ -160,7 +151,7 @@ static void check_workqueues(Audit *a, const AuditOptions *o, unsigned n_cpus)
                 if (de->d_name[0] == '.')
                         continue;
                 path = xasprintf("/sys/devices/virtual/workqueue/%s/cpumask", de->d_name);
-                if (!(set = read_mask(path, n_cpus)))
+                if (!(set = sys_read_cpuset(path, n_cpus, true)))
                         continue;
                 checked++;
                 cpuset_and(set, global);

@@ -141,28 +141,36 @@ static char *one_line(char *s)
         return g_string_free(out, false);
 }
 
-char *conf_key_error(const ConfKey *k, const char *fmt, ...)
+/* "where: message" on one line; takes where. */
+_printf_(2, 0) static char *located_error(char *where, const char *fmt, va_list ap)
 {
-        _cleanup_free_ char *msg = NULL;
-        va_list ap;
+        _cleanup_free_ char *w = where, *msg = NULL;
 
-        va_start(ap, fmt);
         if (vasprintf(&msg, fmt, ap) < 0)
                 abort();
+        return one_line(xasprintf("%s: %s", w, msg));
+}
+
+char *conf_key_error(const ConfKey *k, const char *fmt, ...)
+{
+        va_list ap;
+        char *e;
+
+        va_start(ap, fmt);
+        e = located_error(xasprintf("%s:%u: %s=%s", k->file, k->line, k->key, k->value), fmt, ap);
         va_end(ap);
-        return one_line(xasprintf("%s:%u: %s=%s: %s", k->file, k->line, k->key, k->value, msg));
+        return e;
 }
 
 char *conf_section_error(const ConfSection *s, const char *fmt, ...)
 {
-        _cleanup_free_ char *msg = NULL;
         va_list ap;
+        char *e;
 
         va_start(ap, fmt);
-        if (vasprintf(&msg, fmt, ap) < 0)
-                abort();
+        e = located_error(xasprintf("%s:%u: [%s]", s->file, s->line, s->name), fmt, ap);
         va_end(ap);
-        return one_line(xasprintf("%s:%u: [%s]: %s", s->file, s->line, s->name, msg));
+        return e;
 }
 
 /* A key name: what GKeyFile and systemd allow, minus the locale suffix (Description[de]=), which rtctl

@@ -233,16 +233,6 @@ IrqTable *irq_table_parse(const char *text, size_t len)
         return table_new(ps.irqs, now_usec(CLOCK_MONOTONIC));
 }
 
-static CpuSet *read_list(const char *path, unsigned n_cpus)
-{
-        _cleanup_free_ char *s = NULL;
-        CpuSet *set = NULL;
-
-        if (sys_read(path, &s) < 0 || cpuset_parse_list(strstrip(s), n_cpus, &set, NULL) < 0)
-                return NULL;
-        return set;
-}
-
 /* What the kernel lets a user do with the IRQ. A managed IRQ's affinity file is read-only (mode 0444);
  * root could still open it, so the mode is what counts, not a failed write. */
 static void read_proc_irq(int dir_fd, Irq *irq, unsigned flags, unsigned n_cpus)
@@ -267,7 +257,7 @@ static void read_proc_irq(int dir_fd, Irq *irq, unsigned flags, unsigned n_cpus)
         if (flags & IRQ_LOAD_EFFECTIVE) {
                 free(p);
                 p = xasprintf("/proc/irq/%u/effective_affinity_list", irq->num);
-                irq->effective = read_list(p, n_cpus);
+                irq->effective = sys_read_cpuset(p, n_cpus, false);
         }
         if (isempty(irq->actions))
                 irq->unmovable = IRQ_UNMOVABLE_NOHANDLER;

@@ -47,13 +47,8 @@ static int possible_size(unsigned *ret)
 static int read_topology_int(unsigned cpu, const char *attr, int *ret)
 {
         _cleanup_free_ char *path = xasprintf("/sys/devices/system/cpu/cpu%u/topology/%s", cpu, attr);
-        _cleanup_free_ char *s = NULL;
-        int r;
 
-        r = sys_read(path, &s);
-        if (r < 0)
-                return r;
-        return safe_atoi(strstrip(s), ret);
+        return sys_read_int(path, ret);
 }
 
 static int first_of_list(const char *path, unsigned size, int *ret)

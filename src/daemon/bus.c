@@ -143,6 +143,15 @@ static int caller_uid(sd_bus_message *msg, uid_t *ret, sd_bus_error *error)
         return 0;
 }
 
+/* Authorizes attaching pid and reads whom it counts against; returns as authorize() does. */
+static int authorize_attach(sd_bus_message *msg, Manager *m, unsigned pid, uid_t *ret_uid,
+                            sd_bus_error *error)
+{
+        int r = authorize_for_process(msg, m, pid, error);
+
+        return r != 0 ? r : caller_uid(msg, ret_uid, error);
+}
+
 static int attach_error(sd_bus_error *error, int r, unsigned pid)
 {
         switch (r) {
@@ -185,11 +194,8 @@ static int method_attach(sd_bus_message *msg, void *userdata, sd_bus_error *erro
         r = sd_bus_message_read(msg, "u", &pid);
         if (r < 0)
                 return r;
-        r = authorize_for_process(msg, m, pid, error);
+        r = authorize_attach(msg, m, pid, &uid, error);
         if (r != 0)
-                return r;
-        r = caller_uid(msg, &uid, error);
-        if (r < 0)
                 return r;
         r = manager_attach(m, pid, uid);
         if (r < 0)
@@ -219,11 +225,8 @@ static int method_attach_pidfd(sd_bus_message *msg, void *userdata, sd_bus_error
                 return sd_bus_error_setf(error, RTCTL_ERROR_NO_SUCH_PROCESS,
                                          "The pidfd's process has exited");
         pid = (unsigned)r;
-        r = authorize_for_process(msg, m, pid, error);
+        r = authorize_attach(msg, m, pid, &uid, error);
         if (r != 0)
-                return r;
-        r = caller_uid(msg, &uid, error);
-        if (r < 0)
                 return r;
         r = manager_attach_pidfd(m, fd, uid, &pid);
         if (r == -ESRCH || r == -EBADF)

@@ -52,12 +52,28 @@ int sys_read(const char *path, char **ret)
 int sys_read_uint(const char *path, unsigned *ret)
 {
         _cleanup_free_ char *s = NULL;
-        int r;
+        int r = sys_read(path, &s);
 
-        r = sys_read(path, &s);
-        if (r < 0)
-                return r;
-        return safe_atou(strstrip(s), ret);
+        return r < 0 ? r : safe_atou(strstrip(s), ret);
+}
+
+int sys_read_int(const char *path, int *ret)
+{
+        _cleanup_free_ char *s = NULL;
+        int r = sys_read(path, &s);
+
+        return r < 0 ? r : safe_atoi(strstrip(s), ret);
+}
+
+CpuSet *sys_read_cpuset(const char *path, unsigned n_cpus, bool mask)
+{
+        _cleanup_free_ char *s = NULL;
+        CpuSet *set = NULL;
+
+        if (sys_read(path, &s) < 0 ||
+            (mask ? cpuset_parse_mask : cpuset_parse_list)(strstrip(s), n_cpus, &set, NULL) < 0)
+                return NULL;
+        return set;
 }
 
 int sys_write(const char *path, const char *value)

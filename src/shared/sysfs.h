@@ -4,6 +4,7 @@
 #include <dirent.h>
 #include <stdbool.h>
 
+#include "shared/cpuset.h"
 #include "shared/util.h"
 
 /* Every path under /sys, /proc and /dev that rtctl reads or writes goes through these helpers, which
@@ -19,6 +20,9 @@ char *sys_path(const char *path);
 /* Reads a file and strips the trailing newline. */
 int sys_read(const char *path, char **ret);
 int sys_read_uint(const char *path, unsigned *ret);
+int sys_read_int(const char *path, int *ret);
+/* A CPU list (or, with mask, a hex mask) of n_cpus CPUs; NULL when unreadable or not one. */
+CpuSet *sys_read_cpuset(const char *path, unsigned n_cpus, bool mask);
 /* Writes value with a single write(2), as sysfs wants. Returns -errno of the write. */
 int sys_write(const char *path, const char *value);
 bool sys_exists(const char *path);

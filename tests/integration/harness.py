@@ -1,5 +1,6 @@
 """The host tier's harness, shared by the tests and bench/: rtctld from the build tree on a private
 dbus-daemon that runs a system-bus configuration plus the project's own bus policy file."""
+import contextlib
 import json
 import os
 import re
@@ -72,12 +73,18 @@ class Bus:
         shutil.rmtree(self.dir, ignore_errors=True)
 
 
-LOGIND_POLICY = """<!DOCTYPE busconfig PUBLIC "-//freedesktop//DTD D-BUS Bus Configuration 1.0//EN"
- "http://www.freedesktop.org/standards/dbus/1.0/busconfig.dtd">
-<busconfig>
-  <policy user="root"><allow own="org.freedesktop.login1"/></policy>
-</busconfig>
-"""
+def service_policy(tmp, name, callable=True):
+    """Writes a bus policy that lets root own name on a private Bus (the test or its stand-in acts as that
+    service) and, if callable, anyone call it; returns its path, for Bus(extra_policies=...)."""
+    path = os.path.join(tmp, "%s-policy-%d.conf" % (name, os.getpid()))
+    rules = '  <policy user="root"><allow own="%s"/></policy>\n' % name
+    if callable:
+        rules += '  <policy context="default"><allow send_destination="%s"/></policy>\n' % name
+    with open(path, "w") as f:
+        f.write('<!DOCTYPE busconfig PUBLIC "-//freedesktop//DTD D-BUS Bus Configuration 1.0//EN"\n'
+                ' "http://www.freedesktop.org/standards/dbus/1.0/busconfig.dtd">\n'
+                '<busconfig>\n%s</busconfig>\n' % rules)
+    return path
 
 
 class LogindBus(Bus):
@@ -85,10 +92,7 @@ class LogindBus(Bus):
     logind says when the machine wakes from suspend."""
 
     def __init__(self, tmp):
-        policy = os.path.join(tmp, "logind-policy-%d.conf" % os.getpid())
-        with open(policy, "w") as f:
-            f.write(LOGIND_POLICY)
-        super().__init__(tmp, extra_policies=[policy])
+        super().__init__(tmp, extra_policies=[service_policy(tmp, "org.freedesktop.login1", callable=False)])
         import dbus
         self.conn = dbus.bus.BusConnection(self.address)
         self.conn.request_name("org.freedesktop.login1")
@@ -163,7 +167,7 @@ class Env:
     def rtctl(self, *args, user=None, check=False):
         cmd = [RTCTL] + list(args)
         if user is not None:
-            cmd = ["setpriv", "--reuid=%d" % user, "--regid=%d" % user, "--clear-groups"] + cmd
+            cmd = as_user(user, cmd)
         p = subprocess.run(cmd, env=self.environ, capture_output=True, text=True, timeout=HANG_SECONDS)
         if check:
             assert p.returncode == 0, "rtctl %s: rc=%d\n%s%s" % (args, p.returncode, p.stdout, p.stderr)
@@ -268,6 +272,26 @@ def wait_until(predicate, timeout=HANG_SECONDS, interval=0.01):
 
 
 FLOOD_CLIENT = os.path.join(ROOT, "tests", "integration", "flood_client.py")
+
+
+@contextlib.contextmanager
+def bench_env(profile, text):
+    """For a bench run as root: an Env on a private bus, holding one profile. Yields (env, left); left
+    is filled on exit with what the machine kept changed against its state on entry (machine.diff)."""
+    import machine
+    tmp = tempfile.mkdtemp(prefix="rtctl-bench-")
+    os.chmod(tmp, 0o755)
+    bus = Bus(tmp)
+    env = Env(tmp, bus)
+    env.profile(profile, text)
+    before = machine.snapshot()
+    left = []
+    try:
+        yield env, left
+    finally:
+        env.cleanup()
+        bus.stop()
+        left.extend(machine.diff(before, machine.snapshot()))
 
 
 def as_user(user, cmd):

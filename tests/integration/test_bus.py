@@ -15,6 +15,13 @@ IFACE = "org.rtctl.Manager1"
 PATH = "/org/rtctl/Manager1"
 
 
+def python_as_nobody(env, script):
+    """What script, run by /usr/bin/python3 as nobody with the bus address as argv[1], printed."""
+    out = subprocess.run(harness.as_user(NOBODY, ["/usr/bin/python3", "-c", script, env.bus.address]),
+                         capture_output=True, text=True, timeout=30)
+    return out.stdout.strip(), out.stderr
+
+
 def manager(env):
     conn = dbus.bus.BusConnection(env.bus.address)
     return conn, conn.get_object(IFACE, PATH)
@@ -67,10 +74,8 @@ def test_non_root_is_refused_with_named_error(env):
               "o=c.get_object('org.rtctl.Manager1','/org/rtctl/Manager1')\n"
               "try:\n o.SetProfile('t', dbus_interface='org.rtctl.Manager1')\n"
               "except dbus.DBusException as e: print(e.get_dbus_name())\n")
-    out = subprocess.run(["setpriv", "--reuid=%d" % NOBODY, "--regid=%d" % NOBODY, "--clear-groups",
-                          "/usr/bin/python3", "-c", script, env.bus.address],
-                         capture_output=True, text=True, timeout=30)
-    assert out.stdout.strip() == "org.rtctl.Error.NotAuthorized", out.stderr
+    out, err = python_as_nobody(env, script)
+    assert out == "org.rtctl.Error.NotAuthorized", err
     assert env.rtctl_json("status")["profile"] == "off"
     # Reading is open to everyone.
     assert env.rtctl("status", user=NOBODY).returncode == 0
@@ -82,10 +87,7 @@ def test_only_root_may_own_the_name(env):
               "c=dbus.bus.BusConnection(sys.argv[1])\n"
               "try:\n c.request_name('org.rtctl.Manager1')\n print('owned')\n"
               "except dbus.DBusException as e: print(e.get_dbus_name())\n")
-    out = subprocess.run(["setpriv", "--reuid=%d" % NOBODY, "--regid=%d" % NOBODY, "--clear-groups",
-                          "/usr/bin/python3", "-c", script, env.bus.address],
-                         capture_output=True, text=True, timeout=30)
-    assert out.stdout.strip() == "org.freedesktop.DBus.Error.AccessDenied"
+    assert python_as_nobody(env, script)[0] == "org.freedesktop.DBus.Error.AccessDenied"
 
 
 def test_named_errors(env):

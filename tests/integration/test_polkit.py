@@ -14,15 +14,8 @@ import contract
 import machine
 
 from conftest import NOBODY, wait_until
-from harness import HANG_SECONDS, Bus, Env, RTCTL
+from harness import HANG_SECONDS, Bus, Env, RTCTL, service_policy
 
-POLKIT_POLICY = """<!DOCTYPE busconfig PUBLIC "-//freedesktop//DTD D-BUS Bus Configuration 1.0//EN"
- "http://www.freedesktop.org/standards/dbus/1.0/busconfig.dtd">
-<busconfig>
-  <policy user="root"><allow own="org.freedesktop.PolicyKit1"/></policy>
-  <policy context="default"><allow send_destination="org.freedesktop.PolicyKit1"/></policy>
-</busconfig>
-"""
 AUTHORITY = "/org/freedesktop/PolicyKit1/Authority"
 PROFILES = {
     "lo": "[Profile]\nRank=5\n[Sysctl]\nvm.stat_interval=2\n",
@@ -34,10 +27,7 @@ class PolkitBus(Bus):
     """A private system bus with python-dbusmock's polkitd on it."""
 
     def __init__(self, tmp):
-        policy = os.path.join(tmp, "polkit-policy-%d.conf" % os.getpid())
-        with open(policy, "w") as f:
-            f.write(POLKIT_POLICY)
-        super().__init__(tmp, extra_policies=[policy])
+        super().__init__(tmp, extra_policies=[service_policy(tmp, "org.freedesktop.PolicyKit1")])
         self.mock = subprocess.Popen([sys.executable, "-m", "dbusmock", "--system", "--template", "polkitd"],
                                      env=self.env(), stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
         self.conn = dbus.bus.BusConnection(self.address)
@@ -215,7 +205,7 @@ class InteractivePolkitBus(PolkitBus):
     answers 'challenge'."""
 
     def __init__(self, tmp):
-        Bus.__init__(self, tmp, extra_policies=[self._policy(tmp)])
+        Bus.__init__(self, tmp, extra_policies=[service_policy(tmp, "org.freedesktop.PolicyKit1")])
         self.mock = subprocess.Popen([sys.executable, "-m", "dbusmock", "--system", "org.freedesktop.PolicyKit1",
                                       AUTHORITY, "org.freedesktop.PolicyKit1.Authority"],
                                      env=self.env(), stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
@@ -225,13 +215,6 @@ class InteractivePolkitBus(PolkitBus):
                                       "org.freedesktop.DBus.Mock")
         self.control.AddMethod("", "CheckAuthorization", "(sa{sv})sa{ss}us", "(bba{ss})",
                                "ret = (bool(args[3] & 1), not (args[3] & 1), {})")
-
-    @staticmethod
-    def _policy(tmp):
-        path = os.path.join(tmp, "polkit-policy-%d.conf" % os.getpid())
-        with open(path, "w") as f:
-            f.write(POLKIT_POLICY)
-        return path
 
 
 def test_the_callers_interactive_flag_reaches_polkit(tmp_root):

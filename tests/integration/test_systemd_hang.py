@@ -11,15 +11,7 @@ import time
 
 import pytest
 
-from harness import Bus, Env, wait_until
-
-POLICY = """<!DOCTYPE busconfig PUBLIC "-//freedesktop//DTD D-BUS Bus Configuration 1.0//EN"
- "http://www.freedesktop.org/standards/dbus/1.0/busconfig.dtd">
-<busconfig>
-  <policy user="root"><allow own="org.freedesktop.systemd1"/></policy>
-  <policy context="default"><allow send_destination="org.freedesktop.systemd1"/></policy>
-</busconfig>
-"""
+from harness import Bus, Env, service_policy, wait_until
 
 # systemd's manager as far as the conflict tuner asks it: LoadUnit and a unit's LoadState, ActiveState,
 # UnitFileState (every rival "not-found": nothing to stop). Each call is logged to argv[2], one line.
@@ -55,10 +47,7 @@ GLib.MainLoop().run()
 def systemd(tmp_root):
     """A private bus with a stand-in systemd on it, and /run/systemd/system (systemd as PID 1, for
     rtctld) for as long as the test runs."""
-    policy = os.path.join(tmp_root, "systemd-policy-%d.conf" % os.getpid())
-    with open(policy, "w") as f:
-        f.write(POLICY)
-    bus = Bus(tmp_root, extra_policies=[policy])
+    bus = Bus(tmp_root, extra_policies=[service_policy(tmp_root, "org.freedesktop.systemd1")])
     calls = os.path.join(bus.dir, "calls")
     proc = subprocess.Popen(["/usr/bin/python3", "-c", STAND_IN, bus.address, calls], stdout=subprocess.PIPE,
                             text=True)

@@ -14,17 +14,6 @@
 #include "shared/sysfs.h"
 #include "test.h"
 
-static char *fixture_copy(const char *shape)
-{
-        const char *dir = getenv("RTCTL_FIXTURES");
-        _cleanup_free_ char *src = xasprintf("%s/%s", dir ? dir : "tests/unit/fixtures", shape);
-        char *dst = xasprintf("%s/%s", test_tmpdir(), shape);
-        _cleanup_free_ char *cmd = xasprintf("rm -rf '%s' && cp -a '%s' '%s'", dst, src, dst);
-
-        CHECK_INTEQ(system(cmd), 0);
-        return dst;
-}
-
 /* A /proc/PID/stat line as the kernel writes it, fields 1 to 52. */
 static char *stat_line(unsigned tid, const char *comm, unsigned flags, unsigned rt_priority, unsigned policy)
 {
@@ -71,6 +60,14 @@ static const AuditFinding *inversion(Audit *a, const char *root)
 {
         return finding(a, root, "inversion");
 }
+
+/* The finding has status st and its field (detail or fix) holds text; a macro, for the caller's line. */
+#define CHECK_FINDING(found, st, field, text)                                                               \
+        do {                                                                                                \
+                const AuditFinding *f_ = (found);                                                           \
+                CHECK(f_ &&streq(f_->status, st));                                                          \
+                CHECK_CONTAINS(f_ ? f_->field : NULL, text);                                                \
+        } while (0)
 
 /* The status of one check, "" when the audit has no such finding. */
 static const char *status_of(Audit *a, const char *root, const char *check)
@@ -122,13 +119,11 @@ TEST(parse)
  * USB sound card (class audio), IRQ 78 another xHCI (class usb). */
 TEST(inversion)
 {
-        _cleanup_free_ char *root = fixture_copy("amd-workstation");
+        _cleanup_free_ char *root = test_fixture_copy("amd-workstation");
         Audit a = {};
         const AuditFinding *f;
 
-        f = inversion(&a, root);
-        CHECK(f && streq(f->status, "info"));
-        CHECK_CONTAINS(f ? f->detail : NULL, "neither");
+        CHECK_FINDING(inversion(&a, root), "info", detail, "neither");
 
         /* PipeWire's data loop at module-rt's default (88) above the kernel's default IRQ threads (50). */
         thread(root, 300, 300, "pipewire", 0x400100, 0, SCHED_OTHER);
@@ -156,14 +151,10 @@ TEST(inversion)
          * counts by class, not by name. */
         thread(root, 200, 200, "irq/87-snd_hda_", KTHREAD, 90, SCHED_FIFO);
         thread(root, 201, 201, "irq/86-xhci_hcd", KTHREAD, 50, SCHED_FIFO);
-        f = inversion(&a, root);
-        CHECK(f && streq(f->status, "warn"));
-        CHECK_CONTAINS(f ? f->detail : NULL, "irq/86-xhci_hcd (fifo 50)");
+        CHECK_FINDING(inversion(&a, root), "warn", detail, "irq/86-xhci_hcd (fifo 50)");
         thread(root, 201, 201, "irq/86-xhci_hcd", KTHREAD, 90, SCHED_FIFO);
-        f = inversion(&a, root);
-        CHECK(f && streq(f->status, "ok"));
-        CHECK_CONTAINS(f ? f->detail : NULL,
-                       "(fifo 90) is above the audio server's data-loop.0 of pipewire");
+        CHECK_FINDING(inversion(&a, root), "ok", detail,
+                      "(fifo 90) is above the audio server's data-loop.0 of pipewire");
 
         /* Below the IRQ threads but at rtkit's ceiling (PipeWire without an rtprio limit): any desktop
          * client's real-time thread can equal it. */
@@ -180,23 +171,19 @@ TEST(inversion)
         /* jackd: every real-time thread of it counts, whatever its name. */
         thread(root, 400, 400, "jackd", 0x400100, 0, SCHED_OTHER);
         thread(root, 400, 402, "jackd", 0x400040, 95, SCHED_RR);
-        f = inversion(&a, root);
-        CHECK(f && streq(f->status, "warn"));
-        CHECK_CONTAINS(f ? f->detail : NULL, "jackd of jackd (PID 400, rr 95)");
+        CHECK_FINDING(inversion(&a, root), "warn", detail, "jackd of jackd (PID 400, rr 95)");
 
         /* A SCHED_OTHER thread named like PipeWire's is no real-time audio thread. */
         thread(root, 400, 402, "jackd", 0x400040, 0, SCHED_OTHER);
         thread(root, 300, 301, "data-loop.0", 0x400040, 0, SCHED_OTHER);
-        f = inversion(&a, root);
-        CHECK(f && streq(f->status, "info"));
-        CHECK_CONTAINS(f ? f->detail : NULL, "no real-time audio server thread");
+        CHECK_FINDING(inversion(&a, root), "info", detail, "no real-time audio server thread");
         audit_clear(&a);
 }
 
 /* The kernel's build, from /proc/config.gz or /boot/config-RELEASE, and the timer list without either. */
 TEST(kernel_config)
 {
-        _cleanup_free_ char *root = fixture_copy("amd-workstation");
+        _cleanup_free_ char *root = test_fixture_copy("amd-workstation");
         Audit a = {};
         const AuditFinding *f;
 
@@ -206,21 +193,15 @@ TEST(kernel_config)
         CHECK(f && streq(f->status, "info") && *f->fix);
         CHECK_CONTAINS(f ? f->detail : NULL, "/boot/config-6.12.0-test");
         CHECK_STREQ(status_of(&a, root, "tickless"), "info");
-        f = finding(&a, root, "high-res-timers");
-        CHECK(f && streq(f->status, "warn"));
-        CHECK_CONTAINS(f ? f->detail : NULL, "resolution: 4000000 nsecs");
+        CHECK_FINDING(finding(&a, root, "high-res-timers"), "warn", detail, "resolution: 4000000 nsecs");
         test_write(root, "proc/timer_list", "Timer List Version: v0.9\n  .resolution: 1 nsecs\n");
         CHECK_STREQ(status_of(&a, root, "high-res-timers"), "ok");
 
         /* /boot's config, then /proc/config.gz, which wins. */
         test_write(root, "boot/config-6.12.0-test",
                    "CONFIG_HZ_PERIODIC=y\n# CONFIG_HIGH_RES_TIMERS is not set\n");
-        f = finding(&a, root, "kernel-config");
-        CHECK(f && streq(f->status, "ok"));
-        CHECK_CONTAINS(f ? f->detail : NULL, "/boot/config-6.12.0-test");
-        f = finding(&a, root, "tickless");
-        CHECK(f && streq(f->status, "warn"));
-        CHECK_CONTAINS(f ? f->fix : NULL, "CONFIG_NO_HZ_IDLE=y");
+        CHECK_FINDING(finding(&a, root, "kernel-config"), "ok", detail, "/boot/config-6.12.0-test");
+        CHECK_FINDING(finding(&a, root, "tickless"), "warn", fix, "CONFIG_NO_HZ_IDLE=y");
         /* The config is the kernel's word over timer_list. */
         CHECK_STREQ(status_of(&a, root, "high-res-timers"), "warn");
 
@@ -238,7 +219,7 @@ TEST(kernel_config)
 /* Each preemption model, and threadirqs, which threads IRQs but makes no kernel real-time. */
 TEST(preemption)
 {
-        _cleanup_free_ char *root = fixture_copy("amd-workstation");
+        _cleanup_free_ char *root = test_fixture_copy("amd-workstation");
         Audit a = {};
         const AuditFinding *f;
 
@@ -246,9 +227,7 @@ TEST(preemption)
         test_write(root, "proc/sys/kernel/version", "#1 SMP Debian 6.1.0\n");
         test_write(root, "proc/cmdline", "root=/dev/sda1 threadirqs quiet\n");
         CHECK_STREQ(status_of(&a, root, "irq-threads"), "ok");
-        f = finding(&a, root, "preemption");
-        CHECK(f && streq(f->status, "warn"));
-        CHECK_CONTAINS(f ? f->fix : NULL, "CONFIG_PREEMPT_DYNAMIC=y");
+        CHECK_FINDING(finding(&a, root, "preemption"), "warn", fix, "CONFIG_PREEMPT_DYNAMIC=y");
 
         /* Built fully preemptible. */
         test_write(root, "proc/sys/kernel/version", "#1 SMP PREEMPT Arch 6.1.0\n");
@@ -277,13 +256,9 @@ TEST(preemption)
         CHECK_STREQ(status_of(&a, root, "preemption"), "ok");
         test_write(root, "proc/cmdline", "root=/dev/sda1 preempt=voluntary\n");
         test_write(root, "sys/kernel/debug/sched/preempt", "none voluntary (full) lazy\n");
-        f = finding(&a, root, "preemption");
-        CHECK(f && streq(f->status, "ok"));
-        CHECK_CONTAINS(f ? f->detail : NULL, "debugfs");
+        CHECK_FINDING(finding(&a, root, "preemption"), "ok", detail, "debugfs");
         test_write(root, "sys/kernel/debug/sched/preempt", "none (voluntary) full\n");
-        f = finding(&a, root, "preemption");
-        CHECK(f && streq(f->status, "warn"));
-        CHECK_CONTAINS(f ? f->detail : NULL, "running voluntary");
+        CHECK_FINDING(finding(&a, root, "preemption"), "warn", detail, "running voluntary");
 
         /* PREEMPT_RT, by uname -v, then by /sys/kernel/realtime: threaded IRQs without threadirqs. */
         rm(root, "sys/kernel/debug/sched/preempt");
@@ -301,7 +276,7 @@ TEST(preemption)
 /* Mitigations are a trade-off, never a warning; SMT on is worth knowing. */
 TEST(mitigations_smt)
 {
-        _cleanup_free_ char *root = fixture_copy("amd-workstation");
+        _cleanup_free_ char *root = test_fixture_copy("amd-workstation");
         Audit a = {};
         const AuditFinding *f;
 
@@ -318,14 +293,11 @@ TEST(mitigations_smt)
         f = finding(&a, root, "mitigations");
         CHECK_CONTAINS(f ? f->detail : NULL, "2 active");
         test_write(root, "proc/cmdline", "root=/dev/sda1 mitigations=off\n");
-        f = finding(&a, root, "mitigations");
-        CHECK(f && streq(f->status, "info"));
-        CHECK_CONTAINS(f ? f->detail : NULL, "mitigations=off: no mitigation cost, and no protection");
+        CHECK_FINDING(finding(&a, root, "mitigations"), "info", detail,
+                      "mitigations=off: no mitigation cost, and no protection");
 
         test_write(root, "sys/devices/system/cpu/smt/active", "1\n");
-        f = finding(&a, root, "smt");
-        CHECK(f && streq(f->status, "info"));
-        CHECK_CONTAINS(f ? f->fix : NULL, "nosmt");
+        CHECK_FINDING(finding(&a, root, "smt"), "info", fix, "nosmt");
         test_write(root, "sys/devices/system/cpu/smt/active", "0\n");
         CHECK_STREQ(status_of(&a, root, "smt"), "ok");
         audit_clear(&a);
@@ -333,18 +305,15 @@ TEST(mitigations_smt)
 
 TEST(memory_filesystems)
 {
-        _cleanup_free_ char *root = fixture_copy("amd-workstation");
+        _cleanup_free_ char *root = test_fixture_copy("amd-workstation");
         Audit a = {};
-        const AuditFinding *f;
 
         test_write(root, "proc/swaps", "Filename\tType\tSize\tUsed\tPriority\n");
         test_write(root, "proc/sys/vm/swappiness", "60\n");
         CHECK_STREQ(status_of(&a, root, "swappiness"), "ok"); /* no swap: no matter */
         test_write(root, "proc/swaps",
                    "Filename\tType\tSize\tUsed\tPriority\n/dev/sda2 partition\t8388604\t0\t-2\n");
-        f = finding(&a, root, "swappiness");
-        CHECK(f && streq(f->status, "warn"));
-        CHECK_CONTAINS(f ? f->fix : NULL, "vm.swappiness=10");
+        CHECK_FINDING(finding(&a, root, "swappiness"), "warn", fix, "vm.swappiness=10");
         test_write(root, "proc/sys/vm/swappiness", "10\n");
         CHECK_STREQ(status_of(&a, root, "swappiness"), "ok");
 
@@ -353,14 +322,10 @@ TEST(memory_filesystems)
         CHECK_STREQ(status_of(&a, root, "filesystems"), "ok");
         test_write(root, "proc/mounts",
                    "/dev/nvme0n1p2 / ext4 rw 0 0\n/dev/sdb1 /media/usb fuseblk rw 0 0\n");
-        f = finding(&a, root, "filesystems");
-        CHECK(f && streq(f->status, "info"));
-        CHECK_CONTAINS(f ? f->detail : NULL, "/media/usb (fuseblk)");
+        CHECK_FINDING(finding(&a, root, "filesystems"), "info", detail, "/media/usb (fuseblk)");
         test_write(root, "proc/mounts",
                    "/dev/nvme0n1p2 / ext4 rw 0 0\n/dev/sdc1 /samples reiserfs rw 0 0\n");
-        f = finding(&a, root, "filesystems");
-        CHECK(f && streq(f->status, "warn"));
-        CHECK_CONTAINS(f ? f->detail : NULL, "/samples (reiserfs)");
+        CHECK_FINDING(finding(&a, root, "filesystems"), "warn", detail, "/samples (reiserfs)");
         audit_clear(&a);
 }
 
@@ -368,20 +333,17 @@ TEST(memory_filesystems)
  * card's line gets a second handler. */
 TEST(shared_irq)
 {
-        _cleanup_free_ char *root = fixture_copy("amd-workstation");
+        _cleanup_free_ char *root = test_fixture_copy("amd-workstation");
         _cleanup_free_ char *cmd = xasprintf("sed -i 's/snd_hda_intel:card0$/snd_hda_intel:card0, enp5s0/' "
                                              "'%s/proc/interrupts'",
                                              root);
         Audit a = {};
-        const AuditFinding *f;
 
-        f = finding(&a, root, "shared-irq");
-        CHECK(f && streq(f->status, "ok"));
-        CHECK_CONTAINS(f ? f->detail : NULL, "none of the 3 sound and USB host IRQs");
+        CHECK_FINDING(finding(&a, root, "shared-irq"), "ok", detail,
+                      "none of the 3 sound and USB host IRQs");
         CHECK_INTEQ(system(cmd), 0);
-        f = finding(&a, root, "shared-irq");
-        CHECK(f && streq(f->status, "warn"));
-        CHECK_CONTAINS(f ? f->detail : NULL, "IRQ 87 (snd_hda_intel:card0, enp5s0)");
+        CHECK_FINDING(finding(&a, root, "shared-irq"), "warn", detail,
+                      "IRQ 87 (snd_hda_intel:card0, enp5s0)");
         audit_clear(&a);
 }
 
@@ -404,16 +366,14 @@ static void process(const char *root, unsigned pid, const char *comm, unsigned f
 /* Against isolated CPUs 14-15: movable processes, effective IRQ affinities and workqueue masks. */
 TEST(isolation)
 {
-        _cleanup_free_ char *root = fixture_copy("amd-workstation");
+        _cleanup_free_ char *root = test_fixture_copy("amd-workstation");
         _cleanup_cpuset_ CpuSet *isolated = NULL;
         AuditOptions o = {.isolated_source = "profile test"};
         Audit a = {};
         const AuditFinding *f;
 
         CHECK_INTEQ(cpuset_parse_list("14-15", 16, &isolated, NULL), 0);
-        f = finding(&a, root, "isolation");
-        CHECK(f && streq(f->status, "info"));
-        CHECK_CONTAINS(f ? f->detail : NULL, "no isolated CPUs");
+        CHECK_FINDING(finding(&a, root, "isolation"), "info", detail, "no isolated CPUs");
         CHECK(!finding(&a, root, "isolated-tasks"));
         o.isolated = isolated;
 
@@ -425,9 +385,8 @@ TEST(isolation)
         process(root, 702, "jackd", 0x400100, "15",
                 "12:cpuset:/rtctl-isolated\n1:name=systemd:/\n"); /* v1 */
         process(root, 701, "dying", 0x400100 | PF_EXITING, "0-15", "/user.slice");
-        f = finding_in(&a, root, &o, "isolated-tasks");
-        CHECK(f && streq(f->status, "ok"));
-        CHECK_CONTAINS(f ? f->detail : NULL, "none of 4 movable processes");
+        CHECK_FINDING(finding_in(&a, root, &o, "isolated-tasks"), "ok", detail,
+                      "none of 4 movable processes");
         process(root, 800, "firefox", 0x400100, "0-15", "/user.slice/user-1000.slice");
         process(root, 801, "kworker/u32:1", KTHREAD, "12-15", "/");
         f = finding_in(&a, root, &o, "isolated-tasks");
@@ -438,12 +397,10 @@ TEST(isolation)
         CHECK(f && !strstr(f->detail, "pipewire") && !strstr(f->detail, "ksoftirqd") &&
               !strstr(f->detail, "dying"));
 
-        f = finding_in(&a, root, &o, "isolated-irqs");
-        CHECK(f && streq(f->status, "warn"));
-        CHECK_CONTAINS(f ? f->detail : NULL, "IRQ 87 snd_hda_intel:card0 on CPU 14");
-        f = finding_in(&a, root, &o, "workqueue");
-        CHECK(f && streq(f->status, "warn"));
-        CHECK_CONTAINS(f ? f->detail : NULL, "the global workqueue mask is CPUs 0-15");
+        CHECK_FINDING(finding_in(&a, root, &o, "isolated-irqs"), "warn", detail,
+                      "IRQ 87 snd_hda_intel:card0 on CPU 14");
+        CHECK_FINDING(finding_in(&a, root, &o, "workqueue"), "warn", detail,
+                      "the global workqueue mask is CPUs 0-15");
 
         /* Where rtctl puts them: effective affinity on housekeeping, the global workqueue mask without
          * 14-15. A requested IRQ affinity that includes them does not count: the effective one is where
@@ -464,11 +421,9 @@ TEST(isolation)
          * requested, nothing to fix, and the detail says which are still on their way. */
         test_write(root, "proc/irq/87/smp_affinity_list", "0-13\n");
         test_write(root, "proc/irq/87/effective_affinity_list", "14\n");
-        f = finding_in(&a, root, &o, "isolated-irqs");
-        CHECK(f && streq(f->status, "ok"));
-        CHECK_CONTAINS(f ? f->detail : NULL,
-                       "until their next interrupt moves them: IRQ 87 snd_hda_intel:card0 on "
-                       "CPU 14");
+        CHECK_FINDING(finding_in(&a, root, &o, "isolated-irqs"), "ok", detail,
+                      "until their next interrupt moves them: IRQ 87 snd_hda_intel:card0 on "
+                      "CPU 14");
         test_write(root, "proc/irq/87/effective_affinity_list", "3\n");
         f = finding_in(&a, root, &o, "workqueue");
         CHECK(f && streq(f->status, "ok"));
@@ -476,16 +431,15 @@ TEST(isolation)
         CHECK_CONTAINS(f ? f->detail : NULL, "the 1 workqueue with masks of their own");
         test_write(root, "sys/devices/virtual/workqueue/cpumask", "ffff\n");
         test_write(root, "sys/devices/virtual/workqueue/writeback/cpumask", "c000\n");
-        f = finding_in(&a, root, &o, "workqueue");
-        CHECK(f && streq(f->status, "warn"));
-        CHECK_CONTAINS(f ? f->detail : NULL, "workqueues: writeback (CPUs 14-15)");
+        CHECK_FINDING(finding_in(&a, root, &o, "workqueue"), "warn", detail,
+                      "workqueues: writeback (CPUs 14-15)");
         audit_clear(&a);
 }
 
 /* Services that undo a profile, found by process name. */
 TEST(rivals)
 {
-        _cleanup_free_ char *root = fixture_copy("amd-workstation");
+        _cleanup_free_ char *root = test_fixture_copy("amd-workstation");
         Audit a = {};
         const AuditFinding *f;
 
@@ -499,16 +453,14 @@ TEST(rivals)
         CHECK_CONTAINS(f ? f->detail : NULL, "tuned (PID 900)");
         CHECK_CONTAINS(f ? f->detail : NULL, "gamemoded (PID 901)");
         CHECK_CONTAINS(f ? f->fix : NULL, "systemctl disable --now tuned");
-        f = finding(&a, root, "irqbalance");
-        CHECK(f && streq(f->status, "warn"));
-        CHECK_CONTAINS(f ? f->fix : NULL, "OnConflict=stop");
+        CHECK_FINDING(finding(&a, root, "irqbalance"), "warn", fix, "OnConflict=stop");
         audit_clear(&a);
 }
 
 /* What only a reboot applies: the profile's boot arguments the running kernel lacks. */
 TEST(reboot_pending)
 {
-        _cleanup_free_ char *root = fixture_copy("amd-workstation");
+        _cleanup_free_ char *root = test_fixture_copy("amd-workstation");
         AuditOptions o = {.profile = "audio"};
         Audit a = {};
         const AuditFinding *f;
@@ -531,7 +483,7 @@ TEST(reboot_pending)
  * comes before the audio group's), the later among equals. */
 TEST(pam_limits)
 {
-        _cleanup_free_ char *root = fixture_copy("amd-workstation");
+        _cleanup_free_ char *root = test_fixture_copy("amd-workstation");
         char *audio[] = {(char *)"alice", (char *)"audio", NULL}, *none[] = {(char *)"bob", NULL};
         _cleanup_free_ char *where = NULL;
         unsigned long long v = 0;

@@ -12,23 +12,6 @@
 
 static PassResult res;
 
-static char *fixture(const char *shape)
-{
-        const char *dir = getenv("RTCTL_FIXTURES");
-        return xasprintf("%s/%s", dir ? dir : "tests/unit/fixtures", shape);
-}
-
-/* A writable copy, for passes that apply. */
-static char *fixture_copy(const char *shape)
-{
-        _cleanup_free_ char *src = fixture(shape);
-        char *dst = xasprintf("%s/%s", test_tmpdir(), shape);
-        _cleanup_free_ char *cmd = xasprintf("rm -rf '%s' && cp -a '%s' '%s'", dst, src, dst);
-
-        CHECK_INTEQ(system(cmd), 0);
-        return dst;
-}
-
 static const Irq *by_action(const IrqTable *t, const char *actions)
 {
         for (size_t i = 0; t && i < t->n; i++)
@@ -67,17 +50,13 @@ static void pass(const char *root, const char *profile_text, bool dry_run, IrqSt
 
 static const Setting *find(const char *object)
 {
-        for (size_t i = 0; i < res.plan.n; i++)
-                if (streq(res.plan.settings[i].object, object))
-                        return &res.plan.settings[i];
-        return NULL;
+        return test_plan_find(&res.plan, object);
 }
 
 static const char *desired_of_irq(unsigned irq)
 {
         _cleanup_free_ char *o = xasprintf("/proc/irq/%u/smp_affinity_list", irq);
-        const Setting *s = find(o);
-        return s ? s->desired : NULL;
+        return test_plan_desired(&res.plan, o);
 }
 
 static bool notes_contain(const char *text)
@@ -90,7 +69,7 @@ static bool notes_contain(const char *text)
 
 TEST(workstation_classification)
 {
-        _cleanup_free_ char *root = fixture("amd-workstation");
+        _cleanup_free_ char *root = test_fixture("amd-workstation");
         _cleanup_irq_table_ IrqTable *t = NULL;
         const Irq *i;
 
@@ -166,7 +145,7 @@ TEST(arm64_layout_parsed)
 
 TEST(server_classification_and_managed)
 {
-        _cleanup_free_ char *root = fixture("server-2x32");
+        _cleanup_free_ char *root = test_fixture("server-2x32");
         _cleanup_irq_table_ IrqTable *t = NULL;
         unsigned managed = 0, network = 0, storage = 0, unclassified_msi = 0;
 
@@ -190,7 +169,7 @@ TEST(server_classification_and_managed)
 
 TEST(vm2_every_irq_covered)
 {
-        _cleanup_free_ char *root = fixture("vm2");
+        _cleanup_free_ char *root = test_fixture("vm2");
 
         pass(root, "[Profile]\nDescription=t\n[CPU]\nIsolate=1\n[IRQ]\nBalance=housekeeping\n", true, NULL);
         /* 19 lines in /proc/interrupts: 17 movable ones go to housekeeping cpu0, the managed
@@ -215,7 +194,7 @@ TEST(vm2_every_irq_covered)
  * IRQ off it, as Balance=housekeeping does; Balance=off leaves them, and no isolation places nothing. */
 TEST(isolating_implies_housekeeping_irqs)
 {
-        _cleanup_free_ char *root = fixture("vm2");
+        _cleanup_free_ char *root = test_fixture("vm2");
 
         pass(root, "[Profile]\nDescription=t\n[CPU]\nIsolate=1\n", true, NULL);
         CHECK_STREQ(desired_of_irq(38), "0");
@@ -235,7 +214,7 @@ TEST(isolating_implies_housekeeping_irqs)
 
 TEST(spread_is_numa_local_and_per_queue)
 {
-        _cleanup_free_ char *root = fixture("smp2x8");
+        _cleanup_free_ char *root = test_fixture("smp2x8");
         _cleanup_irq_table_ IrqTable *t = NULL;
         _cleanup_cpuset_ CpuSet *node0 = NULL;
 
@@ -299,7 +278,7 @@ static CpuSet *nic_cpus(const IrqTable *t)
 
 static void check_nic_within(const char *shape, const char *profile, const char *within)
 {
-        _cleanup_free_ char *root = fixture(shape);
+        _cleanup_free_ char *root = test_fixture(shape);
         _cleanup_irq_table_ IrqTable *t = NULL;
         _cleanup_cpuset_ CpuSet *used = NULL, *want = NULL;
 
@@ -332,7 +311,7 @@ TEST(device_vectors_stay_close)
 
 TEST(placement_deterministic_and_stable)
 {
-        _cleanup_free_ char *root = fixture_copy("amd-workstation");
+        _cleanup_free_ char *root = test_fixture_copy("amd-workstation");
         const char *profile = "[Profile]\nDescription=t\n[CPU]\nIsolate=7,15\n[IRQ]\nBalance=housekeeping\n";
         IrqState state = {};
         _cleanup_strv_free_ char **first = NULL;
@@ -369,7 +348,7 @@ TEST(placement_deterministic_and_stable)
  * file back is clean. */
 TEST(unreadable_interrupts_keep_the_placement)
 {
-        _cleanup_free_ char *root = fixture_copy("amd-workstation");
+        _cleanup_free_ char *root = test_fixture_copy("amd-workstation");
         _cleanup_free_ char *jpath = xasprintf("%s/journal.json", test_tmpdir());
         _cleanup_free_ char *interrupts = xasprintf("%s/proc/interrupts", root);
         _cleanup_free_ char *aside = xasprintf("%s.aside", interrupts);
@@ -451,7 +430,7 @@ static void bump(const char *root, unsigned irq, unsigned long long n)
 
 TEST(swinging_rates_move_only_what_matters)
 {
-        _cleanup_free_ char *root = fixture_copy("vm2");
+        _cleanup_free_ char *root = test_fixture_copy("vm2");
         const char *profile = "[Profile]\nDescription=t\n[IRQ]\nBalance=all\n";
         IrqState state = {};
 
@@ -471,7 +450,7 @@ TEST(swinging_rates_move_only_what_matters)
 
 TEST(rules_and_pins)
 {
-        _cleanup_free_ char *root = fixture("amd-workstation");
+        _cleanup_free_ char *root = test_fixture("amd-workstation");
         _cleanup_irq_table_ IrqTable *t = NULL;
         IrqState state = {};
         const Irq *hda, *nic;
@@ -522,7 +501,7 @@ TEST(bad_rules_name_file_line_key)
 
 TEST(thread_priorities_planned)
 {
-        _cleanup_free_ char *root = fixture_copy("amd-workstation");
+        _cleanup_free_ char *root = test_fixture_copy("amd-workstation");
         _cleanup_irq_table_ IrqTable *t = NULL;
         const Irq *hda, *usb, *nic;
 
@@ -585,7 +564,7 @@ TEST(shared_line_threads_matched_by_handler)
 
 TEST(not_threaded_reported)
 {
-        _cleanup_free_ char *root = fixture("laptop-intel");
+        _cleanup_free_ char *root = test_fixture("laptop-intel");
 
         pass(root, "[Profile]\nDescription=t\n[IRQ audio]\nMatch=class:audio\nThreadPriority=90\n", true,
              NULL);
@@ -596,7 +575,7 @@ TEST(not_threaded_reported)
 /* A machine (or a container) whose /proc/interrupts lists no IRQ: an empty table, not a crash. */
 TEST(empty_interrupts_empty_table)
 {
-        _cleanup_free_ char *root = fixture_copy("vm2");
+        _cleanup_free_ char *root = test_fixture_copy("vm2");
         IrqTable *t = NULL;
 
         test_write(root, "proc/interrupts", "");

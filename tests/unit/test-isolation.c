@@ -28,23 +28,12 @@ static char *tree(const char *name, const char *mounts)
 
 static void plan_with(const char *root, const unsigned *attached, size_t n, SettingContext *kinds)
 {
-        char *search[] = {(char *)test_tmpdir(), NULL};
-        _cleanup_topology_ Topology *t = NULL;
-        _cleanup_policy_ Policy *p = NULL;
-        _cleanup_free_ char *err = NULL;
-        Dirty all = {};
+        _cleanup_policy_ Policy *p = test_profile("[Profile]\nDescription=i\n[CPU]\nIsolate=3\n");
 
-        test_write(test_tmpdir(), "profiles/iso.conf", "[Profile]\nDescription=i\n[CPU]\nIsolate=3\n");
-        sysroot_set(root);
         pass_result_clear(&res);
-        CHECK_INTEQ(topology_load(NULL, &t), 0);
-        CHECK_INTEQ(policy_load(search, "iso", &p, &err), 0);
-        if (!t || !p)
-                return;
-        dirty_mark_all(&all);
-        reconcile_pass_with(p, t, NULL, &all, true,
-                            &(PassInput){.attached = attached, .n_attached = n, .kinds = kinds}, &res);
-        dirty_clear(&all);
+        if (p)
+                test_pass_policy(root, p, NULL,
+                                 &(PassInput){.attached = attached, .n_attached = n, .kinds = kinds}, &res);
 }
 
 static void plan(const char *root, const unsigned *attached, size_t n)
@@ -54,10 +43,7 @@ static void plan(const char *root, const unsigned *attached, size_t n)
 
 static const Setting *find(const char *object)
 {
-        for (size_t i = 0; i < res.plan.n; i++)
-                if (streq(res.plan.settings[i].object, object))
-                        return &res.plan.settings[i];
-        return NULL;
+        return test_plan_find(&res.plan, object);
 }
 
 #define CHECK_PLANNED(object, want_desired)                                                                 \

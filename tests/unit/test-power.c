@@ -11,28 +11,19 @@
 
 static PassResult res;
 
-static char *fixture(const char *shape)
-{
-        const char *dir = getenv("RTCTL_FIXTURES");
-        return xasprintf("%s/%s", dir ? dir : "tests/unit/fixtures", shape);
-}
-
 /* What the setting kinds keep between passes, as the daemon's Manager holds it (the PM QoS descriptor). */
 static SettingContext kinds;
 
 static void pass_with(const char *root, const char *profile_text, Journal *j, bool restore)
 {
         char *search[] = {(char *)test_tmpdir(), NULL};
-        _cleanup_topology_ Topology *t = NULL;
         _cleanup_policy_ Policy *p = NULL;
         _cleanup_free_ char *err = NULL;
-        Dirty all = {};
 
         if (profile_text)
                 test_write(test_tmpdir(), "profiles/pw.conf", profile_text);
         sysroot_set(root);
         pass_result_clear(&res);
-        CHECK_INTEQ(topology_load(NULL, &t), 0);
         if (!restore) {
                 CHECK_INTEQ(policy_load(search, "pw", &p, &err), 0);
                 if (err)
@@ -40,35 +31,25 @@ static void pass_with(const char *root, const char *profile_text, Journal *j, bo
                 if (!p)
                         return;
         }
-        if (!t)
-                return;
-        dirty_mark_all(&all);
         if (!kinds.refused)
                 setting_context_init(&kinds, NULL);
-        reconcile_pass_with(p, t, j, &all, j == NULL, &(PassInput){.kinds = &kinds}, &res);
-        dirty_clear(&all);
+        test_pass_policy(root, p, j, &(PassInput){.kinds = &kinds}, &res);
 }
 
 static void plan(const char *shape, const char *profile_text)
 {
-        _cleanup_free_ char *root = fixture(shape);
+        _cleanup_free_ char *root = test_fixture(shape);
         pass_with(root, profile_text, NULL, false);
 }
 
 static const char *desired(const char *object)
 {
-        for (size_t i = 0; i < res.plan.n; i++)
-                if (streq(res.plan.settings[i].object, object))
-                        return res.plan.settings[i].desired;
-        return NULL;
+        return test_plan_desired(&res.plan, object);
 }
 
 static const Unsupported *note(const char *text)
 {
-        for (size_t i = 0; i < res.notes.n; i++)
-                if (strstr(res.notes.items[i].reason, text))
-                        return &res.notes.items[i];
-        return NULL;
+        return test_note(&res, text);
 }
 
 static size_t planned_under(const char *prefix)
@@ -199,7 +180,7 @@ TEST(offline_cpus_are_not_planned)
 
 TEST(global_request_held_and_released)
 {
-        _cleanup_free_ char *src = fixture("laptop-intel");
+        _cleanup_free_ char *src = test_fixture("laptop-intel");
         _cleanup_free_ char *root = xasprintf("%s/laptop-copy", test_tmpdir());
         _cleanup_free_ char *cmd = xasprintf("rm -rf '%s' && cp -a '%s' '%s'", root, src, root);
         _cleanup_free_ char *jpath = xasprintf("%s/journal-power.json", test_tmpdir()), *err = NULL;

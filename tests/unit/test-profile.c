@@ -7,6 +7,16 @@
 #include "core/policy.h"
 #include "test.h"
 
+/* Loading name from path fails with rc, the error holding text; a macro, for the caller's line. */
+#define CHECK_LOAD_FAILS(path, name, rc, text)                                                              \
+        do {                                                                                                \
+                _cleanup_free_ char *e_ = NULL;                                                             \
+                Policy *p_ = NULL;                                                                          \
+                CHECK_INTEQ(policy_load(path, name, &p_, &e_), rc);                                         \
+                CHECK_CONTAINS(e_, text);                                                                   \
+                CHECK(p_ == NULL);                                                                          \
+        } while (0)
+
 static char *dir(const char *name)
 {
         return xasprintf("%s/%s", test_tmpdir(), name);
@@ -46,20 +56,14 @@ TEST(include_cycle_and_missing)
 {
         _cleanup_free_ char *d = dir("cycle");
         char *path[] = {d, NULL};
-        Policy *p = NULL;
-        _cleanup_free_ char *e1 = NULL, *e2 = NULL, *e3 = NULL;
 
         test_write(d, "profiles/a.conf", "[Profile]\nInclude=b\n");
         test_write(d, "profiles/b.conf", "[Profile]\nDescription=b\nInclude=c\n");
         test_write(d, "profiles/c.conf", "[Profile]\nInclude=a\n");
         test_write(d, "profiles/m.conf", "[Profile]\n\nInclude=nothere\n");
-        CHECK_INTEQ(policy_load(path, "a", &p, &e1), -EINVAL);
-        CHECK_CONTAINS(e1, "c.conf:2: Include=a: include cycle: a -> b -> c -> a");
-        CHECK_INTEQ(policy_load(path, "m", &p, &e2), -EINVAL);
-        CHECK_CONTAINS(e2, "m.conf:3: Include=nothere: no profile named 'nothere'");
-        CHECK_INTEQ(policy_load(path, "zzz", &p, &e3), -ENOENT);
-        CHECK_CONTAINS(e3, "no profile named 'zzz'");
-        CHECK(p == NULL);
+        CHECK_LOAD_FAILS(path, "a", -EINVAL, "c.conf:2: Include=a: include cycle: a -> b -> c -> a");
+        CHECK_LOAD_FAILS(path, "m", -EINVAL, "m.conf:3: Include=nothere: no profile named 'nothere'");
+        CHECK_LOAD_FAILS(path, "zzz", -ENOENT, "no profile named 'zzz'");
 }
 
 TEST(errors_name_file_line_key)
@@ -116,18 +120,13 @@ TEST(syntax_errors_have_lines)
 {
         _cleanup_free_ char *d = dir("syntax");
         char *path[] = {d, NULL};
-        Policy *p = NULL;
-        _cleanup_free_ char *e1 = NULL, *e2 = NULL, *e3 = NULL;
 
         test_write(d, "profiles/s1.conf", "[Profile]\nDescription=x\nthis is not a key\n");
         test_write(d, "profiles/s2.conf", "[Profile\nDescription=x\n");
         test_write(d, "profiles/s3.conf", "Description=x\n");
-        CHECK_INTEQ(policy_load(path, "s1", &p, &e1), -EINVAL);
-        CHECK_CONTAINS(e1, "s1.conf:3: expected Key=Value, found 'this is not a key'");
-        CHECK_INTEQ(policy_load(path, "s2", &p, &e2), -EINVAL);
-        CHECK_CONTAINS(e2, "s2.conf:1: malformed section header");
-        CHECK_INTEQ(policy_load(path, "s3", &p, &e3), -EINVAL);
-        CHECK_CONTAINS(e3, "s3.conf:1: key outside of any [section]");
+        CHECK_LOAD_FAILS(path, "s1", -EINVAL, "s1.conf:3: expected Key=Value, found 'this is not a key'");
+        CHECK_LOAD_FAILS(path, "s2", -EINVAL, "s2.conf:1: malformed section header");
+        CHECK_LOAD_FAILS(path, "s3", -EINVAL, "s3.conf:1: key outside of any [section]");
 }
 
 TEST(admin_file_replaces_shipped_and_dropins_extend)
@@ -293,8 +292,7 @@ TEST(hostile_and_careless_files)
         for (size_t i = 0; i < sizeof cases / sizeof *cases; i++) {
                 _cleanup_free_ char *d = dir("hostile");
                 char *path[] = {d, NULL};
-                _cleanup_free_ char *file = xasprintf("%s/profiles/bad.conf", d), *err = NULL;
-                Policy *p = NULL;
+                _cleanup_free_ char *file = xasprintf("%s/profiles/bad.conf", d);
                 /* Written with its length: the NUL case has one inside. */
                 size_t len = strlen(cases[i].text);
                 if (i == 0)
@@ -303,9 +301,7 @@ TEST(hostile_and_careless_files)
                 FILE *f = fopen(file, "w");
                 CHECK(f && fwrite(cases[i].text, 1, len, f) == len);
                 fclose(f);
-                CHECK_INTEQ(policy_load(path, "bad", &p, &err), -EINVAL);
-                CHECK_CONTAINS(err, cases[i].want);
-                CHECK(!p);
+                CHECK_LOAD_FAILS(path, "bad", -EINVAL, cases[i].want);
         }
 }
 
@@ -318,16 +314,15 @@ TEST(only_regular_files_of_bounded_size)
         _cleanup_free_ char *fifo = xasprintf("%s/profiles/fifo.conf", d),
                             *zero = xasprintf("%s/profiles/zero.conf", d);
         _cleanup_free_ char *big = xasprintf("%s/profiles/big.conf", d);
-        _cleanup_free_ char *e1 = NULL, *e2 = NULL, *e3 = NULL;
+        _cleanup_free_ char *e3 = NULL;
         Policy *p = NULL;
 
         test_write(d, "profiles/placeholder.conf", "[Profile]\nDescription=t\n");
         CHECK_INTEQ(mkfifo(fifo, 0600), 0);
         CHECK_INTEQ(symlink("/dev/zero", zero), 0);
-        CHECK_INTEQ(policy_load(path, "fifo", &p, &e1), -EINVAL);
-        CHECK_CONTAINS(e1, "fifo.conf: not a regular file (a FIFO): only regular files are read");
-        CHECK_INTEQ(policy_load(path, "zero", &p, &e2), -EINVAL);
-        CHECK_CONTAINS(e2, "zero.conf: not a regular file (a character device)");
+        CHECK_LOAD_FAILS(path, "fifo", -EINVAL,
+                         "fifo.conf: not a regular file (a FIFO): only regular files are read");
+        CHECK_LOAD_FAILS(path, "zero", -EINVAL, "zero.conf: not a regular file (a character device)");
         FILE *f = fopen(big, "w");
         CHECK(f != NULL);
         fputs("[Profile]\nDescription=t\n", f);

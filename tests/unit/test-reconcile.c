@@ -81,12 +81,22 @@ static void pass(const Policy *p, Journal *j, bool dry, PassResult *res)
         dirty_clear(&all);
 }
 
-static Setting *find(PassResult *r, const char *object)
+static Journal *open_journal(const char *path)
 {
-        for (size_t i = 0; i < r->plan.n; i++)
-                if (streq(r->plan.settings[i].object, object))
-                        return &r->plan.settings[i];
-        return NULL;
+        _cleanup_free_ char *err = NULL;
+        Journal *j = NULL;
+
+        CHECK_INTEQ(journal_open(path, JOURNAL_RUNTIME, &j, &err), 0);
+        return j;
+}
+
+/* A test ends with everything put back as j says, for the next test's tree. */
+static void restore_all(Journal *j)
+{
+        PassResult res;
+
+        pass(NULL, j, false, &res);
+        pass_result_clear(&res);
 }
 
 #define SCHED  "/sys/block/loop1/queue/scheduler"
@@ -98,11 +108,10 @@ TEST(apply_journal_restore_after_restart)
         _cleanup_policy_ Policy *a = NULL;
         Journal *j = NULL;
         PassResult res;
-        _cleanup_free_ char *err = NULL;
 
         make_tree();
         a = load("a");
-        CHECK_INTEQ(journal_open(journal_file, JOURNAL_RUNTIME, &j, &err), 0);
+        j = open_journal(journal_file);
         pass(a, j, false, &res);
         CHECK_INTEQ(res.stats.changed, 3);
         CHECK_INTEQ(res.stats.failed, 0);
@@ -115,7 +124,7 @@ TEST(apply_journal_restore_after_restart)
 
         /* A second process finds the originals on disk. */
         j = NULL;
-        CHECK_INTEQ(journal_open(journal_file, JOURNAL_RUNTIME, &j, &err), 0);
+        j = open_journal(journal_file);
         CHECK_INTEQ(journal_size(j), 3);
         CHECK_STREQ(journal_find(j, SCHED)->original, "mq-deadline");
         CHECK_STREQ(journal_find(j, TIMER)->original, "1");
@@ -135,34 +144,31 @@ TEST(second_pass_writes_nothing)
 {
         _cleanup_policy_ Policy *a = NULL;
         _cleanup_journal_ Journal *j = NULL;
-        _cleanup_free_ char *err = NULL;
         PassResult res;
 
         make_tree();
         a = load("a");
-        CHECK_INTEQ(journal_open(journal_file, JOURNAL_RUNTIME, &j, &err), 0);
+        j = open_journal(journal_file);
         pass(a, j, false, &res);
         pass_result_clear(&res);
         pass(a, j, false, &res);
         CHECK_INTEQ(res.stats.changed, 0);
         CHECK_INTEQ(res.stats.unchanged, 3);
         pass_result_clear(&res);
-        pass(NULL, j, false, &res);
-        pass_result_clear(&res);
+        restore_all(j);
 }
 
 TEST(switch_goes_straight_and_restores_only_what_is_left)
 {
         _cleanup_policy_ Policy *a = NULL, *b = NULL;
         _cleanup_journal_ Journal *j = NULL;
-        _cleanup_free_ char *err = NULL;
         PassResult res;
-        Setting *s;
+        const Setting *s;
 
         make_tree();
         a = load("a");
         b = load("b");
-        CHECK_INTEQ(journal_open(journal_file, JOURNAL_RUNTIME, &j, &err), 0);
+        j = open_journal(journal_file);
         pass(a, j, false, &res);
         pass_result_clear(&res);
 
@@ -171,13 +177,13 @@ TEST(switch_goes_straight_and_restores_only_what_is_left)
         for (size_t i = 0; i < res.plan.n; i++)
                 if (streq(res.plan.settings[i].object, TIMER))
                         CHECK(!res.plan.settings[i].restore && streq(res.plan.settings[i].desired, "2"));
-        s = find(&res, TIMER);
+        s = test_plan_find(&res.plan, TIMER);
         CHECK(s && s->result == SETTING_CHANGED);
         CHECK_STREQ(s ? s->current : NULL, "0");
         /* The scheduler both want stays; what b leaves alone goes back. */
-        s = find(&res, SCHED);
+        s = test_plan_find(&res.plan, SCHED);
         CHECK(s && !s->restore && s->result == SETTING_UNCHANGED);
-        s = find(&res, LOWLAT);
+        s = test_plan_find(&res.plan, LOWLAT);
         CHECK(s && s->restore && streq(s->desired, "1") && s->result == SETTING_CHANGED);
         pass_result_clear(&res);
         /* The journal still holds the true original, not a's value. */
@@ -187,23 +193,21 @@ TEST(switch_goes_straight_and_restores_only_what_is_left)
         _cleanup_free_ char *t = value(TIMER), *l = value(LOWLAT);
         CHECK_STREQ(t, "2");
         CHECK_STREQ(l, "1");
-        pass(NULL, j, false, &res);
-        pass_result_clear(&res);
+        restore_all(j);
 }
 
 TEST(dry_run_writes_nothing)
 {
         _cleanup_policy_ Policy *a = NULL;
         _cleanup_journal_ Journal *j = NULL;
-        _cleanup_free_ char *err = NULL;
         PassResult res;
-        Setting *s;
+        const Setting *s;
 
         make_tree();
         a = load("a");
-        CHECK_INTEQ(journal_open(journal_file, JOURNAL_RUNTIME, &j, &err), 0);
+        j = open_journal(journal_file);
         pass(a, j, true, &res);
-        s = find(&res, SCHED);
+        s = test_plan_find(&res.plan, SCHED);
         CHECK(s && s->result == SETTING_PENDING);
         CHECK_STREQ(s ? s->current : NULL, "mq-deadline");
         CHECK_STREQ(s ? s->desired : NULL, "bfq");
@@ -218,9 +222,9 @@ TEST(failure_is_per_setting)
 {
         _cleanup_policy_ Policy *a = NULL;
         _cleanup_journal_ Journal *j = NULL;
-        _cleanup_free_ char *err = NULL, *p = NULL;
+        _cleanup_free_ char *p = NULL;
         PassResult res;
-        Setting *s;
+        const Setting *s;
 
         make_tree();
         a = load("a");
@@ -228,28 +232,27 @@ TEST(failure_is_per_setting)
         p = xasprintf("%s/sys/devices/virtual/block/loop1/queue/iosched/low_latency", root);
         CHECK_INTEQ(unlink(p), 0);
         CHECK_INTEQ(mkdir(p, 0755), 0);
-        CHECK_INTEQ(journal_open(journal_file, JOURNAL_RUNTIME, &j, &err), 0);
+        j = open_journal(journal_file);
         pass(a, j, false, &res);
-        s = find(&res, LOWLAT);
+        s = test_plan_find(&res.plan, LOWLAT);
         CHECK(s && s->result == SETTING_FAILED && s->error == -EISDIR);
         CHECK_CONTAINS(s ? s->message : NULL, "cannot read");
         CHECK_INTEQ(res.stats.changed, 2);
         CHECK_INTEQ(res.stats.failed, 1);
         pass_result_clear(&res);
-        pass(NULL, j, false, &res);
-        pass_result_clear(&res);
+        restore_all(j);
 }
 
 TEST(no_write_without_journal)
 {
         _cleanup_policy_ Policy *a = NULL;
         _cleanup_journal_ Journal *j = NULL;
-        _cleanup_free_ char *err = NULL, *bad = xasprintf("%s/missing-dir/journal.json", test_tmpdir());
+        _cleanup_free_ char *bad = xasprintf("%s/missing-dir/journal.json", test_tmpdir());
         PassResult res;
 
         make_tree();
         a = load("a");
-        CHECK_INTEQ(journal_open(bad, JOURNAL_RUNTIME, &j, &err), 0);
+        j = open_journal(bad);
         pass(a, j, false, &res);
         CHECK_INTEQ(res.stats.changed, 0);
         CHECK_INTEQ(res.stats.failed, 3);
@@ -264,12 +267,12 @@ TEST(including_profile_rules_come_first)
 {
         _cleanup_policy_ Policy *c = NULL;
         PassResult res;
-        Setting *s;
+        const Setting *s;
 
         make_tree();
         c = load("child");
         pass(c, NULL, true, &res);
-        s = find(&res, SCHED);
+        s = test_plan_find(&res.plan, SCHED);
         CHECK_STREQ(s ? s->desired : NULL, "none");
         pass_result_clear(&res);
 }

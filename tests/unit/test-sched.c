@@ -24,8 +24,7 @@ static void dry_run(const char *shape, const char *scheduler_section)
 
 static const char *wanted(const char *object)
 {
-        const Setting *st = test_plan_find(&res.plan, object);
-        return st ? st->desired : NULL;
+        return test_plan_desired(&res.plan, object);
 }
 
 /* Why object is not supported here, or NULL when it is. */

@@ -7,7 +7,7 @@
 
 static Topology *load_shape(const char *shape)
 {
-        _cleanup_free_ char *root = xasprintf("%s/%s", getenv("RTCTL_FIXTURES"), shape);
+        _cleanup_free_ char *root = test_fixture(shape);
         Topology *t = NULL;
 
         sysroot_set(root);

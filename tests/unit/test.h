@@ -87,6 +87,8 @@ struct Setting;
 struct Plan;
 /* The setting of the plan for object, or NULL. */
 const struct Setting *test_plan_find(const struct Plan *plan, const char *object);
+/* What the plan's setting for object (restore or not) wants, or NULL. */
+const char *test_plan_desired(const struct Plan *plan, const char *object);
 
 /* The errors of loading profile NAME written with text into the scratch directory ("" when it loads). */
 char *test_profile_errors(const char *name, const char *text);
@@ -97,6 +99,10 @@ struct PassResult;
 /* One pass on the machine under root of profile text (written as profiles/pass.conf, which may include
  * the shipped profiles in $RTCTL_CONF_D; NULL: no policy, a restore), journalled in j (NULL: a dry run),
  * every tuner dirty. */
+/* One pass of every tuner on the machine under root of policy p (NULL: a restore), journalled in j (NULL:
+ * a dry run), with input in (NULL: none). */
+void test_pass_policy(const char *root, const Policy *p, struct Journal *j, const PassInput *in,
+                      struct PassResult *res);
 void test_pass(const char *root, const char *profile, struct Journal *j, struct SettingContext *kinds,
                struct PassResult *res);
 /* Writes text as the profile "test" in the scratch directory and loads it: NULL (a failed check, the

@@ -6,6 +6,7 @@
 #include "cli/cli.h"
 #include "shared/log.h"
 #include "shared/version.h"
+#include "tuners/registry.h"
 
 #define BUS_NAME  "org.rtctl.Manager1"
 #define BUS_PATH  "/org/rtctl/Manager1"
@@ -287,6 +288,7 @@ int main(int argc, char *argv[])
         int i = 1, r;
 
         log_setup("rtctl");
+        tuners_register_all();
         for (; i < argc && argv[i][0] == '-'; i++) {
                 if (global_option(&c, argv[i], &pager))
                         continue;

@@ -4,6 +4,7 @@
 #include <unistd.h>
 
 #include "cli/cli.h"
+#include "core/bootloader.h"
 #include "shared/log.h"
 #include "shared/version.h"
 #include "tuners/registry.h"
@@ -289,6 +290,7 @@ int main(int argc, char *argv[])
 
         log_setup("rtctl");
         tuners_register_all();
+        bootloader_kinds_register();
         for (; i < argc && argv[i][0] == '-'; i++) {
                 if (global_option(&c, argv[i], &pager))
                         continue;

@@ -76,8 +76,9 @@ bool irq_match(char *const *conditions, const Irq *irq);
 /* Writes "24-26,31" for a sorted list of numbers. */
 char *format_ranges(const unsigned *nums, size_t n);
 
-/* What the IRQ tuners carry from one pass to the next. The manager owns it; a plan reads it and leaves
- * the table it read in seen, which becomes previous only after a pass that really applied. */
+/* What the IRQ tuners carry from one pass to the next: the IRQ tuner's state (Tuner.state_new), which
+ * the daemon holds. A plan reads it and leaves the table it read in seen, which becomes previous only
+ * after a pass that really applied (Tuner.state_applied). */
 typedef struct IrqPin {
         unsigned irq;
         CpuSet *cpus;

@@ -36,8 +36,9 @@ void irq_config_free(void *config);
 /* Whether a profile places IRQs at all ([IRQ], or a rule with CPUs=), not only sets thread priorities. */
 bool irq_config_places(const IrqConfig *c);
 
-/* The table of this pass: read once and shared by both tuners through the pass's IrqState. Negative
- * errno, with a failure in notes naming what could not be read, when /proc/interrupts cannot be read. */
+/* The table of this pass: read once and shared by both tuners through the IRQ tuner's state (IrqState).
+ * Negative errno, with a failure in notes naming what could not be read, when /proc/interrupts cannot be
+ * read. */
 int irq_table_for_pass(const PlanContext *ctx, const char *tuner, PlanNotes *notes, const IrqTable **ret,
                        IrqTable **ret_owned);
 

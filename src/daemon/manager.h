@@ -6,7 +6,7 @@
 #include <systemd/sd-event.h>
 
 #include "core/daemon-conf.h"
-#include "core/irqs.h"
+#include "tuners/irq.h"
 #include "core/journal.h"
 #include "core/policy.h"
 #include "core/reconcile.h"

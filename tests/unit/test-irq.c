@@ -9,6 +9,7 @@
 #include "core/reconcile.h"
 #include "shared/sysfs.h"
 #include "test.h"
+#include "tuners/irq.h"
 #include "tuners/registry.h"
 
 static PassResult res;

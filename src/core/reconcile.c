@@ -1,4 +1,5 @@
 /* SPDX-License-Identifier: GPL-2.0-or-later */
+#include <assert.h>
 #include <glib.h>
 #include <time.h>
 
@@ -13,6 +14,7 @@ void dirty_mark_all(Dirty *d)
 
 void dirty_mark_full(Dirty *d, int tuner)
 {
+        assert(tuner >= 0 && (size_t)tuner < tuners_n());
         d->full[tuner] = true;
         strv_free(d->devices[tuner]);
         d->devices[tuner] = NULL;
@@ -20,6 +22,7 @@ void dirty_mark_full(Dirty *d, int tuner)
 
 void dirty_mark_device(Dirty *d, int tuner, const char *device)
 {
+        assert(tuner >= 0 && (size_t)tuner < tuners_n());
         if (d->full[tuner] || strv_contains(d->devices[tuner], device))
                 return;
         strv_push(&d->devices[tuner], xstrdup(device));

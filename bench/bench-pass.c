@@ -12,6 +12,7 @@
 
 #include "core/reconcile.h"
 #include "shared/sysfs.h"
+#include "tuners/registry.h"
 
 static int cmp_u64(const void *a, const void *b)
 {
@@ -61,6 +62,7 @@ int main(int argc, char *argv[])
             {},
         };
 
+        tuners_register_all();
         while ((c = getopt_long(argc, argv, "", options, NULL)) >= 0)
                 switch (c) {
                 case 'f':
@@ -96,7 +98,8 @@ int main(int argc, char *argv[])
         size_t settings = 0, dummy;
         unsigned changed = 0, restored = 0, unchanged_changes = 0;
 
-        if (policy_load(search, profile, &p, &err) < 0 || journal_open(jpath, JOURNAL_RUNTIME, &j, &err) < 0) {
+        if (policy_load(search, profile, &p, &err) < 0 ||
+            journal_open(jpath, JOURNAL_RUNTIME, &j, &err) < 0) {
                 fprintf(stderr, "%s\n", err);
                 return 1;
         }

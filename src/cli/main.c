@@ -4,8 +4,10 @@
 #include <unistd.h>
 
 #include "cli/args.h"
+#include "core/bootloader.h"
 #include "shared/log.h"
 #include "shared/version.h"
+#include "tuners/registry.h"
 
 #define BUS_NAME  "org.rtctl.Manager1"
 #define BUS_PATH  "/org/rtctl/Manager1"
@@ -285,6 +287,8 @@ int main(int argc, char *argv[])
         int r;
 
         log_setup("rtctl");
+        tuners_register_all();
+        bootloader_kinds_register();
         while ((r = cli_next_option(&args)) > 0)
                 switch (r) {
                 case 'h':

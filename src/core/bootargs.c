@@ -3,7 +3,6 @@
 
 #include "core/bootargs.h"
 #include "shared/sysfs.h"
-#include "tuners/irq.h"
 
 void kernel_flavour_read(KernelFlavour *ret)
 {
@@ -25,16 +24,15 @@ static void add(BootArgs *b, const char *key, char *value, char *reason)
         b->args[b->n++] = (BootArg){.key = xstrdup(key), .value = value, .reason = reason};
 }
 
-/* IRQ thread priorities only take effect when IRQ handlers run in threads. */
-static bool wants_irq_threads(const Policy *p)
+/* What the tuners the profile uses need from the kernel command line (BOOT_NEEDS_*), each asked. */
+static unsigned boot_needs(const Policy *p)
 {
-        int i = tuner_index("irq");
-        const IrqConfig *c = i >= 0 ? p->config[i] : NULL;
+        unsigned needs = 0;
 
-        for (size_t r = 0; c && r < c->n_rules; r++)
-                if (c->rules[r].priority > 0)
-                        return true;
-        return false;
+        for (size_t i = 0; i < tuners_n(); i++)
+                if (p->config[i] && tuner_nth(i)->boot_needs)
+                        needs |= tuner_nth(i)->boot_needs(p->config[i]);
+        return needs;
 }
 
 int bootargs_plan_for(const Policy *p, const Topology *t, const KernelFlavour *k, BootArgs *ret,
@@ -55,7 +53,7 @@ int bootargs_plan_for(const Policy *p, const Topology *t, const KernelFlavour *k
                         *ret_error = TAKE_PTR(err);
                 return r;
         }
-        threads = wants_irq_threads(p);
+        threads = boot_needs(p) & BOOT_NEEDS_IRQ_THREADS;
 
         if (!cpuset_empty(iso)) {
                 _cleanup_free_ char *i = cpuset_format_list(iso), *h = cpuset_format_list(hk);

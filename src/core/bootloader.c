@@ -6,6 +6,7 @@
 
 #include "core/bootloader.h"
 #include "core/daemon-conf.h"
+#include "core/journal-read.h"
 #include "shared/sysfs.h"
 
 /* Runs a tool of the machine (argv[0] as the machine names it, run from under the root prefix). Its
@@ -116,18 +117,31 @@ static bool same(const char *current, const char *desired)
         return streq(current, desired);
 }
 
+static bool boot_file_object(const char *object)
+{
+        return (streq(object, BOOTARGS_GRUB_DROPIN) || streq(object, BOOTARGS_KERNEL_CMDLINE)) &&
+               journal_path_within(object, "/etc");
+}
+
 const SettingKind setting_kind_boot_file = {
     .name = "boot-file",
     .read = boot_file_read,
     .write = boot_file_write,
     .equal = same,
+    .boot_object = boot_file_object,
 };
+
+static bool boot_dir_object(const char *object)
+{
+        return streq(object, BOOTARGS_GRUB_DROPIN_DIR) || streq(object, BOOTARGS_KERNEL_CMDLINE_DIR);
+}
 
 const SettingKind setting_kind_boot_dir = {
     .name = "boot-dir",
     .read = setting_dir_read,
     .write = setting_dir_write,
     .equal = same,
+    .boot_object = boot_dir_object,
 };
 
 static int grubby_path(char **ret);
@@ -180,12 +194,34 @@ static int grubby_arg_write(SettingContext *ctx, const char *object, const char 
         return r;
 }
 
+/* A kernel command line key as grubby takes it: never an option of its own. */
+static bool grubby_object(const char *object)
+{
+        const char *key = startswith(object, "grubby:");
+
+        if (!key || !*key || key[0] == '-' || strlen(key) > 255)
+                return false;
+        for (const char *c = key; *c; c++)
+                if (!g_ascii_isalnum(*c) && !strchr("_.-", *c))
+                        return false;
+        return true;
+}
+
 const SettingKind setting_kind_grubby_arg = {
     .name = "grubby-arg",
     .read = grubby_arg_read,
     .write = grubby_arg_write,
     .equal = same,
+    .boot_object = grubby_object,
 };
+
+void bootloader_kinds_register(void)
+{
+        static const SettingKind *const kinds[] = {&setting_kind_boot_file, &setting_kind_boot_dir,
+                                                   &setting_kind_grubby_arg};
+
+        setting_kinds_register(kinds, ELEMENTSOF(kinds));
+}
 
 /* --- detection ------------------------------------------------------------------------------------- */
 

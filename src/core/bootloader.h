@@ -35,6 +35,8 @@ extern const SettingKind setting_kind_boot_dir;
 /* grubby:KEY: the argument KEY on the kernels grubby manages, "absent" or "KEY=VALUE" / "KEY", read
  * from the default kernel's entry. */
 extern const SettingKind setting_kind_grubby_arg;
+/* The three above, for the one binary that uses them (rtctl): setting_kinds_register(). */
+void bootloader_kinds_register(void);
 
 /* Finds the boot tooling under the root prefix. -ENOENT with a message naming everything looked for. */
 int bootloader_detect(BootLoader *ret, char **ret_error);

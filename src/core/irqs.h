@@ -76,33 +76,5 @@ bool irq_match(char *const *conditions, const Irq *irq);
 /* Writes "24-26,31" for a sorted list of numbers. */
 char *format_ranges(const unsigned *nums, size_t n);
 
-/* What the IRQ tuners carry from one pass to the next. The manager owns it; a plan reads it and leaves
- * the table it read in seen, which becomes previous only after a pass that really applied. */
-typedef struct IrqPin {
-        unsigned irq;
-        CpuSet *cpus;
-} IrqPin;
-
-typedef struct IrqState {
-        IrqTable *previous; /* rates are count differences to it; cumulative counts without it */
-        IrqTable *seen;
-        unsigned *refused; /* IRQs whose affinity write the kernel refused (EIO/EPERM): not tried again */
-        size_t n_refused;
-        IrqPin *pins; /* PinIrq() overrides, until restore or a profile change */
-        size_t n_pins;
-        bool stop_irqbalance; /* OnConflict=stop in rtctl.conf */
-} IrqState;
-
-void irq_state_commit(IrqState *s);
-void irq_state_forget(IrqState *s); /* refused IRQs and pins: a new profile starts over */
-void irq_state_clear(IrqState *s);
-bool irq_state_refused(const IrqState *s, unsigned irq);
-void irq_state_refuse(IrqState *s, unsigned irq);
-/* Remembers the IRQs whose affinity the kernel refused in a pass (SETTING_REFUSED): not tried again
- * under this profile. */
-void irq_state_note_results(IrqState *s, const Plan *plan);
-const CpuSet *irq_state_pin(const IrqState *s, unsigned irq);
-/* Replaces a pin; cpus NULL removes it. Takes cpus. */
-void irq_state_set_pin(IrqState *s, unsigned irq, CpuSet *cpus);
-/* Interrupts since the previous table (or since boot without one). */
-uint64_t irq_state_delta(const IrqState *s, const Irq *irq);
+/* Keeps of each IRQ of t only what rates need: its number, its handlers and its count. */
+void irq_table_keep_counts(IrqTable *t);

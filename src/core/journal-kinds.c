@@ -5,7 +5,6 @@
 #include <limits.h>
 #include <sys/stat.h>
 
-#include "core/bootloader.h"
 #include "core/cgroupfs.h"
 #include "core/journal-read.h"
 #include "core/member-origin.h"
@@ -75,6 +74,11 @@ static bool within(const char *object, const char *root)
         return rest && (*rest == '/' || *rest == 0);
 }
 
+bool journal_path_within(const char *object, const char *root)
+{
+        return within(object, root);
+}
+
 /* A key rtctl never writes (sys_path_denied()), named directly or through a link to it. */
 static bool denied(const char *object)
 {
@@ -141,19 +145,6 @@ static bool unit_object(const char *object, const char *unit_type, const char *s
                 return endswith(unit, unit_type);
         }
         return memchr(u, '.', len) != NULL;
-}
-
-/* A kernel command line key as grubby takes it: never an option of its own. */
-static bool grubby_object(const char *object)
-{
-        const char *key = startswith(object, "grubby:");
-
-        if (!key || !*key || key[0] == '-' || strlen(key) > 255)
-                return false;
-        for (const char *c = key; *c; c++)
-                if (!g_ascii_isalnum(*c) && !strchr("_.-", *c))
-                        return false;
-        return true;
 }
 
 /* The cgroup tree rtctl writes in: under /sys/fs/cgroup, or where this system mounts its cpuset
@@ -267,22 +258,9 @@ static bool runtime_object(JournalCheck *c, const SettingKind *kind, const char 
         return false;
 }
 
-static bool bootargs_object(const SettingKind *kind, const char *object)
-{
-        if (kind == &setting_kind_boot_dir)
-                return streq(object, BOOTARGS_GRUB_DROPIN_DIR) || streq(object, BOOTARGS_KERNEL_CMDLINE_DIR);
-        if (kind == &setting_kind_boot_file)
-                return (streq(object, BOOTARGS_GRUB_DROPIN) || streq(object, BOOTARGS_KERNEL_CMDLINE)) &&
-                       within(object, "/etc");
-        if (kind == &setting_kind_grubby_arg)
-                return grubby_object(object);
-        return false;
-}
-
 static bool kind_of_scope(JournalScope scope, const SettingKind *kind)
 {
-        bool boot = kind == &setting_kind_boot_file || kind == &setting_kind_boot_dir ||
-                    kind == &setting_kind_grubby_arg;
+        bool boot = kind->boot_object != NULL;
 
         return scope == JOURNAL_BOOTARGS ? boot : !boot;
 }
@@ -296,7 +274,7 @@ char *journal_check_entry(JournalCheck *c, const SettingKind *kind, const char *
 {
         if (!kind_of_scope(c->scope, kind))
                 return xasprintf("kind '%s' does not belong in %s", kind->name, scope_name(c->scope));
-        if (c->scope == JOURNAL_BOOTARGS ? !bootargs_object(kind, object) : !runtime_object(c, kind, object))
+        if (c->scope == JOURNAL_BOOTARGS ? !kind->boot_object(object) : !runtime_object(c, kind, object))
                 return xasprintf("'%.64s' is not an object kind '%s' writes", object, kind->name);
         return NULL;
 }

@@ -28,6 +28,9 @@ char *journal_check_entry(JournalCheck *c, const SettingKind *kind, const char *
 /* NULL when original, the value kind restores, names nothing outside what kind writes, else why not. */
 char *journal_check_original(JournalCheck *c, const SettingKind *kind, const char *original);
 void journal_check_clear(JournalCheck *c);
+/* Whether object is root or under it, as a plain path (no "." or "..") that lands there once every link
+ * of it is followed (under the root prefix). */
+bool journal_path_within(const char *object, const char *root);
 
 /* Loads the text of a journal file, size bytes with a NUL at buf[size], into the empty journal j. True
  * when it is damaged (not as the daemon wrote it). */

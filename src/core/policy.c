@@ -187,8 +187,8 @@ static bool section_known(const char *name)
 
         if (streq(name, "Profile") || streq(name, "CPU") || (attach && (*attach == 0 || *attach == ' ')))
                 return true;
-        for (int i = 0; i < N_TUNERS; i++)
-                for (const char *const *s = tuners[i]->sections; s && *s; s++) {
+        for (size_t i = 0; i < tuners_n(); i++)
+                for (const char *const *s = tuner_nth(i)->sections; s && *s; s++) {
                         const char *rest = startswith(name, *s);
                         if (rest && (*rest == 0 || *rest == ' '))
                                 return true;
@@ -297,14 +297,18 @@ int policy_load_from(const ConfSource *src, const char *name, Policy **ret, char
                                                                       "attach rules need isolated CPUs, and "
                                                                       "this profile isolates none ([CPU] "
                                                                       "Isolate=)"));
-        for (int i = 0; i < N_TUNERS; i++)
-                if (!tuners[i]->config_from)
-                        p->config[i] = tuners[i]->parse(c, &errors);
-        for (int i = 0; i < N_TUNERS; i++)
-                if (tuners[i]->config_from) {
-                        const void *shared = p->config[tuner_index(tuners[i]->config_from->name)];
-                        p->config[i] = shared && tuners[i]->uses(shared) ? (void *)shared : NULL;
+        for (size_t i = 0; i < tuners_n(); i++)
+                if (!tuner_nth(i)->config_from)
+                        p->config[i] = tuner_nth(i)->parse(c, &errors);
+        for (size_t i = 0; i < tuners_n(); i++) {
+                const Tuner *t = tuner_nth(i);
+                int from = t->config_from ? tuner_place(t->config_from) : -1;
+
+                if (from >= 0) {
+                        const void *shared = p->config[from];
+                        p->config[i] = shared && t->uses(shared) ? (void *)shared : NULL;
                 }
+        }
         check_unused(c, &errors);
 
         if (errors) {
@@ -327,9 +331,9 @@ void policy_free(Policy *p)
 {
         if (!p)
                 return;
-        for (int i = 0; i < N_TUNERS; i++)
-                if (p->config[i] && !tuners[i]->config_from)
-                        tuners[i]->free_config(p->config[i]);
+        for (size_t i = 0; i < tuners_n(); i++)
+                if (p->config[i] && !tuner_nth(i)->config_from)
+                        tuner_nth(i)->free_config(p->config[i]);
         cpu_spec_clear(&p->isolate);
         attach_rules_free(p->attach);
         free(p->name);

@@ -43,8 +43,8 @@ typedef struct Policy {
         char *description;
         int rank; /* [Profile] Rank=: among held profiles and the base one, the highest is in force */
         CpuSpec isolate;
-        AttachRules *attach; /* [Attach NAME] rules; NULL when none */
-        void *config[N_TUNERS];
+        AttachRules *attach;      /* [Attach NAME] rules; NULL when none */
+        void *config[TUNERS_MAX]; /* by the tuner's place (tuner_nth()) */
 } Policy;
 
 bool profile_name_valid(const char *name);

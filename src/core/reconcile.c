@@ -1,4 +1,5 @@
 /* SPDX-License-Identifier: GPL-2.0-or-later */
+#include <assert.h>
 #include <glib.h>
 #include <time.h>
 
@@ -7,12 +8,13 @@
 
 void dirty_mark_all(Dirty *d)
 {
-        for (int i = 0; i < N_TUNERS; i++)
-                dirty_mark_full(d, i);
+        for (size_t i = 0; i < tuners_n(); i++)
+                dirty_mark_full(d, (int)i);
 }
 
 void dirty_mark_full(Dirty *d, int tuner)
 {
+        assert(tuner >= 0 && (size_t)tuner < tuners_n());
         d->full[tuner] = true;
         strv_free(d->devices[tuner]);
         d->devices[tuner] = NULL;
@@ -20,22 +22,15 @@ void dirty_mark_full(Dirty *d, int tuner)
 
 void dirty_mark_device(Dirty *d, int tuner, const char *device)
 {
+        assert(tuner >= 0 && (size_t)tuner < tuners_n());
         if (d->full[tuner] || strv_contains(d->devices[tuner], device))
                 return;
         strv_push(&d->devices[tuner], xstrdup(device));
 }
 
-bool dirty_any(const Dirty *d)
-{
-        for (int i = 0; i < N_TUNERS; i++)
-                if (d->full[i] || d->devices[i])
-                        return true;
-        return false;
-}
-
 void dirty_clear(Dirty *d)
 {
-        for (int i = 0; i < N_TUNERS; i++)
+        for (size_t i = 0; i < TUNERS_MAX; i++)
                 strv_free(d->devices[i]);
         *d = (Dirty){};
 }
@@ -89,19 +84,39 @@ static void plan_tuner(const Tuner *t, const PlanContext *ctx, const void *confi
         *ret_failed = true;
 }
 
-static void plan_tuners(const Policy *policy, const PlanContext *ctx, const Dirty *dirty, PassResult *ret)
+/* What tuner t keeps between passes: its own state, or that of the tuner whose config it reads. */
+static void *state_of(const Tuner *t, void *const *states)
 {
-        for (int i = 0; i < N_TUNERS; i++) {
+        int i = tuner_place(t->config_from ?: t);
+
+        return states && i >= 0 ? states[i] : NULL;
+}
+
+static void plan_tuners(const Policy *policy, const PlanContext *pass, void *const *states,
+                        const Dirty *dirty, PassResult *ret)
+{
+        for (size_t i = 0; i < tuners_n(); i++) {
+                const Tuner *t = tuner_nth(i);
                 const void *config = policy ? policy->config[i] : NULL;
+                PlanContext ctx = *pass;
 
                 if (!config)
                         continue;
+                ctx.state = state_of(t, states);
                 if (dirty->full[i])
-                        plan_tuner(tuners[i], ctx, config, NULL, ret, &ret->plan_failed[i]);
+                        plan_tuner(t, &ctx, config, NULL, ret, &ret->plan_failed[i]);
                 else
                         for (char **dev = dirty->devices[i]; dev && *dev; dev++)
-                                plan_tuner(tuners[i], ctx, config, *dev, ret, &ret->plan_failed[i]);
+                                plan_tuner(t, &ctx, config, *dev, ret, &ret->plan_failed[i]);
         }
+}
+
+/* Each tuner that keeps state sees what an applied pass did. */
+static void states_applied(void *const *states, const Plan *plan)
+{
+        for (size_t i = 0; states && i < tuners_n(); i++)
+                if (states[i] && tuner_nth(i)->state_applied)
+                        tuner_nth(i)->state_applied(states[i], plan);
 }
 
 /* Journalled objects of wholly replanned tuners that the plan no longer sets go back to their
@@ -118,14 +133,14 @@ static void plan_restores(Journal *journal, const Dirty *dirty, PassResult *ret)
         }
         for (size_t i = journal_size(journal); i-- > 0;) {
                 const JournalEntry *e = journal_entry(journal, i);
-                int t = tuner_index(e->tuner);
+                int t = tuner_index_by_name(e->tuner);
                 Setting *s;
 
                 if (t >= 0 && (!dirty->full[t] || ret->plan_failed[t]))
                         continue;
                 if (g_hash_table_contains(wanted, e->object))
                         continue;
-                s = plan_add(&ret->plan, e->kind, t >= 0 ? tuners[t]->name : "unknown", phase,
+                s = plan_add(&ret->plan, e->kind, t >= 0 ? tuner_nth((size_t)t)->name : "unknown", phase,
                              xstrdup(e->object), xstrdup(e->original));
                 s->restore = true;
                 /* Not the process that was changed: nothing of its to put back, and nothing to write. */
@@ -219,18 +234,19 @@ void reconcile_pass_with(const Policy *policy, const Topology *topology, Journal
                            .n_attached = in ? in->n_attached : 0,
                            .threads = in ? in->threads : NULL,
                            .n_threads = in ? in->n_threads : 0,
-                           .irq = in ? in->irq : NULL,
                            .tasks = &tasks,
                            .pass_start_usec = start,
                            .stop_conflicts = in && in->stop_conflicts,
                            .kinds = kinds};
-        plan_tuners(policy, &ctx, dirty, ret);
+        plan_tuners(policy, &ctx, in ? in->states : NULL, dirty, ret);
         if (journal)
                 plan_restores(journal, dirty, ret);
 
         applier_apply(&ret->plan, dry_run ? NULL : journal, kinds, &ret->stats);
         if (journal && !dry_run)
                 settle_restores(journal, kinds, ret);
+        if (!dry_run)
+                states_applied(in ? in->states : NULL, &ret->plan);
 
         kinds->tasks = NULL;
         systemd_client_pass_start(kinds->systemd, false);

@@ -9,14 +9,13 @@
 
 /* What the next pass must replan: whole tuners, or single devices of one tuner. */
 typedef struct Dirty {
-        bool full[N_TUNERS];
-        char **devices[N_TUNERS];
+        bool full[TUNERS_MAX];
+        char **devices[TUNERS_MAX];
 } Dirty;
 
 void dirty_mark_all(Dirty *d);
 void dirty_mark_full(Dirty *d, int tuner);
 void dirty_mark_device(Dirty *d, int tuner, const char *device);
-bool dirty_any(const Dirty *d);
 void dirty_clear(Dirty *d);
 
 typedef struct PassResult {
@@ -25,9 +24,9 @@ typedef struct PassResult {
         ApplyStats stats;
         CpuSet *isolated;
         CpuSet *housekeeping;
-        char *isolation_reason;     /* which cores auto:N chose and why; NULL for a CPU list */
-        char *error;                /* the policy could not be placed on this machine: nothing was planned */
-        bool plan_failed[N_TUNERS]; /* could not plan (its state was kept): try again */
+        char *isolation_reason; /* which cores auto:N chose and why; NULL for a CPU list */
+        char *error;            /* the policy could not be placed on this machine: nothing was planned */
+        bool plan_failed[TUNERS_MAX]; /* could not plan (its state was kept): try again */
         uint64_t duration_usec;
 } PassResult;
 
@@ -44,7 +43,7 @@ typedef struct PassInput {
         size_t n_attached;
         const AttachedThread *threads; /* threads [Attach] rules place one by one */
         size_t n_threads;
-        struct IrqState *irq;
+        void *const *states; /* each tuner's state (Tuner.state_new) by its place; NULL: none */
         bool stop_conflicts;
         SettingContext *kinds; /* what setting kinds keep between passes; NULL: one for this pass */
 } PassInput;

@@ -2,7 +2,6 @@
 #include <ctype.h>
 #include <sys/stat.h>
 
-#include "core/bootloader.h"
 #include "core/setting.h"
 #include "core/systemd.h"
 #include "shared/sysfs.h"
@@ -159,6 +158,15 @@ const SettingKind setting_kind_choice = {
     .equal = setting_equal_folded,
 };
 
+static const SettingKind *const *registered_kinds;
+static size_t n_registered_kinds;
+
+void setting_kinds_register(const SettingKind *const *kinds, size_t n)
+{
+        registered_kinds = kinds;
+        n_registered_kinds = n;
+}
+
 const SettingKind *setting_kind_from_name(const char *name)
 {
         static const SettingKind *const kinds[] = {
@@ -167,14 +175,16 @@ const SettingKind *setting_kind_from_name(const char *name)
             &setting_kind_member,         &setting_kind_affinity,      &setting_kind_unit_cpus,
             &setting_kind_slice,          &setting_kind_partition,     &setting_kind_subtree,
             &setting_kind_sched,          &setting_kind_service,       &setting_kind_pmqos,
-            &setting_kind_irq_affinity,   &setting_kind_thread,        &setting_kind_boot_file,
-            &setting_kind_boot_dir,       &setting_kind_grubby_arg,    &setting_kind_sched_feature,
+            &setting_kind_irq_affinity,   &setting_kind_thread,        &setting_kind_sched_feature,
             &setting_kind_unit_partition, &setting_kind_resctrl_group, &setting_kind_schemata,
         };
 
         for (size_t i = 0; i < ELEMENTSOF(kinds); i++)
                 if (streq(kinds[i]->name, name))
                         return kinds[i];
+        for (size_t i = 0; i < n_registered_kinds; i++)
+                if (streq(registered_kinds[i]->name, name))
+                        return registered_kinds[i];
         return NULL;
 }
 

@@ -60,6 +60,9 @@ typedef struct SettingKind {
         /* Errors (positive errno, 0-terminated) with which the kernel says it places this object itself
          * (an IRQ's affinity: EIO, EPERM): the setting is refused, not failed, and not tried again. */
         const int *refusals;
+        /* A kind of the boot arguments journal (bootargs.json) says which objects it writes, so that an
+         * entry naming any other is damage, never replayed; NULL for the runtime journal's kinds. */
+        bool (*boot_object)(const char *object);
 } SettingKind;
 
 /* A plain sysfs/procfs attribute; values compare with white space folded. */
@@ -126,7 +129,12 @@ extern const SettingKind setting_kind_resctrl_group;
  * where both values name them. */
 extern const SettingKind setting_kind_schemata;
 
+/* The kinds the core knows, and those the binary registered (rtctl: the boot arguments'); NULL for any
+ * other name, which the journal then reads as damage. */
 const SettingKind *setting_kind_from_name(const char *name);
+/* Adds the kinds a binary uses beyond the core's (at start, once): rtctld registers none, so its journal
+ * refuses the boot arguments' kinds by name. */
+void setting_kinds_register(const SettingKind *const *kinds, size_t n);
 
 /* For kinds built on plain files. */
 int setting_file_read(SettingContext *ctx, const char *object, const char *hint, char **ret);

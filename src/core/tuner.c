@@ -1,23 +1,40 @@
 /* SPDX-License-Identifier: GPL-2.0-or-later */
 #include "core/tuner.h"
 
-/* The order is the order of a pass: rival services stopped first (and, restore going newest first,
- * started again last, after rtctl put their knobs back), then sysctls and the scheduler's knobs, then the
- * CPU split (kernel threads' own CPUs before the cpusets, so that restore, newest first, dissolves the
- * cpusets before it puts affinities back) and the isolated CPUs' cache ways, then interrupts (placed
- * within the CPU split just made, their threads after them), then power (frequency, then idle
- * states), then devices. */
-const Tuner *const tuners[] = {
-    &tuner_conflict, &tuner_sysctl,    &tuner_sched,   &tuner_kthread, &tuner_cpuset, &tuner_cache,
-    &tuner_irq,      &tuner_irqthread, &tuner_cpufreq, &tuner_cpuidle, &tuner_block,
-};
-_Static_assert(ELEMENTSOF(tuners) == N_TUNERS, "N_TUNERS must count the tuners");
+static const Tuner *const *registered;
+static size_t n_registered;
 
-int tuner_index(const char *name)
+void tuners_register(const Tuner *const *list, size_t n)
 {
-        for (int i = 0; i < N_TUNERS; i++)
-                if (streq(tuners[i]->name, name))
-                        return i;
+        if (n > TUNERS_MAX)
+                abort();
+        registered = list;
+        n_registered = n;
+}
+
+size_t tuners_n(void)
+{
+        return n_registered;
+}
+
+const Tuner *tuner_nth(size_t i)
+{
+        return i < n_registered ? registered[i] : NULL;
+}
+
+int tuner_place(const Tuner *t)
+{
+        for (size_t i = 0; i < n_registered; i++)
+                if (registered[i] == t)
+                        return (int)i;
+        return -1;
+}
+
+int tuner_index_by_name(const char *name)
+{
+        for (size_t i = 0; i < n_registered; i++)
+                if (streq(registered[i]->name, name))
+                        return (int)i;
         return -1;
 }
 

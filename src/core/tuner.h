@@ -18,8 +18,9 @@ typedef struct PlanContext {
          * whole), each with whether the rule wants it on the isolated CPUs. */
         const AttachedThread *threads;
         size_t n_threads;
-        /* What the IRQ tuners keep between passes (rates, refusals, pins); NULL in a one-off plan. */
-        struct IrqState *irq;
+        /* What this tuner keeps between passes (Tuner.state_new), opaque to the core; NULL in a one-off
+         * plan. A tuner that reads another's config (config_from) shares that one's state. */
+        void *state;
         /* The pass's one reading of /proc, loaded when a tuner first asks. */
         TaskScan *tasks;
         uint64_t pass_start_usec; /* CLOCK_MONOTONIC */
@@ -79,23 +80,29 @@ typedef struct Tuner {
                     PlanNotes *notes);
         /* Seconds between passes the config asks for (periodic rebalancing); 0 or NULL: events only. */
         unsigned (*interval_sec)(const void *config);
+        /* What the config needs from the kernel command line (BOOT_NEEDS_*); NULL: nothing. */
+        unsigned (*boot_needs)(const void *config);
+
+        /* What it keeps between passes, made once by whoever runs passes (the daemon) and handed back
+         * in PlanContext.state; NULL when it keeps nothing. state_applied() sees each applied pass's
+         * results. */
+        void *(*state_new)(void);
+        void (*state_free)(void *state);
+        void (*state_applied)(void *state, const Plan *plan);
 } Tuner;
 
-extern const Tuner tuner_block;
-extern const Tuner tuner_sysctl;
-extern const Tuner tuner_sched;
-extern const Tuner tuner_cpuset;
-/* The cpuset tuner's one "device": replanning it plans the attached processes and threads alone. */
-#define CPUSET_ATTACH_DEVICE "attach"
-extern const Tuner tuner_cache;
-extern const Tuner tuner_kthread;
-extern const Tuner tuner_irq;
-extern const Tuner tuner_irqthread;
-extern const Tuner tuner_cpufreq;
-extern const Tuner tuner_cpuidle;
-extern const Tuner tuner_conflict;
+/* What a profile may need that only a reboot gives. */
+#define BOOT_NEEDS_IRQ_THREADS (1u << 0) /* IRQ handlers run in threads (threadirqs) */
 
-#define N_TUNERS 11
-extern const Tuner *const tuners[N_TUNERS];
+/* The most tuners a registry may hold: the size of the arrays indexed by a tuner's place. */
+#define TUNERS_MAX 16
 
-int tuner_index(const char *name);
+/* The tuners in the order of a pass. The layer that knows them registers them once at start
+ * (tuners/registry.c); the core walks them without naming any. */
+void tuners_register(const Tuner *const *list, size_t n);
+size_t tuners_n(void);
+const Tuner *tuner_nth(size_t i);
+/* The place of a registered tuner, or of the one with that name (read from data: the journal); -1 when
+ * none. Code names a tuner by its TunerId (tuners/registry.h), never by a string. */
+int tuner_place(const Tuner *t);
+int tuner_index_by_name(const char *name);

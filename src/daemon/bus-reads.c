@@ -292,9 +292,10 @@ int bus_method_list_irqs(sd_bus_message *msg, void *userdata, sd_bus_error *erro
                 const char *sched = threads[i];
                 const char *colon = sched ? strchr(sched, ':') : NULL;
                 _cleanup_free_ char *policy = colon ? xstrndup(sched, (size_t)(colon - sched)) : xstrdup("");
-                const char *why = q->unmovable                         ? q->unmovable
-                                  : irq_state_refused(&m->irq, q->num) ? "the kernel refused to move it"
-                                                                       : "";
+                const char *why = q->unmovable ? q->unmovable
+                                  : irq_state_refused(manager_irq_state(m), q->num)
+                                      ? "the kernel refused to move it"
+                                      : "";
 
                 r = sd_bus_message_append(reply, "(ussssssdssi)", q->num, q->actions,
                                           irq_class_to_string(q->class), strempty(q->device),

@@ -68,6 +68,7 @@ static int run(int argc, char *argv[])
         int r;
 
         log_setup("rtctld");
+        tuners_register_all();
         r = manager_new(&m);
         if (r < 0)
                 return log_error_errno(r, "Failed to allocate the event loop: %m");

@@ -54,15 +54,15 @@ void manager_on_uevent(const Uevent *ev, void *userdata)
                 on_cpu_event(m, reason);
                 return;
         }
-        for (int i = 0; i < N_TUNERS; i++) {
-                if (!tuner_cares(tuners[i], ev->subsystem))
+        for (size_t i = 0; i < tuners_n(); i++) {
+                if (!tuner_cares(tuner_nth(i), ev->subsystem))
                         continue;
-                if (tuners[i]->replan_whole) {
+                if (tuner_nth(i)->replan_whole) {
                         /* New or departed devices bring or take IRQs: a driver's bind (or unbind)
                          * requests or frees them. */
                         if (streq(ev->action, "add") || streq(ev->action, "remove") ||
                             streq(ev->action, "bind") || streq(ev->action, "unbind")) {
-                                dirty_mark_full(&m->dirty, i);
+                                dirty_mark_full(&m->dirty, (int)i);
                                 manager_schedule_pass(m, reason);
                         }
                         continue;
@@ -79,7 +79,7 @@ void manager_on_uevent(const Uevent *ev, void *userdata)
                 }
                 if (!streq(ev->action, "add") && !streq(ev->action, "change") && !streq(ev->action, "bind"))
                         continue;
-                dirty_mark_device(&m->dirty, i, ev->sysname);
+                dirty_mark_device(&m->dirty, (int)i, ev->sysname);
                 manager_schedule_pass(m, reason);
         }
 }

@@ -7,18 +7,18 @@
 
 static void replan_irqs(Manager *m, const char *reason)
 {
-        dirty_mark_full(&m->dirty, tuner_index(tuner_irq.name));
+        dirty_mark_full(&m->dirty, TUNER_IRQ);
         manager_schedule_pass(m, reason);
 }
 
 static int unpin(Manager *m, unsigned irq, char **ret_error)
 {
         /* Unpinning works for an IRQ that is gone too: its number may come back with another device. */
-        if (!irq_state_pin(&m->irq, irq)) {
+        if (!irq_state_pin(manager_irq_state(m), irq)) {
                 *ret_error = xasprintf("IRQ %u is not pinned", irq);
                 return -ESRCH;
         }
-        irq_state_set_pin(&m->irq, irq, NULL);
+        irq_state_set_pin(manager_irq_state(m), irq, NULL);
         log_info("IRQ %u is no longer pinned.", irq);
         replan_irqs(m, "unpin");
         return 0;
@@ -55,7 +55,7 @@ int manager_pin_irq(Manager *m, unsigned irq, const char *cpus, bool allow_isola
 
         if (isempty(cpus))
                 return unpin(m, irq, ret_error);
-        if (!m->policy || !irq_config_places(m->policy->config[tuner_index(tuner_irq.name)])) {
+        if (!m->policy || !irq_config_places(m->policy->config[TUNER_IRQ])) {
                 *ret_error =
                     xasprintf("The active profile %s places no IRQs (it has no [IRQ] section): a pin "
                               "would not be kept",
@@ -72,7 +72,7 @@ int manager_pin_irq(Manager *m, unsigned irq, const char *cpus, bool allow_isola
                 *ret_error = xasprintf("No IRQ %u on this machine", irq);
                 return -ENOENT;
         }
-        if (i->unmovable || irq_state_refused(&m->irq, irq)) {
+        if (i->unmovable || irq_state_refused(manager_irq_state(m), irq)) {
                 *ret_error = xasprintf("IRQ %u (%s) cannot be moved: %s", irq, i->actions,
                                        i->unmovable ?: "the kernel refused");
                 return -EPERM;
@@ -99,7 +99,7 @@ int manager_pin_irq(Manager *m, unsigned irq, const char *cpus, bool allow_isola
                 return -ENXIO;
         }
         log_info("Pinning IRQ %u (%s) to CPUs %s.", irq, i->actions, cpus);
-        irq_state_set_pin(&m->irq, irq, TAKE_PTR(set));
+        irq_state_set_pin(manager_irq_state(m), irq, TAKE_PTR(set));
         replan_irqs(m, "pin");
         return 0;
 }
@@ -138,8 +138,10 @@ int manager_irqs(Manager *m, IrqTable **ret, double **ret_rates, char ***ret_thr
                 return r;
         rates = xmalloc0(sizeof(double) * (t->n + 1));
         for (size_t i = 0; i < t->n; i++) {
-                const Irq *prev = irq_table_find(m->irq.previous, t->irqs[i].num);
-                uint64_t dt = m->irq.previous ? t->timestamp_usec - m->irq.previous->timestamp_usec : 0;
+                const Irq *prev = irq_table_find(manager_irq_state(m)->previous, t->irqs[i].num);
+                uint64_t dt = manager_irq_state(m)->previous
+                                  ? t->timestamp_usec - manager_irq_state(m)->previous->timestamp_usec
+                                  : 0;
                 if (prev && dt > 0 && streq(prev->actions, t->irqs[i].actions) &&
                     prev->count <= t->irqs[i].count)
                         rates[i] = (double)(t->irqs[i].count - prev->count) * 1e6 / (double)dt;

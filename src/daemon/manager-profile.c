@@ -53,7 +53,7 @@ static void activate(Manager *m, Policy *p, const char *reason)
 {
         /* Pins and refusals belong to the profile they were made under; a reload keeps them. */
         if (!p || !m->policy || !streq(p->name, m->policy->name))
-                irq_state_forget(&m->irq);
+                irq_state_forget(manager_irq_state(m));
         /* Originals a damaged journal lost stay in status until a restore reported them and a profile
          * is applied again. */
         if (p && journal_n_lost(m->journal) == 0)

@@ -41,7 +41,7 @@ static void schedule_attach(Manager *m, const char *rule)
 {
         _cleanup_free_ char *reason = xasprintf("attach rule %s", rule);
 
-        dirty_mark_device(&m->dirty, tuner_index("cpuset"), CPUSET_ATTACH_DEVICE);
+        dirty_mark_device(&m->dirty, TUNER_CPUSET, CPUSET_ATTACH_DEVICE);
         manager_schedule_pass(m, reason);
 }
 
@@ -49,7 +49,7 @@ static void schedule_attach(Manager *m, const char *rule)
  * originals back: a whole replan of the cpusets restores what no longer is wanted. */
 static void schedule_restore(Manager *m, const char *reason)
 {
-        dirty_mark_full(&m->dirty, tuner_index("cpuset"));
+        dirty_mark_full(&m->dirty, TUNER_CPUSET);
         manager_schedule_pass(m, reason);
 }
 

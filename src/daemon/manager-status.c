@@ -152,9 +152,9 @@ unsigned status_update(Status *s, const Dirty *dirty, PassResult *res)
 {
         unsigned logged = 0;
 
-        for (int i = 0; i < N_TUNERS; i++)
+        for (size_t i = 0; i < tuners_n(); i++)
                 if (dirty->full[i])
-                        status_forget_tuner(s, tuners[i]->name);
+                        status_forget_tuner(s, tuner_nth(i)->name);
         g_hash_table_foreach_remove(s->failures, of_tuner, (gpointer) "policy");
 
         for (size_t i = 0; i < res->plan.n; i++)

@@ -46,6 +46,9 @@ int manager_new(Manager **ret)
         m->journal_lock = -EBADF;
         m->polkit = polkit_new();
         setting_context_init(&m->kinds, m->event);
+        for (size_t i = 0; i < tuners_n(); i++)
+                if (tuner_nth(i)->state_new)
+                        m->tuner_state[i] = tuner_nth(i)->state_new();
         systemd_client_on_settled(m->kinds.systemd, on_systemd_settled, m);
         *ret = m;
         return 0;
@@ -71,7 +74,9 @@ void manager_free(Manager *m)
         sd_event_source_disable_unref(m->stop_timeout);
         sd_bus_slot_unref(m->sleep_slot);
         setting_context_clear(&m->kinds);
-        irq_state_clear(&m->irq);
+        for (size_t i = 0; i < tuners_n(); i++)
+                if (m->tuner_state[i])
+                        tuner_nth(i)->state_free(m->tuner_state[i]);
         sd_event_unref(m->event);
         policy_free(m->policy);
         journal_free(m->journal);
@@ -109,9 +114,9 @@ void manager_schedule_pass(Manager *m, const char *reason)
 
 void manager_mark_cpu_tuners(Manager *m)
 {
-        for (int i = 0; i < N_TUNERS; i++)
-                if (tuners[i]->cpu_dependent)
-                        dirty_mark_full(&m->dirty, i);
+        for (size_t i = 0; i < tuners_n(); i++)
+                if (tuner_nth(i)->cpu_dependent)
+                        dirty_mark_full(&m->dirty, (int)i);
 }
 
 static bool enabled(sd_event_source *s)
@@ -125,7 +130,7 @@ static bool outstanding(Manager *m)
         if (enabled(m->pass_source) || enabled(m->retry_source) ||
             systemd_client_pending(m->kinds.systemd) > 0)
                 return true;
-        for (int i = 0; i < N_TUNERS; i++)
+        for (int i = 0; i < _TUNER_MAX; i++)
                 if (m->after_jobs[i])
                         return true;
         return false;
@@ -199,7 +204,7 @@ static int on_retry(sd_event_source *s, uint64_t usec, void *userdata)
 {
         Manager *m = userdata;
 
-        for (int i = 0; i < N_TUNERS; i++)
+        for (int i = 0; i < _TUNER_MAX; i++)
                 if (m->retry.full[i])
                         dirty_mark_full(&m->dirty, i);
         dirty_clear(&m->retry);
@@ -228,9 +233,9 @@ static void arm_retry(Manager *m)
  * pass plans it, so every tuner is marked. */
 static void mark_tuner(bool *marks, const char *name)
 {
-        int t = tuner_index(name);
+        int t = tuner_index_by_name(name);
 
-        for (int i = 0; i < N_TUNERS; i++)
+        for (int i = 0; i < _TUNER_MAX; i++)
                 if (t < 0 || i == t)
                         marks[i] = true;
 }
@@ -241,7 +246,7 @@ static void follow_up(Manager *m, const PassResult *res)
 {
         bool retry = false;
 
-        for (int i = 0; i < N_TUNERS; i++)
+        for (int i = 0; i < _TUNER_MAX; i++)
                 if (res->plan_failed[i]) {
                         m->retry.full[i] = true;
                         retry = true;
@@ -287,14 +292,14 @@ static void on_systemd_settled(void *userdata)
                 if (sscanf(f[i].label, "/proc/%u/", &pid) == 1 && task_exited(pid)) {
                         log_object(LOG_DEBUG, 0, e ? e->tuner : "systemd", f[i].label,
                                    "%s; the process is gone", f[i].message);
-                        m->after_jobs[tuner_index("cpuset")] = true;
+                        m->after_jobs[TUNER_CPUSET] = true;
                         continue;
                 }
                 status_set_failure(&m->status, LOG_WARNING, e ? e->tuner : "systemd", f[i].label, EIO,
                                    f[i].message);
         }
         systemd_failures_free(f, n);
-        for (int i = 0; i < N_TUNERS; i++)
+        for (int i = 0; i < _TUNER_MAX; i++)
                 if (m->after_jobs[i]) {
                         m->after_jobs[i] = false;
                         dirty_mark_full(&m->dirty, i);
@@ -310,10 +315,10 @@ static int on_rebalance(sd_event_source *s, uint64_t usec, void *userdata)
 {
         Manager *m = userdata;
 
-        for (int i = 0; i < N_TUNERS; i++)
-                if (tuners[i]->interval_sec && m->policy && m->policy->config[i] &&
-                    tuners[i]->interval_sec(m->policy->config[i]) > 0)
-                        dirty_mark_full(&m->dirty, i);
+        for (size_t i = 0; i < tuners_n(); i++)
+                if (tuner_nth(i)->interval_sec && m->policy && m->policy->config[i] &&
+                    tuner_nth(i)->interval_sec(m->policy->config[i]) > 0)
+                        dirty_mark_full(&m->dirty, (int)i);
         manager_schedule_pass(m, "rebalance");
         return 0;
 }
@@ -325,9 +330,9 @@ static void arm_rebalance(Manager *m)
         unsigned sec = 0;
         int r;
 
-        for (int i = 0; i < N_TUNERS && m->policy; i++)
-                if (tuners[i]->interval_sec && m->policy->config[i]) {
-                        unsigned v = tuners[i]->interval_sec(m->policy->config[i]);
+        for (size_t i = 0; i < tuners_n() && m->policy; i++)
+                if (tuner_nth(i)->interval_sec && m->policy->config[i]) {
+                        unsigned v = tuner_nth(i)->interval_sec(m->policy->config[i]);
                         if (v > 0 && (sec == 0 || v < sec))
                                 sec = v;
                 }
@@ -353,8 +358,8 @@ static void arm_rebalance(Manager *m)
 
 static bool touches_cpus(const Dirty *dirty)
 {
-        for (int i = 0; i < N_TUNERS; i++)
-                if (dirty->full[i] && tuners[i]->cpu_dependent)
+        for (size_t i = 0; i < tuners_n(); i++)
+                if (dirty->full[i] && tuner_nth(i)->cpu_dependent)
                         return true;
         return false;
 }
@@ -398,15 +403,13 @@ static int on_pass(sd_event_source *s, void *userdata)
                                          .n_attached = attach.n_pids,
                                          .threads = attach.threads,
                                          .n_threads = attach.n_threads,
-                                         .irq = &m->irq,
+                                         .states = m->tuner_state,
                                          .stop_conflicts = m->conf.stop_conflicts,
                                          .kinds = &m->kinds},
                             &res);
         manager_rules_note_pass(m, &attach);
         attach_input_clear(&attach);
         (void)setting_context_prune_refused(&m->kinds);
-        irq_state_note_results(&m->irq, &res.plan);
-        irq_state_commit(&m->irq);
         logged = status_update(&m->status, &dirty, &res);
         /* The profile changed, or the CPUs: the boot arguments it wants may have too. */
         if (touches_cpus(&dirty) || !m->policy)
@@ -443,10 +446,14 @@ static int on_pass(sd_event_source *s, void *userdata)
 
 void manager_dry_run(Manager *m, const Policy *p, PassResult *ret)
 {
-        IrqState irq = m->irq; /* read only: the pass sets only seen, which is this copy's */
+        /* The IRQ tuner's state, read only: the pass sets only seen, which is this copy's. */
+        IrqState irq = *manager_irq_state(m);
+        void *states[_TUNER_MAX];
         AttachInput attach;
         Dirty all = {};
 
+        memcpy(states, m->tuner_state, sizeof(states));
+        states[TUNER_IRQ] = &irq;
         irq.seen = NULL;
         if (p != m->policy) {
                 irq.pins = NULL;
@@ -461,7 +468,7 @@ void manager_dry_run(Manager *m, const Policy *p, PassResult *ret)
                                          .n_attached = attach.n_pids,
                                          .threads = attach.threads,
                                          .n_threads = attach.n_threads,
-                                         .irq = &irq,
+                                         .states = states,
                                          .stop_conflicts = m->conf.stop_conflicts,
                                          .kinds = &m->kinds},
                             ret);

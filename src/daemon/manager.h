@@ -6,11 +6,12 @@
 #include <systemd/sd-event.h>
 
 #include "core/daemon-conf.h"
-#include "core/irqs.h"
+#include "tuners/irq.h"
 #include "core/journal.h"
 #include "core/policy.h"
 #include "core/reconcile.h"
 #include "core/topology.h"
+#include "tuners/registry.h"
 #include "daemon/bus-attach.h" /* for bus.c's vtable, which the lead keeps */
 #include "daemon/manager-reads.h"
 #include "daemon/manager-status.h"
@@ -110,9 +111,9 @@ typedef struct Manager {
         SettingContext kinds;
         Dirty dirty;
         char *pass_reason;
-        Dirty retry;               /* what the retry timer replans */
-        unsigned retries;          /* in a row, without a clean pass */
-        bool after_jobs[N_TUNERS]; /* replanned once systemd finished the jobs a pass queued */
+        Dirty retry;                 /* what the retry timer replans */
+        unsigned retries;            /* in a row, without a clean pass */
+        bool after_jobs[_TUNER_MAX]; /* replanned once systemd finished the jobs a pass queued */
         Attached *attached;
         size_t n_attached;
         ProcMonitor *procs; /* process events, while the policy has [Attach] rules */
@@ -125,8 +126,8 @@ typedef struct Manager {
         size_t n_active_uids;
         AttachedThread *rule_threads; /* the threads rules put on the isolated CPUs in the last pass */
         size_t n_rule_threads;
-        IrqState irq;
-        Waiter *waiting; /* calls answered when the pass and what it started are done */
+        void *tuner_state[_TUNER_MAX]; /* each tuner's (Tuner.state_new), by TunerId */
+        Waiter *waiting;               /* calls answered when the pass and what it started are done */
         size_t n_waiting;
 
         Status status;
@@ -134,6 +135,12 @@ typedef struct Manager {
         struct BusReads *bus_reads;
         bool stopping;
 } Manager;
+
+/* The IRQ tuner's state: its refusals and pins, which the daemon's IRQ methods read and set. */
+static inline IrqState *manager_irq_state(Manager *m)
+{
+        return m->tuner_state[TUNER_IRQ];
+}
 
 int manager_new(Manager **ret);
 void manager_free(Manager *m);

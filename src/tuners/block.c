@@ -2,7 +2,7 @@
 /* Block I/O: per-device scheduler and queue tunables, chosen by [Block NAME] rules. */
 #include <fnmatch.h>
 
-#include "core/tuner.h"
+#include "tuners/registry.h"
 #include "shared/sysfs.h"
 
 enum {

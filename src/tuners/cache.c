@@ -5,7 +5,7 @@
  * isolated CPUs share. Everything is derived from the isolated set and the online CPUs, so the pass that
  * follows a hotplug moves the group's CPUs and ways along. */
 #include "core/resctrl.h"
-#include "core/tuner.h"
+#include "tuners/registry.h"
 #include "shared/sysfs.h"
 
 #define GROUP     RESCTRL_ROOT "/rtctl-isolated"

@@ -7,7 +7,7 @@
  * A tuner of its own, replanned when a profile is applied but not on CPU hotplug: looking for rivals
  * reads every process's name, which a hotplug pass has no time for. */
 #include "core/cgroupfs.h"
-#include "core/tuner.h"
+#include "tuners/registry.h"
 #include "shared/sysfs.h"
 #include "tuners/irq.h"
 #include "tuners/power-config.h"

@@ -7,7 +7,7 @@
 #include <dirent.h>
 #include <stdlib.h>
 
-#include "core/tuner.h"
+#include "tuners/registry.h"
 #include "shared/sysfs.h"
 #include "tuners/irq.h"
 #include "tuners/power-config.h"

@@ -6,7 +6,7 @@
  * every state enabled: the online event replans it. */
 #include <dirent.h>
 
-#include "core/tuner.h"
+#include "tuners/registry.h"
 #include "shared/sysfs.h"
 #include "tuners/irq.h"
 #include "tuners/power-config.h"

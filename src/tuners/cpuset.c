@@ -8,7 +8,7 @@
  * for good (and moves a cpuset's processes to its parent when its last CPU goes), so the plan always
  * follows the online CPUs and is redone when one comes back. */
 #include "core/cgroupfs.h"
-#include "core/tuner.h"
+#include "tuners/registry.h"
 #include "shared/sysfs.h"
 
 #define HOUSEKEEPING_CG "rtctl-housekeeping"

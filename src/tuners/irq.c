@@ -8,7 +8,7 @@
 #include <sched.h>
 #include <stdlib.h>
 
-#include "core/tuner.h"
+#include "tuners/registry.h"
 #include "shared/sysfs.h"
 #include "tuners/irq.h"
 
@@ -187,12 +187,13 @@ CpuSet *cpu_spec_resolve(const CpuSpec *spec, const PlanContext *ctx)
 int irq_table_for_pass(const PlanContext *ctx, const char *tuner, PlanNotes *notes, const IrqTable **ret,
                        IrqTable **ret_owned)
 {
+        IrqState *state = ctx->state;
         IrqTable *t = NULL;
         int r;
 
         *ret_owned = NULL;
-        if (ctx->irq && ctx->irq->seen && ctx->irq->seen->timestamp_usec >= ctx->pass_start_usec) {
-                *ret = ctx->irq->seen;
+        if (state && state->seen && state->seen->timestamp_usec >= ctx->pass_start_usec) {
+                *ret = state->seen;
                 return 0;
         }
         r = irq_table_load(0, ctx->topology->n_cpus, &t);
@@ -201,11 +202,11 @@ int irq_table_for_pass(const PlanContext *ctx, const char *tuner, PlanNotes *not
                                 xasprintf("cannot be read (%s): the IRQs stay as they are", strerror(-r)));
                 return r;
         }
-        if (!ctx->irq)
+        if (!state)
                 *ret_owned = t;
         else {
-                irq_table_free(ctx->irq->seen);
-                ctx->irq->seen = t;
+                irq_table_free(state->seen);
+                state->seen = t;
         }
         *ret = t;
         return 0;
@@ -549,10 +550,10 @@ static int irq_plan(const PlanContext *ctx, const void *config, const char *devi
         /* Fixed placements first (pins, rules, what the kernel keeps), so that balancing sees their load. */
         for (size_t i = 0; i < t->n; i++) {
                 const Irq *irq = &t->irqs[i];
-                const CpuSet *pin = irq_state_pin(ctx->irq, irq->num);
+                const CpuSet *pin = irq_state_pin(ctx->state, irq->num);
                 const IrqRule *rule = NULL;
                 _cleanup_cpuset_ CpuSet *want = NULL;
-                uint64_t rate = irq_state_delta(ctx->irq, irq);
+                uint64_t rate = irq_state_delta(ctx->state, irq);
 
                 if (irq->unmovable) {
                         if (streq(irq->unmovable, IRQ_UNMOVABLE_MANAGED)) {
@@ -564,7 +565,7 @@ static int irq_plan(const PlanContext *ctx, const void *config, const char *devi
                                 placer_account(&p, irq->affinity, irq->device, rate);
                         continue;
                 }
-                if (irq_state_refused(ctx->irq, irq->num)) {
+                if (irq_state_refused(ctx->state, irq->num)) {
                         numlist_add(&refused, irq->num);
                         if (irq->affinity)
                                 placer_account(&p, irq->affinity, irq->device, rate);
@@ -635,6 +636,27 @@ static int irq_plan(const PlanContext *ctx, const void *config, const char *devi
         return 0;
 }
 
+/* Rates, refusals and pins, kept from pass to pass and shared with the IRQ thread tuner, which reads
+ * this tuner's config. */
+static void *irq_state_new(void)
+{
+        return xmalloc0(sizeof(IrqState));
+}
+
+static void irq_state_free(void *state)
+{
+        if (!state)
+                return;
+        irq_state_clear(state);
+        free(state);
+}
+
+static void irq_state_applied(void *state, const Plan *plan)
+{
+        irq_state_note_results(state, plan);
+        irq_state_commit(state);
+}
+
 const Tuner tuner_irq = {
     .name = "irq",
     .sections = (const char *const[]){"IRQ", NULL},
@@ -645,4 +667,7 @@ const Tuner tuner_irq = {
     .free_config = irq_config_free,
     .plan = irq_plan,
     .interval_sec = irq_interval,
+    .state_new = irq_state_new,
+    .state_free = irq_state_free,
+    .state_applied = irq_state_applied,
 };

@@ -36,10 +36,42 @@ void irq_config_free(void *config);
 /* Whether a profile places IRQs at all ([IRQ], or a rule with CPUs=), not only sets thread priorities. */
 bool irq_config_places(const IrqConfig *c);
 
-/* The table of this pass: read once and shared by both tuners through the pass's IrqState. Negative
- * errno, with a failure in notes naming what could not be read, when /proc/interrupts cannot be read. */
+/* The table of this pass: read once and shared by both tuners through the IRQ tuner's state (IrqState).
+ * Negative errno, with a failure in notes naming what could not be read, when /proc/interrupts cannot be
+ * read. */
 int irq_table_for_pass(const PlanContext *ctx, const char *tuner, PlanNotes *notes, const IrqTable **ret,
                        IrqTable **ret_owned);
 
 /* A CPU set word on this machine: housekeeping, isolated, all (online) or a list. */
 CpuSet *cpu_spec_resolve(const CpuSpec *spec, const PlanContext *ctx);
+
+/* What the IRQ tuners carry from one pass to the next: the IRQ tuner's state (Tuner.state_new,
+ * irq-state.c), which the daemon holds. A plan reads it and leaves the table it read in seen, which becomes
+ * previous only after a pass that really applied (Tuner.state_applied). */
+typedef struct IrqPin {
+        unsigned irq;
+        CpuSet *cpus;
+} IrqPin;
+
+typedef struct IrqState {
+        IrqTable *previous; /* rates are count differences to it; cumulative counts without it */
+        IrqTable *seen;
+        unsigned *refused; /* IRQs whose affinity write the kernel refused (EIO/EPERM): not tried again */
+        size_t n_refused;
+        IrqPin *pins; /* PinIrq() overrides, until restore or a profile change */
+        size_t n_pins;
+} IrqState;
+
+void irq_state_commit(IrqState *s);
+void irq_state_forget(IrqState *s); /* refused IRQs and pins: a new profile starts over */
+void irq_state_clear(IrqState *s);
+bool irq_state_refused(const IrqState *s, unsigned irq);
+void irq_state_refuse(IrqState *s, unsigned irq);
+/* Remembers the IRQs whose affinity the kernel refused in a pass (SETTING_REFUSED): not tried again
+ * under this profile. */
+void irq_state_note_results(IrqState *s, const Plan *plan);
+const CpuSet *irq_state_pin(const IrqState *s, unsigned irq);
+/* Replaces a pin; cpus NULL removes it. Takes cpus. */
+void irq_state_set_pin(IrqState *s, unsigned irq, CpuSet *cpus);
+/* Interrupts since the previous table (or since boot without one). */
+uint64_t irq_state_delta(const IrqState *s, const Irq *irq);

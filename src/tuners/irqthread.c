@@ -5,7 +5,7 @@
 #include <sched.h>
 
 #include "core/cgroupfs.h"
-#include "core/tuner.h"
+#include "tuners/registry.h"
 #include "shared/sysfs.h"
 #include "tuners/irq.h"
 
@@ -17,6 +17,17 @@ static bool irqthread_uses(const void *config)
                 if (c->rules[i].policy >= 0)
                         return true;
         return false;
+}
+
+/* Thread priorities only take effect when IRQ handlers run in threads. */
+static unsigned irqthread_boot_needs(const void *config)
+{
+        const IrqConfig *c = config;
+
+        for (size_t i = 0; i < c->n_rules; i++)
+                if (c->rules[i].priority > 0)
+                        return BOOT_NEEDS_IRQ_THREADS;
+        return 0;
 }
 
 static const char *policy_name(int policy)
@@ -131,4 +142,5 @@ const Tuner tuner_irqthread = {
     .config_from = &tuner_irq,
     .uses = irqthread_uses,
     .plan = irqthread_plan,
+    .boot_needs = irqthread_boot_needs,
 };

@@ -4,7 +4,7 @@
  * (PF_NO_SETAFFINITY) are counted, not failed. What only boot parameters can move (nohz_full,
  * rcu_nocbs, isolcpus) is src/core/bootargs.c's: status calls it a pending reboot. */
 #include "core/cgroupfs.h"
-#include "core/tuner.h"
+#include "tuners/registry.h"
 #include "shared/sysfs.h"
 
 typedef struct KthreadConfig {

@@ -5,7 +5,7 @@
  * wakeup_granularity_ns. A knob the running kernel lacks is reported, never written under another name. */
 #include <ctype.h>
 
-#include "core/tuner.h"
+#include "tuners/registry.h"
 #include "shared/sysfs.h"
 
 #define SCHED_DEBUG    "/sys/kernel/debug"

@@ -2,7 +2,7 @@
 /* Kernel parameters under /proc/sys, from the [Sysctl] section: kernel.timer_migration=0. */
 #include <ctype.h>
 
-#include "core/tuner.h"
+#include "tuners/registry.h"
 #include "shared/sysfs.h"
 
 typedef struct SysctlConfig {

@@ -5,6 +5,7 @@
 #include "core/daemon-conf.h"
 #include "core/policy.h"
 #include "fuzz.h"
+#include "tuners/registry.h"
 
 #define MAX_PROFILES 8
 
@@ -82,6 +83,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
         Profiles profiles = {};
         int r;
 
+        tuners_register_all();
         while (p < end && profiles.n < MAX_PROFILES) {
                 const char *ff = memchr(p, '\f', (size_t)(end - p)) ?: end;
                 const char *nl = memchr(p, '\n', (size_t)(ff - p)) ?: ff;

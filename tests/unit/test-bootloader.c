@@ -55,6 +55,7 @@ static int run(bool apply, const BootArgs *b, char **ret_error)
         Plan plan = {};
         int r;
 
+        bootloader_kinds_register(); /* as rtctl does */
         r = bootloader_detect(&l, ret_error);
         if (r < 0)
                 return r;

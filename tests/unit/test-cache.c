@@ -12,6 +12,7 @@
 #include "core/resctrl.h"
 #include "shared/sysfs.h"
 #include "test.h"
+#include "tuners/registry.h"
 
 #define GROUP     RESCTRL_ROOT "/rtctl-isolated"
 #define ROOT_SCH  RESCTRL_ROOT "/schemata"
@@ -87,7 +88,7 @@ static void pass(const char *root, const char *profile, Journal *j)
                 return;
         if (!t)
                 return;
-        dirty_mark_full(&d, tuner_index("cache"));
+        dirty_mark_full(&d, TUNER_CACHE);
         reconcile_pass(p, t, j, &d, j == NULL, &res);
         dirty_clear(&d);
 }
@@ -244,7 +245,7 @@ TEST(bad_cache_ways)
         test_write(test_tmpdir(), "profiles/off.conf",
                    "[Profile]\nDescription=t\n[CPU]\nIsolate=3\nCacheWays=0\n");
         CHECK_INTEQ(policy_load(search, "off", &off, NULL), 0);
-        CHECK(off && off->config[tuner_index("cache")] == NULL);
+        CHECK(off && off->config[TUNER_CACHE] == NULL);
 }
 
 /* Restore by another process that only has the journal on disk, as after rtctld was killed. */

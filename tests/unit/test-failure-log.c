@@ -3,7 +3,7 @@
  * pass's results say, and this reads the lines the daemon writes to stderr. */
 #include <unistd.h>
 
-#include "core/tuner.h"
+#include "tuners/registry.h"
 #include "daemon/manager-status.h"
 #include "shared/log.h"
 #include "test.h"
@@ -78,7 +78,7 @@ static char *pass_queued(Status *s, const char *object, SettingResult result, in
                 set->message = message ? xstrdup(message) : NULL;
                 set->queued = queued;
         }
-        dirty_mark_full(&dirty, tuner_index("irq"));
+        dirty_mark_full(&dirty, TUNER_IRQ);
         fflush(stderr);
         dup2(fileno(f), STDERR_FILENO);
         *ret_logged = status_update(s, &dirty, &res);

@@ -9,6 +9,8 @@
 #include "core/reconcile.h"
 #include "shared/sysfs.h"
 #include "test.h"
+#include "tuners/irq.h"
+#include "tuners/registry.h"
 
 static PassResult res;
 
@@ -26,6 +28,7 @@ static void pass(const char *root, const char *profile_text, bool dry_run, IrqSt
         _cleanup_topology_ Topology *t = NULL;
         _cleanup_policy_ Policy *p = NULL;
         _cleanup_free_ char *err = NULL;
+        void *states[TUNERS_MAX] = {[TUNER_IRQ] = state};
         Dirty all = {};
 
         test_write(test_tmpdir(), "profiles/irqt.conf", profile_text);
@@ -43,7 +46,7 @@ static void pass(const char *root, const char *profile_text, bool dry_run, IrqSt
         Journal *j = NULL;
         if (!dry_run)
                 CHECK_INTEQ(journal_open(jpath, JOURNAL_RUNTIME, &j, &err), 0);
-        reconcile_pass_with(p, t, j, &all, dry_run, &(PassInput){.irq = state}, &res);
+        reconcile_pass_with(p, t, j, &all, dry_run, &(PassInput){.states = state ? states : NULL}, &res);
         journal_free(j);
         dirty_clear(&all);
 }
@@ -332,7 +335,6 @@ TEST(placement_deterministic_and_stable)
         pass(root, profile, false, &state);
         CHECK(res.stats.changed > 10);
         CHECK_INTEQ(res.stats.failed, 0);
-        irq_state_commit(&state);
         pass(root, profile, false, &state);
         CHECK_INTEQ(res.stats.changed, 0);
         /* Nothing on the isolated CPUs. */
@@ -357,11 +359,10 @@ TEST(unreadable_interrupts_keep_the_placement)
         IrqState state = {};
         const Unsupported *failure = NULL;
         size_t restores = 0;
-        int irq = tuner_index("irq");
+        int irq = TUNER_IRQ;
 
         (void)unlink(jpath);
         pass(root, profile, false, &state);
-        irq_state_commit(&state);
         CHECK(res.stats.changed > 10);
         for (size_t i = 0; i < res.plan.n; i++)
                 if (res.plan.settings[i].result == SETTING_CHANGED &&
@@ -396,7 +397,6 @@ TEST(unreadable_interrupts_keep_the_placement)
 
         CHECK_INTEQ(rename(aside, interrupts), 0);
         pass(root, profile, false, &state);
-        irq_state_commit(&state);
         CHECK(!res.plan_failed[irq]);
         CHECK_INTEQ(res.stats.changed, 0);
         CHECK_INTEQ(res.stats.failed, 0);
@@ -435,13 +435,11 @@ TEST(swinging_rates_move_only_what_matters)
         IrqState state = {};
 
         pass(root, profile, false, &state);
-        irq_state_commit(&state);
         /* Two busy IRQs trade places in rate from pass to pass; the quiet ones must not follow. */
         for (int round = 0; round < 4; round++) {
                 bump(root, 41, round % 2 ? 100 : 100000);
                 bump(root, 42, round % 2 ? 100000 : 100);
                 pass(root, profile, false, &state);
-                irq_state_commit(&state);
                 if (round > 0)
                         CHECK(res.stats.changed <= 2);
         }

@@ -7,6 +7,7 @@
 
 #include "core/reconcile.h"
 #include "shared/sysfs.h"
+#include "core/bootloader.h"
 #include "test.h"
 
 #define N_FILES 40
@@ -609,8 +610,23 @@ static void check_accepted(JournalScope scope, const char *kind, const char *obj
         check_losses(j, NONE);
 }
 
+/* rtctld registers no kinds beyond the core's: its journal does not know the boot arguments' kinds (the
+ * way a planted boot-file entry once reached the daemon's restore, issue 16). */
+TEST(daemon_journal_refuses_boot_kinds)
+{
+        setting_kinds_register(NULL, 0);
+        check_refused(JOURNAL_RUNTIME, "boot-file", "/etc/kernel/cmdline",
+                      "/etc/kernel/cmdline: original lost: unknown kind 'boot-file'");
+        check_refused(JOURNAL_RUNTIME, "grubby-arg", "grubby:quiet",
+                      "grubby:quiet: original lost: unknown kind 'grubby-arg'");
+        check_refused(JOURNAL_RUNTIME, "boot-dir", "/etc/kernel",
+                      "/etc/kernel: original lost: unknown kind 'boot-dir'");
+}
+
+/* rtctl registers them: each journal then holds only its own. */
 TEST(foreign_kinds_refused)
 {
+        bootloader_kinds_register();
         check_refused(JOURNAL_RUNTIME, "boot-file", "/etc/kernel/cmdline",
                       "/etc/kernel/cmdline: original lost: kind 'boot-file' does not belong in the runtime "
                       "journal");
@@ -654,6 +670,7 @@ TEST(objects_outside_their_kind_refused)
             {JOURNAL_BOOTARGS, "grubby-arg", "grubby:a b"},
         };
 
+        bootloader_kinds_register();
         for (size_t i = 0; i < ELEMENTSOF(bad); i++) {
                 _cleanup_free_ char *loss =
                     xasprintf("%s: original lost: '%s' is not an object kind '%s' writes", bad[i].object,
@@ -751,6 +768,7 @@ TEST_MAIN(T(kind_null), T(object_null), T(original_null), T(tuner_null_or_missin
           T(zeroed_entries_in_the_middle), T(trailing_garbage), T(empty_file), T(not_json),
           T(root_not_an_object), T(entries_not_an_array), T(huge_entry), T(duplicate_entries),
           T(many_entries_truncated), T(damaged_copy_never_overwritten), T(restore_compares_tolerate_null),
-          T(rtctl_restore_lists_lost_originals), T(rtctl_restore_json_lost), T(foreign_kinds_refused),
+          T(rtctl_restore_lists_lost_originals), T(rtctl_restore_json_lost),
+          T(daemon_journal_refuses_boot_kinds), T(foreign_kinds_refused),
           T(objects_outside_their_kind_refused), T(symlink_escape_refused),
           T(rtctl_restore_refuses_planted_boot_file))

@@ -5,6 +5,7 @@
 #include "core/reconcile.h"
 #include "shared/sysfs.h"
 #include "test.h"
+#include "tuners/registry.h"
 
 static char *root, *conf, *journal_file;
 
@@ -277,6 +278,33 @@ TEST(including_profile_rules_come_first)
         pass_result_clear(&res);
 }
 
+/* Every TunerId names its own tuner, in the order of a pass, and a name from the journal finds it. */
+TEST(registry_places_every_tuner_by_its_id)
+{
+        static const struct {
+                TunerId id;
+                const Tuner *tuner;
+        } ids[] = {
+            {TUNER_CONFLICT, &tuner_conflict}, {TUNER_SYSCTL, &tuner_sysctl},
+            {TUNER_SCHED, &tuner_sched},       {TUNER_KTHREAD, &tuner_kthread},
+            {TUNER_CPUSET, &tuner_cpuset},     {TUNER_CACHE, &tuner_cache},
+            {TUNER_IRQ, &tuner_irq},           {TUNER_IRQTHREAD, &tuner_irqthread},
+            {TUNER_CPUFREQ, &tuner_cpufreq},   {TUNER_CPUIDLE, &tuner_cpuidle},
+            {TUNER_BLOCK, &tuner_block},
+        };
+
+        CHECK_INTEQ(tuners_n(), _TUNER_MAX);
+        CHECK_INTEQ(ELEMENTSOF(ids), _TUNER_MAX);
+        for (size_t i = 0; i < ELEMENTSOF(ids); i++) {
+                CHECK(tuner_nth(ids[i].id) == ids[i].tuner);
+                CHECK_INTEQ(tuner_place(ids[i].tuner), ids[i].id);
+                CHECK_INTEQ(tuner_index_by_name(ids[i].tuner->name), ids[i].id);
+        }
+        CHECK_INTEQ(tuner_index_by_name("cpusett"), -1);
+        CHECK(tuner_nth(_TUNER_MAX) == NULL);
+}
+
 TEST_MAIN(T(apply_journal_restore_after_restart), T(second_pass_writes_nothing),
           T(switch_goes_straight_and_restores_only_what_is_left), T(dry_run_writes_nothing),
-          T(failure_is_per_setting), T(no_write_without_journal), T(including_profile_rules_come_first))
+          T(failure_is_per_setting), T(no_write_without_journal), T(including_profile_rules_come_first),
+          T(registry_places_every_tuner_by_its_id))

@@ -6,6 +6,7 @@
 #include "core/reconcile.h"
 #include "shared/sysfs.h"
 #include "test.h"
+#include "tuners/registry.h"
 
 int test_failures_;
 int test_count_;
@@ -123,6 +124,7 @@ int test_run(const TestCase *cases, size_t n)
         int failed = 0;
 
         setvbuf(stdout, NULL, _IONBF, 0);
+        tuners_register_all();
         printf("1..%zu\n", n);
         for (size_t i = 0; i < n; i++) {
                 int before = test_failures_;

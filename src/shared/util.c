@@ -78,6 +78,44 @@ char *xstrndup(const char *s, size_t n)
         return p;
 }
 
+void *xreallocarray(void *p, size_t n, size_t size)
+{
+        size_t bytes;
+        void *q;
+
+        if (__builtin_mul_overflow(n, size, &bytes))
+                oom();
+        q = realloc(p, bytes ?: 1);
+        if (!q)
+                oom();
+        return q;
+}
+
+void *greedy_realloc(void **p, size_t *allocated, size_t need, size_t size)
+{
+        size_t bytes;
+        void *q;
+
+        assert(p);
+        assert(allocated);
+        assert(size > 0);
+
+        if (need <= *allocated)
+                return *p;
+        if (__builtin_mul_overflow(need, size, &bytes))
+                oom();
+        if (bytes <= SIZE_MAX / 2) {
+                need *= 2;
+                bytes *= 2;
+        }
+        q = realloc(*p, bytes);
+        if (!q)
+                oom();
+        *p = q;
+        *allocated = need;
+        return q;
+}
+
 char *glob_error(const char *g)
 {
         for (const char *p = g; *p; p++) {

@@ -32,13 +32,9 @@ static int read_gz(const char *path, char **ret)
         if (!f)
                 return -errno ?: -ENOENT;
         do {
-                if (alloc - n < 65536) {
-                        alloc = alloc ? alloc * 2 : 262144;
-                        buf = realloc(buf, alloc + 1);
-                        if (!buf)
-                                abort();
-                }
-                got = gzread(f, buf + n, (unsigned)(alloc - n));
+                if (alloc - n < 65536 + 1)
+                        GREEDY_REALLOC(buf, alloc, MAX(n + 65536 + 1, (size_t)262144));
+                got = gzread(f, buf + n, (unsigned)(alloc - n - 1));
                 if (got > 0)
                         n += (size_t)got;
         } while (got > 0);

@@ -13,9 +13,7 @@
 
 void audit_add(Audit *a, const char *check, const char *status, char *detail, char *fix)
 {
-        a->items = realloc(a->items, sizeof(AuditFinding) * (a->n + 1));
-        if (!a->items)
-                abort();
+        GREEDY_REALLOC(a->items, a->allocated, a->n + 1);
         a->items[a->n++] = (AuditFinding){.check = check, .status = status, .detail = detail, .fix = fix};
 }
 
@@ -295,12 +293,7 @@ static ThreadSched *read_threads(TaskScan *tasks, size_t *ret_n)
                                 continue;
                         if (!(s.flags & PF_KTHREAD) && !realtime(&s))
                                 continue;
-                        if (n == alloc) {
-                                alloc = alloc ? alloc * 2 : 64;
-                                threads = realloc(threads, sizeof(ThreadSched) * alloc);
-                                if (!threads)
-                                        abort();
-                        }
+                        GREEDY_REALLOC(threads, alloc, n + 1);
                         threads[n++] = s;
                 }
         }

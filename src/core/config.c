@@ -50,9 +50,7 @@ static ConfSection *section_append(Conf *c, const char *name, const char *file, 
 {
         ConfSection *s;
 
-        c->sections = realloc(c->sections, sizeof(ConfSection) * (c->n_sections + 1));
-        if (!c->sections)
-                abort();
+        GREEDY_REALLOC(c->sections, c->sections_allocated, c->n_sections + 1);
         s = &c->sections[c->n_sections++];
         *s = (ConfSection){.name = xstrdup(name), .file = xstrdup(file), .line = line};
         if (!c->index)
@@ -74,9 +72,7 @@ static void section_set(ConfSection *s, const char *key, const char *value, cons
         ConfKey *k = section_find_key(s, key);
 
         if (!k) {
-                s->keys = realloc(s->keys, sizeof(ConfKey) * (s->n_keys + 1));
-                if (!s->keys)
-                        abort();
+                GREEDY_REALLOC(s->keys, s->keys_allocated, s->n_keys + 1);
                 k = &s->keys[s->n_keys++];
                 *k = (ConfKey){.key = xstrdup(key)};
                 if (!s->index)
@@ -354,6 +350,7 @@ void conf_merge(Conf *lower, Conf *upper)
         free(lower->sections);
         lower->sections = merged;
         lower->n_sections += n_new;
+        lower->sections_allocated = lower->n_sections;
         conf_reindex(lower);
 
         free(upper->sections);

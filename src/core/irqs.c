@@ -561,12 +561,12 @@ void irq_state_forget(IrqState *s)
 {
         free(s->refused);
         s->refused = NULL;
-        s->n_refused = 0;
+        s->n_refused = s->refused_allocated = 0;
         for (size_t i = 0; i < s->n_pins; i++)
                 cpuset_free(s->pins[i].cpus);
         free(s->pins);
         s->pins = NULL;
-        s->n_pins = 0;
+        s->n_pins = s->pins_allocated = 0;
 }
 
 void irq_state_clear(IrqState *s)
@@ -589,9 +589,7 @@ void irq_state_refuse(IrqState *s, unsigned irq)
 {
         if (irq_state_refused(s, irq))
                 return;
-        s->refused = realloc(s->refused, sizeof(unsigned) * (s->n_refused + 1));
-        if (!s->refused)
-                abort();
+        GREEDY_REALLOC(s->refused, s->refused_allocated, s->n_refused + 1);
         s->refused[s->n_refused++] = irq;
 }
 
@@ -616,9 +614,7 @@ void irq_state_set_pin(IrqState *s, unsigned irq, CpuSet *cpus)
                 }
         if (!cpus)
                 return;
-        s->pins = realloc(s->pins, sizeof(IrqPin) * (s->n_pins + 1));
-        if (!s->pins)
-                abort();
+        GREEDY_REALLOC(s->pins, s->pins_allocated, s->n_pins + 1);
         s->pins[s->n_pins++] = (IrqPin){.irq = irq, .cpus = cpus};
 }
 

@@ -15,7 +15,7 @@ struct Journal {
         size_t alloc;
         GHashTable *index; /* object -> position + 1 */
         JournalLoss *lost;
-        size_t n_lost;
+        size_t n_lost, lost_allocated;
         char *damaged; /* the copy of a damaged file, beside path */
         bool dirty;
 };
@@ -38,10 +38,7 @@ void journal_append(Journal *j, const SettingKind *kind, const char *tuner, cons
                     const char *original, unsigned long long starttime)
 {
         if (j->n == j->alloc) {
-                j->alloc = j->alloc ? j->alloc * 2 : 32;
-                j->entries = realloc(j->entries, sizeof(JournalEntry) * j->alloc);
-                if (!j->entries)
-                        abort();
+                GREEDY_REALLOC(j->entries, j->alloc, j->n + 1);
                 reindex(j);
         }
         j->entries[j->n] = (JournalEntry){.kind = kind,
@@ -55,9 +52,7 @@ void journal_append(Journal *j, const SettingKind *kind, const char *tuner, cons
 
 void journal_add_loss(Journal *j, const char *object, char *reason)
 {
-        j->lost = realloc(j->lost, sizeof(JournalLoss) * (j->n_lost + 1));
-        if (!j->lost)
-                abort();
+        GREEDY_REALLOC(j->lost, j->lost_allocated, j->n_lost + 1);
         j->lost[j->n_lost++] = (JournalLoss){.object = object ? xstrdup(object) : NULL, .reason = reason};
 }
 
@@ -304,7 +299,7 @@ void journal_forget_lost(Journal *j)
         }
         free(j->lost);
         j->lost = NULL;
-        j->n_lost = 0;
+        j->n_lost = j->lost_allocated = 0;
         free(j->damaged);
         j->damaged = NULL;
         j->dirty = true;

@@ -404,7 +404,7 @@ int profiles_list(char *const *search_path, ProfileInfo **ret, size_t *ret_n)
 {
         _cleanup_strv_free_ char **names = NULL;
         ProfileInfo *l = NULL;
-        size_t n = 0;
+        size_t n = 0, allocated = 0;
 
         for (char *const *dir = search_path; *dir; dir++) {
                 _cleanup_free_ char *d = xasprintf("%s/profiles", *dir);
@@ -429,9 +429,7 @@ int profiles_list(char *const *search_path, ProfileInfo **ret, size_t *ret_n)
                                 k = NULL;
                         else
                                 k = conf_key(conf_section(c, "Profile"), "Description");
-                        l = realloc(l, sizeof(ProfileInfo) * (n + 1));
-                        if (!l)
-                                abort();
+                        GREEDY_REALLOC(l, allocated, n + 1);
                         l[n++] = (ProfileInfo){.name = TAKE_PTR(name),
                                                .description = xstrdup(k     ? k->value
                                                                       : err ? "(invalid)"

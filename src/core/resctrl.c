@@ -42,6 +42,7 @@ int schemata_parse(const char *line, Schemata *ret)
         _cleanup_free_ char *flat = xmalloc0(strlen(line) + 1);
         _cleanup_strv_free_ char **parts = NULL;
         Schemata s = {};
+        size_t allocated = 0;
         char *colon, *o = flat;
 
         /* The kernel pads resource names to one width ("  L3:0=fff"): no blank means anything. */
@@ -59,9 +60,7 @@ int schemata_parse(const char *line, Schemata *ret)
                         schemata_clear(&s);
                         return -EINVAL;
                 }
-                s.entries = realloc(s.entries, sizeof(SchemataEntry) * (s.n + 1));
-                if (!s.entries)
-                        abort();
+                GREEDY_REALLOC(s.entries, allocated, s.n + 1);
                 s.entries[s.n++] = e;
         }
         if (s.n == 0) {

@@ -195,12 +195,7 @@ Setting *plan_add(Plan *p, const SettingKind *kind, const char *tuner, unsigned 
 {
         Setting *s;
 
-        if (p->n == p->alloc) {
-                p->alloc = p->alloc ? p->alloc * 2 : 16;
-                p->settings = realloc(p->settings, sizeof(Setting) * p->alloc);
-                if (!p->settings)
-                        abort();
-        }
+        GREEDY_REALLOC(p->settings, p->alloc, p->n + 1);
         s = &p->settings[p->n++];
         *s = (Setting){.kind = kind, .tuner = tuner, .phase = phase, .object = object, .desired = desired};
         return s;

@@ -16,7 +16,7 @@ struct SystemdClient {
         GHashTable *jobs; /* job object path -> label */
         size_t reloads;   /* daemon reloads sent, not yet answered */
         SystemdFailure *failures;
-        size_t n_failures;
+        size_t n_failures, failures_allocated;
         GHashTable *ended; /* label -> systemd's result ("done", "failed", ...), since last taken */
         void (*settled)(void *userdata);
         void *userdata;
@@ -80,7 +80,7 @@ size_t systemd_client_pending(const SystemdClient *c)
 SystemdFailure *systemd_client_take_failures(SystemdClient *c, size_t *ret_n)
 {
         *ret_n = c->n_failures;
-        c->n_failures = 0;
+        c->n_failures = c->failures_allocated = 0;
         return TAKE_PTR(c->failures);
 }
 
@@ -94,9 +94,7 @@ GHashTable *systemd_client_take_ended(SystemdClient *c)
 
 static void add_failure(SystemdClient *c, const char *label, char *message)
 {
-        c->failures = realloc(c->failures, sizeof(SystemdFailure) * (c->n_failures + 1));
-        if (!c->failures)
-                abort();
+        GREEDY_REALLOC(c->failures, c->failures_allocated, c->n_failures + 1);
         c->failures[c->n_failures++] = (SystemdFailure){.label = xstrdup(label), .message = message};
 }
 

@@ -93,12 +93,7 @@ static void load(TaskScan *s)
 
                 if (safe_atou(de->d_name, &pid) < 0 || task_info(pid, &t) < 0)
                         continue; /* not a process, or it exited meanwhile */
-                if (s->n == alloc) {
-                        alloc = alloc ? alloc * 2 : 256;
-                        s->tasks = realloc(s->tasks, sizeof(TaskInfo) * alloc);
-                        if (!s->tasks)
-                                abort();
-                }
+                GREEDY_REALLOC(s->tasks, alloc, s->n + 1);
                 s->tasks[s->n++] = t;
         }
         /* readdir(/proc) lists PIDs in order already; a sort keeps lookups right if it ever does not. */

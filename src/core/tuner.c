@@ -23,9 +23,7 @@ int tuner_index(const char *name)
 
 void plan_notes_add(PlanNotes *n, const char *tuner, char *object, char *reason)
 {
-        n->items = realloc(n->items, sizeof(Unsupported) * (n->n + 1));
-        if (!n->items)
-                abort();
+        GREEDY_REALLOC(n->items, n->allocated, n->n + 1);
         n->items[n->n++] = (Unsupported){.tuner = tuner, .object = object, .reason = reason};
 }
 

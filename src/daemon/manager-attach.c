@@ -25,9 +25,7 @@ static void save_attached(Manager *m)
 
 static void add_attached(Manager *m, Attached a)
 {
-        m->attached = realloc(m->attached, sizeof(Attached) * (m->n_attached + 1));
-        if (!m->attached)
-                abort();
+        GREEDY_REALLOC(m->attached, m->attached_allocated, m->n_attached + 1);
         m->attached[m->n_attached++] = a;
 }
 

@@ -160,9 +160,7 @@ int manager_hold(Manager *m, const char *profile, const char *reason, const char
         h->uid = uid;
         h->since_usec = now_realtime_usec();
         h->seq = ++m->hold_seq;
-        m->holds = realloc(m->holds, sizeof(Hold *) * (m->n_holds + 1));
-        if (!m->holds)
-                abort();
+        GREEDY_REALLOC(m->holds, m->holds_allocated, m->n_holds + 1);
         m->holds[m->n_holds++] = h;
         shown = text_escape(reason);
         log_info("Hold %u: %s for %s (%s), from %s.", h->cookie, profile, application_id, shown,
@@ -239,6 +237,6 @@ void manager_holds_free(Manager *m)
                 hold_free(m->holds[i]);
         free(m->holds);
         m->holds = NULL;
-        m->n_holds = 0;
+        m->n_holds = m->holds_allocated = 0;
         m->name_slot = sd_bus_slot_unref(m->name_slot);
 }

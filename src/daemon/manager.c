@@ -158,14 +158,12 @@ static void answer_waiting(Manager *m)
         }
         free(m->waiting);
         m->waiting = NULL;
-        m->n_waiting = 0;
+        m->n_waiting = m->waiting_allocated = 0;
 }
 
 void manager_wait_for_pass_cookie(Manager *m, sd_bus_message *call, uint32_t cookie)
 {
-        m->waiting = realloc(m->waiting, sizeof(Waiter) * (m->n_waiting + 1));
-        if (!m->waiting)
-                abort();
+        GREEDY_REALLOC(m->waiting, m->waiting_allocated, m->n_waiting + 1);
         m->waiting[m->n_waiting++] = (Waiter){.call = sd_bus_message_ref(call), .cookie = cookie};
         /* Every call gets an answer: with nothing under way, the state it asked for is already there. */
         if (!outstanding(m))
@@ -450,7 +448,7 @@ void manager_dry_run(Manager *m, const Policy *p, PassResult *ret)
         irq.seen = NULL;
         if (p != m->policy) {
                 irq.pins = NULL;
-                irq.n_pins = 0;
+                irq.n_pins = irq.pins_allocated = 0;
         }
         dirty_mark_all(&all);
         manager_attach_input(m, &attach);

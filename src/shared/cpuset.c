@@ -242,12 +242,7 @@ char *cpuset_format_list(const CpuSet *s)
                         end++;
                 n = end == cpu ? snprintf(item, sizeof item, "%s%d", len ? "," : "", cpu)
                                : snprintf(item, sizeof item, "%s%d-%d", len ? "," : "", cpu, end);
-                if (len + (size_t)n + 1 > alloc) {
-                        alloc = (len + (size_t)n + 1) * 2;
-                        buf = realloc(buf, alloc);
-                        if (!buf)
-                                abort();
-                }
+                GREEDY_REALLOC(buf, alloc, len + (size_t)n + 1);
                 memcpy(buf + len, item, (size_t)n + 1);
                 len += (size_t)n;
                 cpu = cpuset_next(s, end);

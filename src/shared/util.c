@@ -269,9 +269,7 @@ size_t strv_length(char *const *l)
 int strv_push(char ***l, char *s)
 {
         size_t n = strv_length(*l);
-        char **c = realloc(*l, sizeof(char *) * (n + 2));
-        if (!c)
-                oom();
+        char **c = xreallocarray(*l, n + 2, sizeof(char *));
         c[n] = s;
         c[n + 1] = NULL;
         *l = c;
@@ -282,12 +280,8 @@ void strv_append(char ***l, size_t *n, char *s)
 {
         /* Room for n entries and the NULL is the power of two at or above n + 1; it doubles when n + 1
          * reaches one, so n appends cost O(n) where strv_push's scan for the end costs O(n^2). */
-        if (((*n + 1) & *n) == 0) {
-                char **c = realloc(*l, sizeof(char *) * 2 * (*n + 1));
-                if (!c)
-                        oom();
-                *l = c;
-        }
+        if (((*n + 1) & *n) == 0)
+                *l = xreallocarray(*l, *n + 1, 2 * sizeof(char *));
         (*l)[(*n)++] = s;
         (*l)[*n] = NULL;
 }
@@ -359,21 +353,13 @@ int safe_atoi(const char *s, int *ret)
 static int read_fd(int fd, size_t max, char **ret, size_t *ret_size)
 {
         _cleanup_free_ char *buf = NULL;
-        size_t size = 0, alloc = 4096;
+        size_t size = 0, alloc = 0;
 
-        buf = malloc(alloc);
-        if (!buf)
-                return -ENOMEM;
         for (;;) {
                 ssize_t k;
 
-                if (size + 1 >= alloc) {
-                        char *n = realloc(buf, alloc * 2);
-                        if (!n)
-                                return -ENOMEM;
-                        buf = n;
-                        alloc *= 2;
-                }
+                if (alloc - size < 2048)
+                        GREEDY_REALLOC(buf, alloc, size + 2048);
                 k = read(fd, buf + size, alloc - size - 1);
                 if (k < 0) {
                         if (errno == EINTR)

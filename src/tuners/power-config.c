@@ -131,6 +131,7 @@ static bool parse_set(ConfSection *s, const char *name, PowerConfig *c, PowerSet
 PowerConfig *power_config_parse(Conf *conf, char ***errors)
 {
         PowerConfig *c = xmalloc0(sizeof(PowerConfig));
+        size_t allocated = 0;
         bool any = false, ok = true;
 
         c->global_max_exit_latency_us = -1;
@@ -149,9 +150,7 @@ PowerConfig *power_config_parse(Conf *conf, char ***errors)
                         ok = false;
                         continue;
                 }
-                c->sets = realloc(c->sets, sizeof(PowerSet) * (c->n + 1));
-                if (!c->sets)
-                        abort();
+                GREEDY_REALLOC(c->sets, allocated, c->n + 1);
                 c->sets[c->n++] = r;
         }
         if (!any || !ok) {

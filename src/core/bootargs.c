@@ -243,9 +243,3 @@ char *bootargs_missing(const BootArgs *b, const char *running_cmdline)
                 }
         return s;
 }
-
-bool bootargs_pending(const BootArgs *b, const char *running_cmdline)
-{
-        _cleanup_free_ char *m = bootargs_missing(b, running_cmdline);
-        return m != NULL;
-}

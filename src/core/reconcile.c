@@ -25,14 +25,6 @@ void dirty_mark_device(Dirty *d, int tuner, const char *device)
         strv_push(&d->devices[tuner], xstrdup(device));
 }
 
-bool dirty_any(const Dirty *d)
-{
-        for (int i = 0; i < N_TUNERS; i++)
-                if (d->full[i] || d->devices[i])
-                        return true;
-        return false;
-}
-
 void dirty_clear(Dirty *d)
 {
         for (int i = 0; i < N_TUNERS; i++)

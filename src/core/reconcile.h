@@ -16,7 +16,6 @@ typedef struct Dirty {
 void dirty_mark_all(Dirty *d);
 void dirty_mark_full(Dirty *d, int tuner);
 void dirty_mark_device(Dirty *d, int tuner, const char *device);
-bool dirty_any(const Dirty *d);
 void dirty_clear(Dirty *d);
 
 typedef struct PassResult {

@@ -287,16 +287,3 @@ void topology_free(Topology *t)
         free(t->cpus);
         free(t);
 }
-
-CpuSet *topology_core_siblings(const Topology *t, unsigned cpu)
-{
-        CpuSet *s = cpuset_new(t->n_cpus);
-
-        cpuset_add(s, cpu);
-        if (cpu >= t->n_cpus || t->cpus[cpu].core < 0)
-                return s;
-        for (unsigned c = 0; c < t->n_cpus; c++)
-                if (t->cpus[c].core == t->cpus[cpu].core)
-                        cpuset_add(s, c);
-        return s;
-}

@@ -74,8 +74,3 @@ void failure_log_forget_under(FailureLog *l, const char *prefix)
 {
         g_hash_table_foreach_remove(l->logged, under, (gpointer)prefix);
 }
-
-unsigned failure_log_size(const FailureLog *l)
-{
-        return g_hash_table_size(l->logged);
-}

@@ -33,12 +33,6 @@ void cpuset_add(CpuSet *s, unsigned cpu)
                 s->bits[cpu / BITS_PER_WORD] |= 1UL << (cpu % BITS_PER_WORD);
 }
 
-void cpuset_del(CpuSet *s, unsigned cpu)
-{
-        if (cpu < s->size)
-                s->bits[cpu / BITS_PER_WORD] &= ~(1UL << (cpu % BITS_PER_WORD));
-}
-
 bool cpuset_has(const CpuSet *s, unsigned cpu)
 {
         return cpu < s->size && (s->bits[cpu / BITS_PER_WORD] >> (cpu % BITS_PER_WORD)) & 1;

@@ -195,6 +195,8 @@ AttachRules *attach_rules_parse(Conf *conf, char ***errors)
         AttachRules *rules = xmalloc0(sizeof(AttachRules));
         size_t allocated = 0;
 
+        assert(conf);
+
         for (size_t i = 0; i < conf->n_sections; i++) {
                 ConfSection *s = &conf->sections[i];
                 const char *name = startswith(s->name, "Attach");
@@ -224,6 +226,8 @@ AttachRules *attach_rules_parse(Conf *conf, char ***errors)
 
 void attach_proc_init(AttachProc *p, unsigned pid, const char *comm)
 {
+        assert(p);
+
         *p = (AttachProc){.pid = pid};
         if (comm) {
                 snprintf(p->comm, sizeof p->comm, "%s", comm);
@@ -233,6 +237,8 @@ void attach_proc_init(AttachProc *p, unsigned pid, const char *comm)
 
 void attach_proc_clear(AttachProc *p)
 {
+        assert(p);
+
         free(p->exe);
         p->exe = NULL;
 }
@@ -335,6 +341,9 @@ static bool rule_matches(const AttachRule *r, AttachProc *p, const uid_t *active
 
 int attach_rules_match(const AttachRules *r, AttachProc *p, const uid_t *active, size_t n_active)
 {
+        assert(p);
+        assert(active || n_active == 0);
+
         for (size_t i = 0; r && i < r->n; i++)
                 if (rule_matches(&r->rules[i], p, active, n_active))
                         return (int)i;
@@ -343,6 +352,8 @@ int attach_rules_match(const AttachRules *r, AttachProc *p, const uid_t *active,
 
 bool attach_rule_wants_thread(const AttachRule *rule, const char *thread_comm)
 {
+        assert(rule);
+
         return !rule->threads || fnmatch(rule->threads, thread_comm, 0) == 0;
 }
 
@@ -352,6 +363,11 @@ int attach_list_threads(const AttachRule *rule, unsigned pid, AttachedThread **t
         _cleanup_free_ char *dir = xasprintf("/proc/%u/task", pid);
         _cleanup_closedir_ DIR *d = sys_opendir(dir);
         struct dirent *de;
+
+        assert(rule);
+        assert(threads);
+        assert(n);
+        assert(allocated);
 
         if (!d)
                 return errno == ENOENT || errno == ESRCH ? -ENOENT : -errno;

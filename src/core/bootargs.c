@@ -9,6 +9,8 @@ void kernel_flavour_read(KernelFlavour *ret)
 {
         _cleanup_free_ char *version = NULL, *rt = NULL;
 
+        assert(ret);
+
         (void)sys_read("/proc/sys/kernel/version", &version);
         *ret = (KernelFlavour){
             .realtime = (sys_read("/sys/kernel/realtime", &rt) >= 0 && streq(strstrip(rt), "1")) ||
@@ -93,6 +95,8 @@ int bootargs_plan(const Policy *p, const Topology *t, BootArgs *ret)
 
 void bootargs_clear(BootArgs *b)
 {
+        assert(b);
+
         for (size_t i = 0; i < b->n; i++) {
                 free(b->args[i].key);
                 free(b->args[i].value);
@@ -104,6 +108,8 @@ void bootargs_clear(BootArgs *b)
 
 char *boot_arg_format(const BootArg *a)
 {
+        assert(a);
+
         return a->value ? xasprintf("%s=%s", a->key, a->value) : xstrdup(a->key);
 }
 
@@ -117,6 +123,8 @@ static void append_word(char **s, const char *word)
 char *bootargs_format(const BootArgs *b)
 {
         char *s = xstrdup("");
+
+        assert(b);
 
         for (size_t i = 0; i < b->n; i++) {
                 _cleanup_free_ char *w = boot_arg_format(&b->args[i]);
@@ -150,6 +158,8 @@ static char *next_word(const char **p)
 
 int cmdline_find(const char *cmdline, const char *key, char **ret_value)
 {
+        assert(key);
+
         const char *p = cmdline;
         size_t klen = strlen(key);
         char *w, *found = NULL;
@@ -227,6 +237,8 @@ bool boot_arg_in_cmdline(const BootArg *a, const char *cmdline)
 {
         _cleanup_free_ char *v = NULL;
 
+        assert(a);
+
         if (cmdline_find(cmdline, a->key, &v) <= 0)
                 return false;
         return values_equal(a->value, v);
@@ -235,6 +247,8 @@ bool boot_arg_in_cmdline(const BootArg *a, const char *cmdline)
 char *bootargs_missing(const BootArgs *b, const char *running_cmdline)
 {
         char *s = NULL;
+
+        assert(b);
 
         for (size_t i = 0; i < b->n; i++)
                 if (!boot_arg_in_cmdline(&b->args[i], strempty(running_cmdline))) {

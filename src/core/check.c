@@ -13,6 +13,8 @@
 
 void audit_add(Audit *a, const char *check, const char *status, char *detail, char *fix)
 {
+        assert(a);
+
         GREEDY_REALLOC(a->items, a->allocated, a->n + 1);
         a->items[a->n++] = (AuditFinding){.check = check, .status = status, .detail = detail, .fix = fix};
 }
@@ -114,6 +116,8 @@ static void check_cpufreq(Audit *a)
 
 int thread_sched_parse(const char *stat, ThreadSched *ret)
 {
+        assert(stat);
+
         const char *open = strchr(stat, '('), *close = strrchr(stat, ')');
         unsigned long long v;
         const char *p;
@@ -351,6 +355,8 @@ void audit_run(const AuditOptions *o, Audit *ret)
         TaskScan tasks = {};
         KernelInfo k;
 
+        assert(ret);
+
         *ret = (Audit){};
         kernel_info_load(&k);
         audit_kernel(ret, &k);
@@ -367,6 +373,8 @@ void audit_run(const AuditOptions *o, Audit *ret)
 
 bool audit_warns(const Audit *a)
 {
+        assert(a);
+
         for (size_t i = 0; i < a->n; i++)
                 if (streq(a->items[i].status, "warn"))
                         return true;
@@ -375,6 +383,8 @@ bool audit_warns(const Audit *a)
 
 void audit_clear(Audit *a)
 {
+        assert(a);
+
         for (size_t i = 0; i < a->n; i++) {
                 free(a->items[i].detail);
                 free(a->items[i].fix);

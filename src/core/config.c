@@ -142,6 +142,8 @@ char *conf_key_error(const ConfKey *k, const char *fmt, ...)
         _cleanup_free_ char *msg = NULL;
         va_list ap;
 
+        assert(k);
+
         va_start(ap, fmt);
         if (vasprintf(&msg, fmt, ap) < 0)
                 abort();
@@ -153,6 +155,8 @@ char *conf_section_error(const ConfSection *s, const char *fmt, ...)
 {
         _cleanup_free_ char *msg = NULL;
         va_list ap;
+
+        assert(s);
 
         va_start(ap, fmt);
         if (vasprintf(&msg, fmt, ap) < 0)
@@ -240,6 +244,9 @@ int conf_parse_file(const char *path, Conf **ret, char **ret_error)
         size_t size;
         int r;
 
+        assert(path);
+        assert(ret);
+
         r = read_config_file(path, CONFIG_FILE_MAX, &text, &size, ret_error);
         if (r == -EFBIG)
                 return -EINVAL; /* an invalid file, like any other that breaks the rules */
@@ -250,6 +257,9 @@ int conf_parse_file(const char *path, Conf **ret, char **ret_error)
 
 int conf_parse_data(const char *path, const char *text, size_t size, Conf **ret, char **ret_error)
 {
+        assert(text || size == 0);
+        assert(ret);
+
         _cleanup_conf_ Conf *c = xmalloc0(sizeof(Conf));
         const char *p = text, *end = text + size, *nul = memchr(text, 0, size);
         ssize_t cur = -1; /* the section being read, by position: the array moves as it grows */
@@ -325,6 +335,9 @@ void conf_merge(Conf *lower, Conf *upper)
         size_t n_new = 0;
         ConfSection *merged;
 
+        assert(lower);
+        assert(upper);
+
         for (size_t i = 0; i < upper->n_sections; i++) {
                 ConfSection *u = &upper->sections[i];
                 ConfSection *l = find_section(lower, u->name);
@@ -393,6 +406,10 @@ int conf_load_layered(char *const *search_path, const char *relpath, Conf **ret,
         _cleanup_strv_free_ char **names = NULL;
         _cleanup_strv_free_ char **paths = NULL;
         int r;
+
+        assert(search_path);
+        assert(relpath);
+        assert(ret);
 
         for (char *const *dir = search_path; *dir && !base; dir++) {
                 _cleanup_free_ char *p = xasprintf("%s/%s", *dir, relpath);

@@ -403,6 +403,8 @@ int irq_table_load(unsigned flags, unsigned n_cpus, IrqTable **ret)
         GArray *devs;
         int r;
 
+        assert(ret);
+
         r = read_interrupts(irqs);
         timestamp_usec = now_usec(CLOCK_MONOTONIC);
         if (r < 0) {
@@ -507,6 +509,8 @@ static bool condition_holds(const char *key, const char *alt, const Irq *irq)
 
 bool irq_match(char *const *conditions, const Irq *irq)
 {
+        assert(irq);
+
         for (char *const *c = conditions; c && *c; c++) {
                 const char *colon = strchr(*c, ':');
                 _cleanup_free_ char *key = colon ? xstrndup(*c, (size_t)(colon - *c)) : NULL;
@@ -542,6 +546,8 @@ char *format_ranges(const unsigned *nums, size_t n)
 
 void irq_state_commit(IrqState *s)
 {
+        assert(s);
+
         if (!s->seen)
                 return;
         irq_table_free(s->previous);
@@ -559,6 +565,8 @@ void irq_state_commit(IrqState *s)
 
 void irq_state_forget(IrqState *s)
 {
+        assert(s);
+
         free(s->refused);
         s->refused = NULL;
         s->n_refused = s->refused_allocated = 0;
@@ -571,6 +579,8 @@ void irq_state_forget(IrqState *s)
 
 void irq_state_clear(IrqState *s)
 {
+        assert(s);
+
         irq_state_forget(s);
         irq_table_free(s->previous);
         irq_table_free(s->seen);
@@ -603,6 +613,8 @@ const CpuSet *irq_state_pin(const IrqState *s, unsigned irq)
 
 void irq_state_set_pin(IrqState *s, unsigned irq, CpuSet *cpus)
 {
+        assert(s);
+
         for (size_t i = 0; i < s->n_pins; i++)
                 if (s->pins[i].irq == irq) {
                         cpuset_free(s->pins[i].cpus);
@@ -620,6 +632,8 @@ void irq_state_set_pin(IrqState *s, unsigned irq, CpuSet *cpus)
 
 uint64_t irq_state_delta(const IrqState *s, const Irq *irq)
 {
+        assert(irq);
+
         const Irq *prev = s ? irq_table_find(s->previous, irq->num) : NULL;
 
         /* A number given to another device since counts again from its own start. */
@@ -630,6 +644,8 @@ uint64_t irq_state_delta(const IrqState *s, const Irq *irq)
 
 void irq_state_note_results(IrqState *s, const Plan *plan)
 {
+        assert(plan);
+
         for (size_t i = 0; i < plan->n; i++) {
                 const Setting *set = &plan->settings[i];
                 unsigned irq;

@@ -8,6 +8,8 @@
 
 void schemata_clear(Schemata *s)
 {
+        assert(s);
+
         free(s->resource);
         free(s->entries);
         *s = (Schemata){};
@@ -15,6 +17,8 @@ void schemata_clear(Schemata *s)
 
 SchemataEntry *schemata_find(const Schemata *s, unsigned domain)
 {
+        assert(s);
+
         for (size_t i = 0; i < s->n; i++)
                 if (s->entries[i].domain == domain)
                         return &s->entries[i];
@@ -39,6 +43,8 @@ static int parse_entry(const char *text, SchemataEntry *ret)
 
 int schemata_parse(const char *line, Schemata *ret)
 {
+        assert(line);
+
         _cleanup_free_ char *flat = xmalloc0(strlen(line) + 1);
         _cleanup_strv_free_ char **parts = NULL;
         Schemata s = {};
@@ -73,6 +79,8 @@ int schemata_parse(const char *line, Schemata *ret)
 
 char *schemata_format(const Schemata *s)
 {
+        assert(s);
+
         char *out = xasprintf("%s:", s->resource);
 
         for (size_t i = 0; i < s->n; i++) {

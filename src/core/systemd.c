@@ -68,17 +68,23 @@ void systemd_client_free(SystemdClient *c)
 
 void systemd_client_on_settled(SystemdClient *c, void (*settled)(void *userdata), void *userdata)
 {
+        assert(c);
+
         c->settled = settled;
         c->userdata = userdata;
 }
 
 size_t systemd_client_pending(const SystemdClient *c)
 {
+        assert(c);
+
         return g_hash_table_size(c->jobs) + c->reloads;
 }
 
 SystemdFailure *systemd_client_take_failures(SystemdClient *c, size_t *ret_n)
 {
+        assert(c);
+
         *ret_n = c->n_failures;
         c->n_failures = c->failures_allocated = 0;
         return TAKE_PTR(c->failures);
@@ -86,6 +92,8 @@ SystemdFailure *systemd_client_take_failures(SystemdClient *c, size_t *ret_n)
 
 GHashTable *systemd_client_take_ended(SystemdClient *c)
 {
+        assert(c);
+
         GHashTable *ended = c->ended;
 
         c->ended = g_hash_table_new_full(g_str_hash, g_str_equal, free, free);
@@ -127,11 +135,15 @@ static int on_job_removed(sd_bus_message *msg, void *userdata, sd_bus_error *err
 
 void systemd_client_pass_start(SystemdClient *c, bool start)
 {
+        assert(c);
+
         c->pass_start = start ? now_usec(CLOCK_MONOTONIC) : 0;
 }
 
 void systemd_client_cache_only(SystemdClient *c, bool cache_only)
 {
+        assert(c);
+
         c->cache_only = cache_only;
 }
 
@@ -157,6 +169,8 @@ void sdc_cache_forget_unit(SystemdClient *c, const char *unit)
         GHashTableIter i;
         gpointer key;
 
+        assert(c);
+
         g_hash_table_iter_init(&i, c->cache);
         while (g_hash_table_iter_next(&i, &key, NULL))
                 if (startswith(key, prefix))
@@ -168,6 +182,8 @@ int sdc_cache_get(SystemdClient *c, const char *unit, const char *property, char
 {
         _cleanup_free_ char *key = cache_key(unit, property);
         const char *v;
+
+        assert(c);
 
         if (!c->cache_only)
                 return 1;
@@ -195,6 +211,8 @@ static void alive(SystemdClient *c)
 int sdc_bus(SystemdClient *c, sd_bus **ret)
 {
         int r;
+
+        assert(c);
 
         if (c->cache_only)
                 return SYSTEMD_UNKNOWN;
@@ -238,6 +256,8 @@ int systemd_client_wait(SystemdClient *c, uint64_t timeout_usec)
 {
         uint64_t end = now_usec(CLOCK_MONOTONIC) + timeout_usec;
         int r;
+
+        assert(c);
 
         while (c->bus && systemd_client_pending(c) > 0) {
                 uint64_t now = now_usec(CLOCK_MONOTONIC);
@@ -358,6 +378,8 @@ int sdc_reload_async(SystemdClient *c, sd_bus *b, const char *label)
 {
         ReloadCall *call = xmalloc0(sizeof(ReloadCall));
         int r;
+
+        assert(c);
 
         *call = (ReloadCall){.client = c, .label = xstrdup(label)};
         sd_bus_message *m = NULL;

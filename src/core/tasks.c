@@ -9,6 +9,8 @@ int task_info(unsigned pid, TaskInfo *ret)
         unsigned long long field[23] = {};
         int r, n;
 
+        assert(ret);
+
         r = sys_read(path, &s);
         if (r < 0)
                 return r;
@@ -103,6 +105,8 @@ static void load(TaskScan *s)
 
 const TaskInfo *task_scan_all(TaskScan *s, size_t *ret_n)
 {
+        assert(s);
+
         if (!s->loaded)
                 load(s);
         *ret_n = s->n;
@@ -114,6 +118,8 @@ const TaskInfo *task_scan_find(TaskScan *s, unsigned pid, TaskInfo *buf)
         TaskInfo key = {.pid = pid};
         const TaskInfo *t;
 
+        assert(s);
+
         if (!s->loaded)
                 load(s);
         t = bsearch(&key, s->tasks, s->n, sizeof(TaskInfo), cmp_pid);
@@ -124,6 +130,9 @@ const TaskInfo *task_scan_find(TaskScan *s, unsigned pid, TaskInfo *buf)
 
 unsigned task_scan_find_comm(TaskScan *s, const char *comm)
 {
+        assert(s);
+        assert(comm);
+
         char want[16];
         size_t n;
         const TaskInfo *t = task_scan_all(s, &n);
@@ -137,12 +146,16 @@ unsigned task_scan_find_comm(TaskScan *s, const char *comm)
 
 void task_scan_clear(TaskScan *s)
 {
+        assert(s);
+
         free(s->tasks);
         *s = (TaskScan){};
 }
 
 bool irq_thread_parse(const char *comm, unsigned *ret_irq, const char **ret_name)
 {
+        assert(comm);
+
         const char *p = startswith(comm, "irq/");
         char *end;
         unsigned long n;

@@ -211,6 +211,8 @@ int topology_load(const Topology *previous, Topology **ret)
         _cleanup_topology_ Topology *t = xmalloc0(sizeof(Topology));
         int r;
 
+        assert(ret);
+
         r = possible_size(&t->n_cpus);
         if (r < 0)
                 return r;

@@ -15,6 +15,8 @@ _Static_assert(ELEMENTSOF(tuners) == N_TUNERS, "N_TUNERS must count the tuners")
 
 int tuner_index(const char *name)
 {
+        assert(name);
+
         for (int i = 0; i < N_TUNERS; i++)
                 if (streq(tuners[i]->name, name))
                         return i;
@@ -23,18 +25,24 @@ int tuner_index(const char *name)
 
 void plan_notes_add(PlanNotes *n, const char *tuner, char *object, char *reason)
 {
+        assert(n);
+
         GREEDY_REALLOC(n->items, n->allocated, n->n + 1);
         n->items[n->n++] = (Unsupported){.tuner = tuner, .object = object, .reason = reason};
 }
 
 void plan_notes_fail(PlanNotes *n, const char *tuner, char *object, int error, char *reason)
 {
+        assert(n);
+
         plan_notes_add(n, tuner, object, reason);
         n->items[n->n - 1].error = error;
 }
 
 char *unsupported_describe(const Unsupported *u)
 {
+        assert(u);
+
         if (u->error)
                 return xasprintf("%s: %s", strerror(u->error), u->reason);
         /* Some reasons say it themselves ("not supported: use base_slice_ns"). */
@@ -44,6 +52,8 @@ char *unsupported_describe(const Unsupported *u)
 
 void plan_notes_clear(PlanNotes *n)
 {
+        assert(n);
+
         for (size_t i = 0; i < n->n; i++) {
                 free(n->items[i].object);
                 free(n->items[i].reason);

@@ -235,6 +235,8 @@ void manager_rules_apply(Manager *m)
 {
         int r;
 
+        assert(m);
+
         free(m->rule_threads);
         m->rule_threads = NULL;
         m->n_rule_threads = m->rule_threads_allocated = 0;
@@ -259,6 +261,8 @@ void manager_rules_apply(Manager *m)
 
 void manager_rules_free(Manager *m)
 {
+        assert(m);
+
         stop_watching(m);
         free(m->matches);
         free(m->active_uids);
@@ -267,6 +271,8 @@ void manager_rules_free(Manager *m)
 
 void manager_rules_thread_gone(Manager *m, unsigned pid, unsigned tid)
 {
+        assert(m);
+
         for (size_t i = 0; i < m->n_rule_threads; i++) {
                 AttachedThread *t = &m->rule_threads[i];
                 if (t->pid != pid || t->tid != tid)
@@ -293,6 +299,9 @@ static bool has_pid(const unsigned *pids, size_t n, unsigned pid)
 void manager_attach_input(Manager *m, AttachInput *ret)
 {
         size_t w = 0;
+
+        assert(m);
+        assert(ret);
 
         *ret = (AttachInput){};
         manager_prune_attached(m);
@@ -326,6 +335,9 @@ void manager_attach_input(Manager *m, AttachInput *ret)
 /* What the pass placed is what status shows: the isolated threads it planned. */
 void manager_rules_note_pass(Manager *m, const AttachInput *in)
 {
+        assert(m);
+        assert(in);
+
         free(m->rule_threads);
         m->rule_threads = NULL;
         m->n_rule_threads = m->rule_threads_allocated = 0;
@@ -339,6 +351,8 @@ void manager_rules_note_pass(Manager *m, const AttachInput *in)
 
 void attach_input_clear(AttachInput *a)
 {
+        assert(a);
+
         free(a->pids);
         free(a->threads);
         *a = (AttachInput){};
@@ -346,10 +360,16 @@ void attach_input_clear(AttachInput *a)
 
 const char *manager_rule_name(const Manager *m, const RuleMatch *x)
 {
+        assert(m);
+        assert(x);
+
         return rule_of(m, x)->name;
 }
 
 bool manager_rule_whole(const Manager *m, const RuleMatch *x)
 {
+        assert(m);
+        assert(x);
+
         return rule_of(m, x)->threads == NULL;
 }

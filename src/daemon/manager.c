@@ -29,6 +29,9 @@ static void on_systemd_settled(void *userdata);
 
 void manager_wait_for_pass(Manager *m, sd_bus_message *call)
 {
+        assert(m);
+        assert(call);
+
         manager_wait_for_pass_cookie(m, call, 0);
 }
 
@@ -95,6 +98,8 @@ void manager_free(Manager *m)
 
 void manager_schedule_pass(Manager *m, const char *reason)
 {
+        assert(m);
+
         /* The model is about to change: cached answers would describe the old one. */
         read_cache_clear(&m->reads);
         if (!m->pass_reason)
@@ -109,6 +114,8 @@ void manager_schedule_pass(Manager *m, const char *reason)
 
 void manager_mark_cpu_tuners(Manager *m)
 {
+        assert(m);
+
         for (int i = 0; i < N_TUNERS; i++)
                 if (tuners[i]->cpu_dependent)
                         dirty_mark_full(&m->dirty, i);
@@ -163,6 +170,8 @@ static void answer_waiting(Manager *m)
 
 void manager_wait_for_pass_cookie(Manager *m, sd_bus_message *call, uint32_t cookie)
 {
+        assert(m);
+
         GREEDY_REALLOC(m->waiting, m->waiting_allocated, m->n_waiting + 1);
         m->waiting[m->n_waiting++] = (Waiter){.call = sd_bus_message_ref(call), .cookie = cookie};
         /* Every call gets an answer: with nothing under way, the state it asked for is already there. */
@@ -441,6 +450,8 @@ static int on_pass(sd_event_source *s, void *userdata)
 
 void manager_dry_run(Manager *m, const Policy *p, PassResult *ret)
 {
+        assert(m);
+
         IrqState irq = m->irq; /* read only: the pass sets only seen, which is this copy's */
         AttachInput attach;
         Dirty all = {};
@@ -533,6 +544,8 @@ void manager_schedule_settle(Manager *m)
 {
         int r;
 
+        assert(m);
+
         if (m->settle_source) {
                 (void)sd_event_source_set_time_relative(m->settle_source, SETTLE_USEC);
                 (void)sd_event_source_set_enabled(m->settle_source, SD_EVENT_ONESHOT);
@@ -617,6 +630,8 @@ int manager_start(Manager *m)
         _cleanup_free_ char *err = NULL, *profile = NULL;
         int r;
 
+        assert(m);
+
         m->search_path = conf_search_path();
         r = daemon_conf_load(m->search_path, &m->conf, &err);
         if (r < 0) {
@@ -667,5 +682,7 @@ int manager_start(Manager *m)
 
 int manager_run(Manager *m)
 {
+        assert(m);
+
         return sd_event_loop(m->event);
 }

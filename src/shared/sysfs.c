@@ -30,11 +30,16 @@ void sysroot_set(const char *p)
 
 char *sys_path(const char *path)
 {
+        assert(path);
+
         return xasprintf("%s%s", sysroot(), path);
 }
 
 int sys_read(const char *path, char **ret)
 {
+        assert(path);
+        assert(ret);
+
         _cleanup_free_ char *p = sys_path(path);
         char *s;
         size_t n;
@@ -54,6 +59,9 @@ int sys_read_uint(const char *path, unsigned *ret)
         _cleanup_free_ char *s = NULL;
         int r;
 
+        assert(path);
+        assert(ret);
+
         r = sys_read(path, &s);
         if (r < 0)
                 return r;
@@ -62,6 +70,8 @@ int sys_read_uint(const char *path, unsigned *ret)
 
 int sys_write(const char *path, const char *value)
 {
+        assert(value);
+
         _cleanup_free_ char *p = sys_path(path);
         _cleanup_close_ int fd = -EBADF;
         size_t len = strlen(value);
@@ -91,12 +101,17 @@ int sys_access(const char *path, int mode)
 
 DIR *sys_opendir(const char *path)
 {
+        assert(path);
+
         _cleanup_free_ char *p = sys_path(path);
         return opendir(p);
 }
 
 int sys_readlink(const char *path, char **ret)
 {
+        assert(path);
+        assert(ret);
+
         _cleanup_free_ char *p = sys_path(path);
         char buf[PATH_MAX];
         ssize_t n;
@@ -111,6 +126,8 @@ int sys_readlink(const char *path, char **ret)
 
 const char *sys_path_denied(const char *path)
 {
+        assert(path);
+
         static const struct {
                 const char *path, *why;
         } denied[] = {

@@ -11,18 +11,26 @@
 
 const char *startswith(const char *s, const char *prefix)
 {
+        assert(s);
+        assert(prefix);
+
         size_t l = strlen(prefix);
         return strncmp(s, prefix, l) == 0 ? s + l : NULL;
 }
 
 bool endswith(const char *s, const char *suffix)
 {
+        assert(s);
+        assert(suffix);
+
         size_t ls = strlen(s), lx = strlen(suffix);
         return ls >= lx && memcmp(s + ls - lx, suffix, lx) == 0;
 }
 
 char *strstrip(char *s)
 {
+        assert(s);
+
         while (isspace((unsigned char)*s))
                 s++;
         size_t l = strlen(s);
@@ -71,6 +79,8 @@ char *xstrdup(const char *s)
 
 char *xstrndup(const char *s, size_t n)
 {
+        assert(s);
+
         char *p = strndup(s, n);
 
         if (!p)
@@ -142,6 +152,8 @@ char *glob_error(const char *g)
 
 size_t utf8_cut(const char *s, size_t max)
 {
+        assert(s);
+
         size_t n = strlen(s);
 
         if (n <= max)
@@ -240,6 +252,8 @@ char *text_escape(const char *s)
 
 char *echo_text(const char *s)
 {
+        assert(s);
+
         size_t n = strlen(s), cut = utf8_cut(s, ECHO_MAX);
         _cleanup_free_ char *shown = escape(s, cut, false); /* quoted input: a backslash stays */
 
@@ -268,6 +282,8 @@ size_t strv_length(char *const *l)
 
 int strv_push(char ***l, char *s)
 {
+        assert(l);
+
         size_t n = strv_length(*l);
         char **c = xreallocarray(*l, n + 2, sizeof(char *));
         c[n] = s;
@@ -278,6 +294,9 @@ int strv_push(char ***l, char *s)
 
 void strv_append(char ***l, size_t *n, char *s)
 {
+        assert(l);
+        assert(n);
+
         /* Room for n entries and the NULL is the power of two at or above n + 1; it doubles when n + 1
          * reaches one, so n appends cost O(n) where strv_push's scan for the end costs O(n^2). */
         if (((*n + 1) & *n) == 0)
@@ -316,6 +335,8 @@ int safe_atou(const char *s, unsigned *ret)
         char *end;
         unsigned long v;
 
+        assert(ret);
+
         if (isempty(s) || !isdigit((unsigned char)s[0]))
                 return -EINVAL;
         errno = 0;
@@ -334,6 +355,8 @@ int safe_atoi(const char *s, int *ret)
 {
         char *end;
         long v;
+
+        assert(ret);
 
         if (isempty(s))
                 return -EINVAL;
@@ -381,6 +404,9 @@ static int read_fd(int fd, size_t max, char **ret, size_t *ret_size)
 
 int read_full_file(const char *path, char **ret, size_t *ret_size)
 {
+        assert(path);
+        assert(ret);
+
         _cleanup_close_ int fd = open(path, O_RDONLY | O_CLOEXEC);
 
         if (fd < 0)
@@ -390,6 +416,9 @@ int read_full_file(const char *path, char **ret, size_t *ret_size)
 
 int read_config_file(const char *path, size_t max, char **ret, size_t *ret_size, char **ret_error)
 {
+        assert(path);
+        assert(ret);
+
         /* O_NONBLOCK: opening a FIFO must not wait for a writer (it is refused below anyway). */
         _cleanup_close_ int fd = open(path, O_RDONLY | O_CLOEXEC | O_NONBLOCK | O_NOCTTY);
         struct stat st;
@@ -431,6 +460,9 @@ int read_config_file(const char *path, size_t max, char **ret, size_t *ret_size,
 
 int write_all(int fd, const void *data, size_t size)
 {
+        assert(fd >= 0);
+        assert(data || size == 0);
+
         const char *p = data;
 
         while (size > 0) {
@@ -448,6 +480,9 @@ int write_all(int fd, const void *data, size_t size)
 
 int write_file_atomic(const char *path, const char *content, bool durable)
 {
+        assert(path);
+        assert(content);
+
         _cleanup_free_ char *tmp = xasprintf("%s.tmp.%d", path, (int)getpid());
         _cleanup_close_ int fd = -EBADF;
         int r;
@@ -468,6 +503,9 @@ int write_file_new(const char *path, const void *data, size_t size)
         _cleanup_close_ int fd = -EBADF;
         int r;
 
+        assert(path);
+        assert(data || size == 0);
+
         fd = open(path, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC | O_NOFOLLOW, 0600);
         if (fd < 0)
                 return -errno;
@@ -479,6 +517,8 @@ int write_file_new(const char *path, const void *data, size_t size)
 
 int mkdir_p(const char *path, mode_t mode)
 {
+        assert(path);
+
         _cleanup_free_ char *p = xstrdup(path);
 
         for (char *s = p + 1; *s; s++) {

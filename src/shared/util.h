@@ -13,6 +13,12 @@
 #include <string.h>
 #include <unistd.h>
 
+/* Preconditions are assert()s (not the errors a caller can cause, which are return values), and they stay
+ * in every build: a broken precondition stops the daemon where it broke rather than somewhere later. */
+#ifdef NDEBUG
+#error "rtctl is built without NDEBUG (meson's b_ndebug=false): its assert()s state preconditions"
+#endif
+
 #define _cleanup_(f)    __attribute__((cleanup(f)))
 #define _printf_(a, b)  __attribute__((format(printf, a, b)))
 #define ELEMENTSOF(x)   (sizeof(x) / sizeof((x)[0]))

@@ -134,6 +134,8 @@ IrqConfig *irq_config_parse(Conf *conf, char ***errors)
         size_t allocated = 0;
         bool any = false, ok = true;
 
+        assert(conf);
+
         for (size_t i = 0; i < conf->n_sections; i++) {
                 ConfSection *s = &conf->sections[i];
                 const char *name = startswith(s->name, "IRQ");
@@ -171,6 +173,8 @@ IrqConfig *irq_config_parse(Conf *conf, char ***errors)
 
 CpuSet *cpu_spec_resolve(const CpuSpec *spec, const PlanContext *ctx)
 {
+        assert(spec);
+
         switch (spec->kind) {
         case CPU_SPEC_LIST:
                 return cpuset_dup(spec->list);
@@ -188,6 +192,8 @@ int irq_table_for_pass(const PlanContext *ctx, const char *tuner, PlanNotes *not
 {
         IrqTable *t = NULL;
         int r;
+
+        assert(ctx);
 
         *ret_owned = NULL;
         if (ctx->irq && ctx->irq->seen && ctx->irq->seen->timestamp_usec >= ctx->pass_start_usec) {

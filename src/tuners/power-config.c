@@ -134,6 +134,8 @@ PowerConfig *power_config_parse(Conf *conf, char ***errors)
         size_t allocated = 0;
         bool any = false, ok = true;
 
+        assert(conf);
+
         c->global_max_exit_latency_us = -1;
         for (size_t i = 0; i < conf->n_sections; i++) {
                 ConfSection *s = &conf->sections[i];
@@ -186,6 +188,8 @@ void power_config_note_beyond(const PowerConfig *c, const PlanContext *ctx, Plan
 
 CpuSet *power_set_cpus(const PowerSet *s, const PlanContext *ctx)
 {
+        assert(s);
+
         /* All means every present CPU: an offline one keeps what survives hotplug (its PM QoS). */
         if (s->cpus.kind == CPU_SPEC_UNSET || s->cpus.kind == CPU_SPEC_ALL)
                 return cpuset_dup(ctx->topology->present);

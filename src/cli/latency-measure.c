@@ -352,6 +352,8 @@ static int measure_timer(const LatencySlice *slice, LatencyHist *hists, char **r
 
 int latency_measure(const LatencySlice *slice, LatencyHist *hists, char **ret_error)
 {
+        assert(slice);
+
         return slice->method == LATENCY_TIMERLAT ? measure_timerlat(slice, hists, ret_error)
                                                  : measure_timer(slice, hists, ret_error);
 }

@@ -84,6 +84,8 @@ int cli_bus(Cli *c, bool quiet)
 {
         int r;
 
+        assert(c);
+
         if (c->bus)
                 return EXIT_OK;
         r = sd_bus_open_system(&c->bus);

@@ -27,6 +27,8 @@ static bool refused_by_kernel(const Setting *s, int error)
 
 void applier_fail(Setting *s, int error, const char *what)
 {
+        assert(s);
+
         free(s->message);
         s->error = error;
         if (vanished(s, error) || error == -ESRCH || error == -ENODEV || (s->restore && error == -ENOENT)) {
@@ -145,6 +147,8 @@ static void defer_from(Plan *plan, unsigned phase)
 
 void applier_count(const Plan *plan, ApplyStats *ret)
 {
+        assert(plan);
+
         *ret = (ApplyStats){};
         for (size_t i = 0; i < plan->n; i++)
                 switch (plan->settings[i].result) {
@@ -177,6 +181,8 @@ void applier_count(const Plan *plan, ApplyStats *ret)
 void applier_apply(Plan *plan, Journal *journal, SettingContext *ctx, ApplyStats *ret)
 {
         unsigned max_phase = 0;
+
+        assert(plan);
 
         for (size_t i = 0; i < plan->n; i++)
                 max_phase = MAX(max_phase, plan->settings[i].phase);

@@ -57,9 +57,7 @@ static int parse_user(const char *s, AttachTerm *t, char **ret_error)
                 }
                 uid = pw->pw_uid;
         }
-        t->uids = realloc(t->uids, sizeof(uid_t) * (t->n_uids + 1));
-        if (!t->uids)
-                abort();
+        GREEDY_REALLOC(t->uids, t->uids_allocated, t->n_uids + 1);
         t->uids[t->n_uids++] = (uid_t)uid;
         return 0;
 }
@@ -137,6 +135,7 @@ static bool parse_rule(ConfSection *s, const char *name, AttachRule *ret, char *
         ConfKey *match = conf_key(s, "Match"), *threads = conf_key(s, "Threads");
         _cleanup_strv_free_ char **words = NULL;
         AttachRule r = {.name = xstrdup(name)};
+        size_t allocated = 0;
         bool ok = true;
 
         if (!match || isempty(match->value)) {
@@ -153,9 +152,7 @@ static bool parse_rule(ConfSection *s, const char *name, AttachRule *ret, char *
                                 ok = false;
                                 continue;
                         }
-                        r.terms = realloc(r.terms, sizeof(AttachTerm) * (r.n_terms + 1));
-                        if (!r.terms)
-                                abort();
+                        GREEDY_REALLOC(r.terms, allocated, r.n_terms + 1);
                         r.terms[r.n_terms++] = t;
                 }
         }
@@ -196,6 +193,9 @@ static bool parse_rule(ConfSection *s, const char *name, AttachRule *ret, char *
 AttachRules *attach_rules_parse(Conf *conf, char ***errors)
 {
         AttachRules *rules = xmalloc0(sizeof(AttachRules));
+        size_t allocated = 0;
+
+        assert(conf);
 
         for (size_t i = 0; i < conf->n_sections; i++) {
                 ConfSection *s = &conf->sections[i];
@@ -212,9 +212,7 @@ AttachRules *attach_rules_parse(Conf *conf, char ***errors)
                 }
                 if (!parse_rule(s, name, &r, errors))
                         continue;
-                rules->rules = realloc(rules->rules, sizeof(AttachRule) * (rules->n + 1));
-                if (!rules->rules)
-                        abort();
+                GREEDY_REALLOC(rules->rules, allocated, rules->n + 1);
                 rules->rules[rules->n++] = r;
                 for (size_t t = 0; t < r.n_terms; t++)
                         rules->uses_active |= r.terms[t].active;
@@ -228,6 +226,8 @@ AttachRules *attach_rules_parse(Conf *conf, char ***errors)
 
 void attach_proc_init(AttachProc *p, unsigned pid, const char *comm)
 {
+        assert(p);
+
         *p = (AttachProc){.pid = pid};
         if (comm) {
                 snprintf(p->comm, sizeof p->comm, "%s", comm);
@@ -237,6 +237,8 @@ void attach_proc_init(AttachProc *p, unsigned pid, const char *comm)
 
 void attach_proc_clear(AttachProc *p)
 {
+        assert(p);
+
         free(p->exe);
         p->exe = NULL;
 }
@@ -339,6 +341,9 @@ static bool rule_matches(const AttachRule *r, AttachProc *p, const uid_t *active
 
 int attach_rules_match(const AttachRules *r, AttachProc *p, const uid_t *active, size_t n_active)
 {
+        assert(p);
+        assert(active || n_active == 0);
+
         for (size_t i = 0; r && i < r->n; i++)
                 if (rule_matches(&r->rules[i], p, active, n_active))
                         return (int)i;
@@ -347,14 +352,22 @@ int attach_rules_match(const AttachRules *r, AttachProc *p, const uid_t *active,
 
 bool attach_rule_wants_thread(const AttachRule *rule, const char *thread_comm)
 {
+        assert(rule);
+
         return !rule->threads || fnmatch(rule->threads, thread_comm, 0) == 0;
 }
 
-int attach_list_threads(const AttachRule *rule, unsigned pid, AttachedThread **threads, size_t *n)
+int attach_list_threads(const AttachRule *rule, unsigned pid, AttachedThread **threads, size_t *n,
+                        size_t *allocated)
 {
         _cleanup_free_ char *dir = xasprintf("/proc/%u/task", pid);
         _cleanup_closedir_ DIR *d = sys_opendir(dir);
         struct dirent *de;
+
+        assert(rule);
+        assert(threads);
+        assert(n);
+        assert(allocated);
 
         if (!d)
                 return errno == ENOENT || errno == ESRCH ? -ENOENT : -errno;
@@ -368,9 +381,7 @@ int attach_list_threads(const AttachRule *rule, unsigned pid, AttachedThread **t
                 path = xasprintf("/proc/%u/task/%u/comm", pid, tid);
                 if (sys_read(path, &comm) < 0)
                         continue; /* it ended meanwhile */
-                *threads = realloc(*threads, sizeof(AttachedThread) * (*n + 1));
-                if (!*threads)
-                        abort();
+                GREEDY_REALLOC(*threads, *allocated, *n + 1);
                 t = &(*threads)[(*n)++];
                 *t = (AttachedThread){.pid = pid, .tid = tid, .rule = rule->name};
                 snprintf(t->comm, sizeof t->comm, "%s", comm);

@@ -27,7 +27,7 @@ typedef struct AttachTerm {
         AttachTermKind kind;
         char **globs; /* comm and exe alternatives */
         uid_t *uids;  /* user alternatives */
-        size_t n_uids;
+        size_t n_uids, uids_allocated;
         bool active; /* user:active is one of the alternatives */
 } AttachTerm;
 
@@ -81,6 +81,7 @@ typedef struct AttachedThread {
         bool isolate;     /* the rule wants it on the isolated CPUs; the others stay where they were */
 } AttachedThread;
 
-/* Appends every thread of process pid (from /proc/PID/task) with the rule's decision. -ENOENT: the
- * process is gone. */
-int attach_list_threads(const AttachRule *rule, unsigned pid, AttachedThread **threads, size_t *n);
+/* Appends every thread of process pid (from /proc/PID/task) with the rule's decision to *threads, which
+ * holds *n and has room for *allocated (GREEDY_REALLOC). -ENOENT: the process is gone. */
+int attach_list_threads(const AttachRule *rule, unsigned pid, AttachedThread **threads, size_t *n,
+                        size_t *allocated);

@@ -8,6 +8,8 @@ void kernel_flavour_read(KernelFlavour *ret)
 {
         _cleanup_free_ char *version = NULL, *rt = NULL;
 
+        assert(ret);
+
         (void)sys_read("/proc/sys/kernel/version", &version);
         *ret = (KernelFlavour){
             .realtime = (sys_read("/sys/kernel/realtime", &rt) >= 0 && streq(strstrip(rt), "1")) ||
@@ -91,6 +93,8 @@ int bootargs_plan(const Policy *p, const Topology *t, BootArgs *ret)
 
 void bootargs_clear(BootArgs *b)
 {
+        assert(b);
+
         for (size_t i = 0; i < b->n; i++) {
                 free(b->args[i].key);
                 free(b->args[i].value);
@@ -102,6 +106,8 @@ void bootargs_clear(BootArgs *b)
 
 char *boot_arg_format(const BootArg *a)
 {
+        assert(a);
+
         return a->value ? xasprintf("%s=%s", a->key, a->value) : xstrdup(a->key);
 }
 
@@ -115,6 +121,8 @@ static void append_word(char **s, const char *word)
 char *bootargs_format(const BootArgs *b)
 {
         char *s = xstrdup("");
+
+        assert(b);
 
         for (size_t i = 0; i < b->n; i++) {
                 _cleanup_free_ char *w = boot_arg_format(&b->args[i]);
@@ -148,6 +156,8 @@ static char *next_word(const char **p)
 
 int cmdline_find(const char *cmdline, const char *key, char **ret_value)
 {
+        assert(key);
+
         const char *p = cmdline;
         size_t klen = strlen(key);
         char *w, *found = NULL;
@@ -225,6 +235,8 @@ bool boot_arg_in_cmdline(const BootArg *a, const char *cmdline)
 {
         _cleanup_free_ char *v = NULL;
 
+        assert(a);
+
         if (cmdline_find(cmdline, a->key, &v) <= 0)
                 return false;
         return values_equal(a->value, v);
@@ -234,16 +246,12 @@ char *bootargs_missing(const BootArgs *b, const char *running_cmdline)
 {
         char *s = NULL;
 
+        assert(b);
+
         for (size_t i = 0; i < b->n; i++)
                 if (!boot_arg_in_cmdline(&b->args[i], strempty(running_cmdline))) {
                         _cleanup_free_ char *w = boot_arg_format(&b->args[i]);
                         append_word(&s, w);
                 }
         return s;
-}
-
-bool bootargs_pending(const BootArgs *b, const char *running_cmdline)
-{
-        _cleanup_free_ char *m = bootargs_missing(b, running_cmdline);
-        return m != NULL;
 }

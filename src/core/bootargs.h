@@ -52,4 +52,3 @@ bool boot_arg_in_cmdline(const BootArg *a, const char *cmdline);
 /* The arguments of b that the running kernel's cmdline lacks, or has with another value; NULL when none
  * (nothing waits for a reboot). */
 char *bootargs_missing(const BootArgs *b, const char *running_cmdline);
-bool bootargs_pending(const BootArgs *b, const char *running_cmdline);

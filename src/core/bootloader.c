@@ -260,6 +260,8 @@ int bootloader_detect(BootLoader *ret, char **ret_error)
 {
         char *tool = NULL;
 
+        assert(ret);
+
         if (find_tool("grubby", &tool) >= 0)
                 *ret = (BootLoader){.tool = BOOT_TOOL_GRUBBY, .command = tool};
         else if (systemd_boot_installed() && find_tool("kernel-install", &tool) >= 0)
@@ -282,12 +284,16 @@ int bootloader_detect(BootLoader *ret, char **ret_error)
 
 void bootloader_clear(BootLoader *l)
 {
+        assert(l);
+
         free(l->command);
         *l = (BootLoader){};
 }
 
 const char *bootloader_name(const BootLoader *l)
 {
+        assert(l);
+
         switch (l->tool) {
         case BOOT_TOOL_GRUB:
                 return "grub";
@@ -301,6 +307,8 @@ const char *bootloader_name(const BootLoader *l)
 
 const char *bootloader_target(const BootLoader *l)
 {
+        assert(l);
+
         switch (l->tool) {
         case BOOT_TOOL_GRUB:
                 return BOOTARGS_GRUB_DROPIN;
@@ -323,6 +331,8 @@ char *bootargs_journal_path(void)
 int bootargs_journal_open(Journal **ret, char **ret_error)
 {
         _cleanup_free_ char *path = bootargs_journal_path();
+
+        assert(ret);
 
         return journal_open(path, JOURNAL_BOOTARGS, ret, ret_error);
 }
@@ -403,6 +413,8 @@ void bootloader_plan(const BootLoader *l, const BootArgs *b, const Journal *jour
 {
         unsigned phase = 0;
 
+        assert(l);
+
         switch (l->tool) {
         case BOOT_TOOL_GRUB:
                 if (b->n == 0)
@@ -443,6 +455,8 @@ void bootloader_plan(const BootLoader *l, const BootArgs *b, const Journal *jour
 
 void bootloader_plan_revert(const Journal *journal, Plan *plan)
 {
+        assert(plan);
+
         for (size_t i = journal_size(journal); i-- > 0;) {
                 const JournalEntry *e = journal_entry(journal, i);
                 plan_add(plan, e->kind, "bootargs", 0, xstrdup(e->object), xstrdup(e->original))->restore =
@@ -500,6 +514,8 @@ int bootloader_apply(const BootLoader *l, Plan *plan, Journal *journal, ApplySta
         g_autoptr(GHashTable) done = g_hash_table_new(g_str_hash, g_str_equal);
         SettingContext ctx;
         int r;
+
+        assert(plan);
 
         *strrchr(dir, '/') = 0;
         r = mkdir_p(dir, 0755);

@@ -8,6 +8,8 @@
 
 void cgroup_info_clear(CgroupInfo *c)
 {
+        assert(c);
+
         free(c->mount);
         *c = (CgroupInfo){};
 }
@@ -17,6 +19,8 @@ int cgroup_discover(CgroupInfo *ret)
         _cleanup_free_ char *mounts = NULL, *controllers = NULL, *v2 = NULL;
         _cleanup_strv_free_ char **lines = NULL;
         int r;
+
+        assert(ret);
 
         *ret = (CgroupInfo){.systemd = sys_exists("/run/systemd/system")};
         r = sys_read("/proc/self/mounts", &mounts);
@@ -54,6 +58,10 @@ int cgroup_discover(CgroupInfo *ret)
 
 int cgroup_procs(const char *dir, unsigned **ret, size_t *ret_n)
 {
+        assert(dir);
+        assert(ret);
+        assert(ret_n);
+
         _cleanup_free_ char *path = xasprintf("%s/cgroup.procs", dir), *s = NULL;
         _cleanup_strv_free_ char **l = NULL;
         unsigned *pids;
@@ -84,16 +92,22 @@ static int write_id(const char *dir, const char *file, unsigned id)
 
 int cgroup_move(const char *dir, unsigned pid)
 {
+        assert(dir);
+
         return write_id(dir, "cgroup.procs", pid);
 }
 
 int cgroup_move_thread(const char *dir, unsigned tid)
 {
+        assert(dir);
+
         return write_id(dir, "tasks", tid);
 }
 
 bool cgroup_slice_populated(const char *unit)
 {
+        assert(unit);
+
         _cleanup_free_ char *path = xstrdup(""), *object = NULL, *s = NULL;
         size_t n = strlen(unit);
 

@@ -182,6 +182,8 @@ void audit_isolation(Audit *a, const AuditOptions *o, TaskScan *tasks)
         _cleanup_topology_ Topology *topo = NULL;
         _cleanup_free_ char *cpus = NULL;
 
+        assert(o);
+
         if (!o->isolated || cpuset_empty(o->isolated)) {
                 audit_add(a, "isolation", "info",
                           xasprintf("no isolated CPUs (%s): nothing is kept off any CPU",

@@ -11,6 +11,8 @@
 
 bool cmdline_has(const char *cmdline, const char *word)
 {
+        assert(word);
+
         size_t n = strlen(word);
 
         for (const char *p = cmdline; p && (p = strstr(p, word)); p += n)
@@ -32,13 +34,9 @@ static int read_gz(const char *path, char **ret)
         if (!f)
                 return -errno ?: -ENOENT;
         do {
-                if (alloc - n < 65536) {
-                        alloc = alloc ? alloc * 2 : 262144;
-                        buf = realloc(buf, alloc + 1);
-                        if (!buf)
-                                abort();
-                }
-                got = gzread(f, buf + n, (unsigned)(alloc - n));
+                if (alloc - n < 65536 + 1)
+                        GREEDY_REALLOC(buf, alloc, MAX(n + 65536 + 1, (size_t)262144));
+                got = gzread(f, buf + n, (unsigned)(alloc - n - 1));
                 if (got > 0)
                         n += (size_t)got;
         } while (got > 0);
@@ -54,6 +52,8 @@ static int read_gz(const char *path, char **ret)
 
 void kernel_info_load(KernelInfo *ret)
 {
+        assert(ret);
+
         *ret = (KernelInfo){};
         (void)sys_read("/proc/cmdline", &ret->cmdline);
         (void)sys_read("/proc/sys/kernel/version", &ret->version);
@@ -69,6 +69,8 @@ void kernel_info_load(KernelInfo *ret)
 
 void kernel_info_clear(KernelInfo *k)
 {
+        assert(k);
+
         free(k->config);
         free(k->where);
         free(k->version);
@@ -81,6 +83,8 @@ const char *kernel_config(const KernelInfo *k, const char *name, char buf[static
 {
         _cleanup_free_ char *key = xasprintf("CONFIG_%s=", name);
         size_t n = strlen(key);
+
+        assert(k);
 
         for (const char *p = k->config; p && (p = strstr(p, key)); p += n)
                 if (p == k->config || p[-1] == '\n') {
@@ -324,6 +328,9 @@ static void check_smt(Audit *a)
 
 void audit_kernel(Audit *a, const KernelInfo *k)
 {
+        assert(a);
+        assert(k);
+
         _cleanup_free_ char *realtime = NULL;
         bool rt = (sys_read("/sys/kernel/realtime", &realtime) >= 0 && streq(strstrip(realtime), "1")) ||
                   version_has(k, "PREEMPT_RT") || config_y(k, "PREEMPT_RT");

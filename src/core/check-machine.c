@@ -142,6 +142,8 @@ static void check_shared_irqs(Audit *a)
 
 void audit_machine(Audit *a)
 {
+        assert(a);
+
         check_swappiness(a);
         check_filesystems(a);
         check_shared_irqs(a);

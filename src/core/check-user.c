@@ -70,6 +70,8 @@ int audit_user_pick(const char *name, AuditUser *ret)
 
 void audit_user_clear(AuditUser *u)
 {
+        assert(u);
+
         free(u->name);
         *u = (AuditUser){};
 }
@@ -378,6 +380,8 @@ static void check_dma_latency(const AuditUser *u, Audit *a)
 
 void audit_user_checks(const AuditUser *u, Audit *a)
 {
+        assert(u);
+
         _cleanup_strv_free_ char **groups = user_groups(u);
         unsigned long long rtprio;
 

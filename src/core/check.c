@@ -13,9 +13,9 @@
 
 void audit_add(Audit *a, const char *check, const char *status, char *detail, char *fix)
 {
-        a->items = realloc(a->items, sizeof(AuditFinding) * (a->n + 1));
-        if (!a->items)
-                abort();
+        assert(a);
+
+        GREEDY_REALLOC(a->items, a->allocated, a->n + 1);
         a->items[a->n++] = (AuditFinding){.check = check, .status = status, .detail = detail, .fix = fix};
 }
 
@@ -116,6 +116,8 @@ static void check_cpufreq(Audit *a)
 
 int thread_sched_parse(const char *stat, ThreadSched *ret)
 {
+        assert(stat);
+
         const char *open = strchr(stat, '('), *close = strrchr(stat, ')');
         unsigned long long v;
         const char *p;
@@ -295,12 +297,7 @@ static ThreadSched *read_threads(TaskScan *tasks, size_t *ret_n)
                                 continue;
                         if (!(s.flags & PF_KTHREAD) && !realtime(&s))
                                 continue;
-                        if (n == alloc) {
-                                alloc = alloc ? alloc * 2 : 64;
-                                threads = realloc(threads, sizeof(ThreadSched) * alloc);
-                                if (!threads)
-                                        abort();
-                        }
+                        GREEDY_REALLOC(threads, alloc, n + 1);
                         threads[n++] = s;
                 }
         }
@@ -358,6 +355,8 @@ void audit_run(const AuditOptions *o, Audit *ret)
         TaskScan tasks = {};
         KernelInfo k;
 
+        assert(ret);
+
         *ret = (Audit){};
         kernel_info_load(&k);
         audit_kernel(ret, &k);
@@ -374,6 +373,8 @@ void audit_run(const AuditOptions *o, Audit *ret)
 
 bool audit_warns(const Audit *a)
 {
+        assert(a);
+
         for (size_t i = 0; i < a->n; i++)
                 if (streq(a->items[i].status, "warn"))
                         return true;
@@ -382,6 +383,8 @@ bool audit_warns(const Audit *a)
 
 void audit_clear(Audit *a)
 {
+        assert(a);
+
         for (size_t i = 0; i < a->n; i++) {
                 free(a->items[i].detail);
                 free(a->items[i].fix);

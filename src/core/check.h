@@ -19,7 +19,7 @@ typedef struct AuditFinding {
 
 typedef struct Audit {
         AuditFinding *items;
-        size_t n;
+        size_t n, allocated;
         char *
             *strings; /* check and status names not of the audit's own (read from a reply): freed with it */
 } Audit;

@@ -50,9 +50,7 @@ static ConfSection *section_append(Conf *c, const char *name, const char *file, 
 {
         ConfSection *s;
 
-        c->sections = realloc(c->sections, sizeof(ConfSection) * (c->n_sections + 1));
-        if (!c->sections)
-                abort();
+        GREEDY_REALLOC(c->sections, c->sections_allocated, c->n_sections + 1);
         s = &c->sections[c->n_sections++];
         *s = (ConfSection){.name = xstrdup(name), .file = xstrdup(file), .line = line};
         if (!c->index)
@@ -74,9 +72,7 @@ static void section_set(ConfSection *s, const char *key, const char *value, cons
         ConfKey *k = section_find_key(s, key);
 
         if (!k) {
-                s->keys = realloc(s->keys, sizeof(ConfKey) * (s->n_keys + 1));
-                if (!s->keys)
-                        abort();
+                GREEDY_REALLOC(s->keys, s->keys_allocated, s->n_keys + 1);
                 k = &s->keys[s->n_keys++];
                 *k = (ConfKey){.key = xstrdup(key)};
                 if (!s->index)
@@ -156,6 +152,8 @@ char *conf_key_error(const ConfKey *k, const char *fmt, ...)
         va_list ap;
         char *e;
 
+        assert(k);
+
         va_start(ap, fmt);
         e = located_error(xasprintf("%s:%u: %s=%s", k->file, k->line, k->key, k->value), fmt, ap);
         va_end(ap);
@@ -166,6 +164,8 @@ char *conf_section_error(const ConfSection *s, const char *fmt, ...)
 {
         va_list ap;
         char *e;
+
+        assert(s);
 
         va_start(ap, fmt);
         e = located_error(xasprintf("%s:%u: [%s]", s->file, s->line, s->name), fmt, ap);
@@ -252,6 +252,9 @@ int conf_parse_file(const char *path, Conf **ret, char **ret_error)
         size_t size;
         int r;
 
+        assert(path);
+        assert(ret);
+
         r = read_config_file(path, CONFIG_FILE_MAX, &text, &size, ret_error);
         if (r == -EFBIG)
                 return -EINVAL; /* an invalid file, like any other that breaks the rules */
@@ -262,6 +265,9 @@ int conf_parse_file(const char *path, Conf **ret, char **ret_error)
 
 int conf_parse_data(const char *path, const char *text, size_t size, Conf **ret, char **ret_error)
 {
+        assert(text || size == 0);
+        assert(ret);
+
         _cleanup_conf_ Conf *c = xmalloc0(sizeof(Conf));
         const char *p = text, *end = text + size, *nul = memchr(text, 0, size);
         ssize_t cur = -1; /* the section being read, by position: the array moves as it grows */
@@ -337,6 +343,9 @@ void conf_merge(Conf *lower, Conf *upper)
         size_t n_new = 0;
         ConfSection *merged;
 
+        assert(lower);
+        assert(upper);
+
         for (size_t i = 0; i < upper->n_sections; i++) {
                 ConfSection *u = &upper->sections[i];
                 ConfSection *l = find_section(lower, u->name);
@@ -362,6 +371,7 @@ void conf_merge(Conf *lower, Conf *upper)
         free(lower->sections);
         lower->sections = merged;
         lower->n_sections += n_new;
+        lower->sections_allocated = lower->n_sections;
         conf_reindex(lower);
 
         free(upper->sections);
@@ -404,6 +414,10 @@ int conf_load_layered(char *const *search_path, const char *relpath, Conf **ret,
         _cleanup_strv_free_ char **names = NULL;
         _cleanup_strv_free_ char **paths = NULL;
         int r;
+
+        assert(search_path);
+        assert(relpath);
+        assert(ret);
 
         for (char *const *dir = search_path; *dir && !base; dir++) {
                 _cleanup_free_ char *p = xasprintf("%s/%s", *dir, relpath);

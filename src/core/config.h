@@ -21,14 +21,14 @@ typedef struct ConfSection {
         char *file;
         unsigned line;
         ConfKey *keys;
-        size_t n_keys;
+        size_t n_keys, keys_allocated;
         struct _GHashTable *index; /* key -> its position in keys, plus one */
         bool used;
 } ConfSection;
 
 typedef struct Conf {
         ConfSection *sections;
-        size_t n_sections;
+        size_t n_sections, sections_allocated;
         struct _GHashTable *index; /* section name -> its position in sections, plus one */
 } Conf;
 

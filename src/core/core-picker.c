@@ -42,6 +42,8 @@ static int cmp_unsigned_desc(const void *a, const void *b)
 
 int *cores_tiers(const Topology *t, unsigned *ret_n_tiers)
 {
+        assert(t);
+
         int *tiers = xmalloc0(sizeof(int) * (t->n_cpus ? t->n_cpus : 1));
         _cleanup_free_ unsigned *speeds = NULL, *sorted_tier = NULL;
         unsigned n_tiers = 1, n = 0;
@@ -309,6 +311,8 @@ int cores_pick(const Topology *t, unsigned n, CorePreference pref, CpuSet **ret,
 {
         Choice ch = {};
         int r = -EINVAL;
+
+        assert(t);
 
         if (t->n_cpus == 0) {
                 *ret_error = xasprintf("auto:%u: this machine lists no CPUs", n);

@@ -5,6 +5,8 @@
 
 void daemon_conf_clear(DaemonConf *c)
 {
+        assert(c);
+
         free(c->default_profile);
         *c = (DaemonConf){};
 }
@@ -22,6 +24,8 @@ int daemon_conf_load(char *const *search_path, DaemonConf *ret, char **ret_error
         _cleanup_conf_ Conf *c = NULL;
         int r;
 
+        assert(ret);
+
         r = conf_load_layered(search_path, "rtctl.conf", &c, ret_error);
         if (r == -ENOENT) {
                 *ret = (DaemonConf){.default_profile = xstrdup("desktop"), .uevents = UEVENT_AUTO};
@@ -38,6 +42,8 @@ int daemon_conf_parse(Conf *c, DaemonConf *ret, char **ret_error)
         DaemonConf d = {.default_profile = xstrdup("desktop"), .uevents = UEVENT_AUTO};
         ConfSection *s;
         ConfKey *k;
+
+        assert(c);
 
         s = conf_section(c, "Daemon");
         if ((k = conf_key(s, "DefaultProfile"))) {

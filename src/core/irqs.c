@@ -393,6 +393,8 @@ int irq_table_load(unsigned flags, unsigned n_cpus, IrqTable **ret)
         GArray *devs;
         int r;
 
+        assert(ret);
+
         r = read_interrupts(irqs);
         timestamp_usec = now_usec(CLOCK_MONOTONIC);
         if (r < 0) {
@@ -497,6 +499,8 @@ static bool condition_holds(const char *key, const char *alt, const Irq *irq)
 
 bool irq_match(char *const *conditions, const Irq *irq)
 {
+        assert(irq);
+
         for (char *const *c = conditions; c && *c; c++) {
                 const char *colon = strchr(*c, ':');
                 _cleanup_free_ char *key = colon ? xstrndup(*c, (size_t)(colon - *c)) : NULL;

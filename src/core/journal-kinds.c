@@ -272,6 +272,8 @@ static const char *scope_name(JournalScope scope)
 
 char *journal_check_entry(JournalCheck *c, const SettingKind *kind, const char *object)
 {
+        assert(c);
+
         if (!kind_of_scope(c->scope, kind))
                 return xasprintf("kind '%s' does not belong in %s", kind->name, scope_name(c->scope));
         if (c->scope == JOURNAL_BOOTARGS ? !kind->boot_object(object) : !runtime_object(c, kind, object))
@@ -281,6 +283,8 @@ char *journal_check_entry(JournalCheck *c, const SettingKind *kind, const char *
 
 char *journal_check_original(JournalCheck *c, const SettingKind *kind, const char *original)
 {
+        assert(c);
+
         if (c->scope == JOURNAL_RUNTIME && !runtime_original(c, kind, original))
                 return xasprintf("'%.64s' is not a value kind '%s' restores", original, kind->name);
         return NULL;
@@ -288,6 +292,8 @@ char *journal_check_original(JournalCheck *c, const SettingKind *kind, const cha
 
 void journal_check_clear(JournalCheck *c)
 {
+        assert(c);
+
         free(c->cgroup_mount);
         c->cgroup_mount = NULL;
         c->cgroup_known = false;

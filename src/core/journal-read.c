@@ -490,6 +490,9 @@ static int keep_damaged_copy(Journal *j, const char *buf, size_t size)
 
 bool journal_load_text(Journal *j, const char *buf, size_t size)
 {
+        assert(j);
+        assert(buf || size == 0);
+
         Loader l = {.j = j, .buf = buf, .size = size, .check = {.scope = journal_scope(j)}};
 
         load_text(&l);
@@ -502,6 +505,9 @@ int journal_read(Journal *j, bool *ret_damaged, char **ret_error)
         _cleanup_free_ char *buf = NULL;
         size_t size;
         int r;
+
+        assert(j);
+        assert(ret_damaged);
 
         *ret_damaged = false;
         r = read_full_file(journal_path(j), &buf, &size);

@@ -15,7 +15,7 @@ struct Journal {
         size_t alloc;
         GHashTable *index; /* object -> position + 1 */
         JournalLoss *lost;
-        size_t n_lost;
+        size_t n_lost, lost_allocated;
         char *damaged; /* the copy of a damaged file, beside path */
         bool dirty;
 };
@@ -37,11 +37,10 @@ static void reindex(Journal *j)
 void journal_append(Journal *j, const SettingKind *kind, const char *tuner, const char *object,
                     const char *original, unsigned long long starttime)
 {
+        assert(j);
+
         if (j->n == j->alloc) {
-                j->alloc = j->alloc ? j->alloc * 2 : 32;
-                j->entries = realloc(j->entries, sizeof(JournalEntry) * j->alloc);
-                if (!j->entries)
-                        abort();
+                GREEDY_REALLOC(j->entries, j->alloc, j->n + 1);
                 reindex(j);
         }
         j->entries[j->n] = (JournalEntry){.kind = kind,
@@ -55,14 +54,16 @@ void journal_append(Journal *j, const SettingKind *kind, const char *tuner, cons
 
 void journal_add_loss(Journal *j, const char *object, char *reason)
 {
-        j->lost = realloc(j->lost, sizeof(JournalLoss) * (j->n_lost + 1));
-        if (!j->lost)
-                abort();
+        assert(j);
+
+        GREEDY_REALLOC(j->lost, j->lost_allocated, j->n_lost + 1);
         j->lost[j->n_lost++] = (JournalLoss){.object = object ? xstrdup(object) : NULL, .reason = reason};
 }
 
 void journal_set_damaged_copy(Journal *j, char *path)
 {
+        assert(j);
+
         free(j->damaged);
         j->damaged = path;
 }
@@ -72,6 +73,9 @@ int journal_open(const char *path, JournalScope scope, Journal **ret, char **ret
         Journal *j = xmalloc0(sizeof(Journal));
         bool damaged;
         int r;
+
+        assert(path);
+        assert(ret);
 
         j->path = xstrdup(path);
         j->scope = scope;
@@ -101,26 +105,36 @@ void journal_free(Journal *j)
 
 const char *journal_path(const Journal *j)
 {
+        assert(j);
+
         return j->path;
 }
 
 JournalScope journal_scope(const Journal *j)
 {
+        assert(j);
+
         return j->scope;
 }
 
 size_t journal_size(const Journal *j)
 {
+        assert(j);
+
         return j->n;
 }
 
 const JournalEntry *journal_entry(const Journal *j, size_t i)
 {
+        assert(j);
+
         return i < j->n ? &j->entries[i] : NULL;
 }
 
 const JournalEntry *journal_find(const Journal *j, const char *object)
 {
+        assert(j);
+
         gpointer v = g_hash_table_lookup(j->index, object);
         return v ? &j->entries[GPOINTER_TO_SIZE(v) - 1] : NULL;
 }
@@ -159,6 +173,10 @@ void journal_remember(Journal *j, const SettingKind *kind, const char *tuner, co
         unsigned pid;
         TaskInfo t;
 
+        assert(j);
+        assert(kind);
+        assert(object);
+
         if (journal_find(j, object))
                 return;
         if (journal_object_task(object, &pid) && task_info(pid, &t) >= 0)
@@ -169,6 +187,9 @@ void journal_remember(Journal *j, const SettingKind *kind, const char *tuner, co
 
 bool journal_covered(const Journal *j, const char *object)
 {
+        assert(j);
+        assert(object);
+
         _cleanup_free_ char *prefix = xstrdup(object);
         char *slash;
 
@@ -187,6 +208,8 @@ int journal_save(Journal *j)
 {
         json_object *root, *entries;
         int r;
+
+        assert(j);
 
         if (!j->dirty)
                 return 0;
@@ -276,26 +299,37 @@ void journal_forget_set(Journal *j, GHashTable *objects)
 
 void journal_forget_prefix(Journal *j, const char *prefix)
 {
+        assert(j);
+        assert(prefix);
+
         forget_if(j, under, prefix);
 }
 
 size_t journal_n_lost(const Journal *j)
 {
+        assert(j);
+
         return j->n_lost;
 }
 
 const JournalLoss *journal_lost(const Journal *j, size_t i)
 {
+        assert(j);
+
         return i < j->n_lost ? &j->lost[i] : NULL;
 }
 
 char *journal_loss_message(const JournalLoss *l)
 {
+        assert(l);
+
         return l->object ? xasprintf("%s: %s", l->object, l->reason) : xstrdup(l->reason);
 }
 
 void journal_forget_lost(Journal *j)
 {
+        assert(j);
+
         if (j->n_lost == 0 && !j->damaged)
                 return;
         for (size_t i = 0; i < j->n_lost; i++) {
@@ -304,7 +338,7 @@ void journal_forget_lost(Journal *j)
         }
         free(j->lost);
         j->lost = NULL;
-        j->n_lost = 0;
+        j->n_lost = j->lost_allocated = 0;
         free(j->damaged);
         j->damaged = NULL;
         j->dirty = true;
@@ -312,11 +346,16 @@ void journal_forget_lost(Journal *j)
 
 const char *journal_damaged_copy(const Journal *j)
 {
+        assert(j);
+
         return j->damaged;
 }
 
 int journal_lock(const char *dir, const char *who, bool wait, int *ret_fd, char **ret_holder)
 {
+        assert(dir);
+        assert(ret_fd);
+
         _cleanup_free_ char *path = xasprintf("%s/journal.lock", dir), *me = NULL;
         _cleanup_close_ int fd = -EBADF;
 

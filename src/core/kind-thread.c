@@ -8,6 +8,8 @@
 
 int kind_pid_of(const char *object, unsigned *ret)
 {
+        assert(object);
+
         const char *p = startswith(object, "/proc/");
         char buf[16];
         size_t n;

@@ -8,6 +8,8 @@
 /* "systemd:UNIT:AllowedCPUs" */
 char *kind_unit_of(const char *object)
 {
+        assert(object);
+
         const char *u = startswith(object, "systemd:");
         const char *colon = u ? strchr(u, ':') : NULL;
 
@@ -54,6 +56,8 @@ const SettingKind setting_kind_unit_partition = {
 
 bool setting_context_unit_partition(SettingContext *ctx)
 {
+        assert(ctx);
+
         if (ctx->unit_partition < 0) {
                 int r = systemd_has_property(ctx->systemd, "org.freedesktop.systemd1.Slice",
                                              "CPUSetPartition", "s");

@@ -7,6 +7,8 @@
 
 void latency_hist_init(LatencyHist *h)
 {
+        assert(h);
+
         memset(h, 0, sizeof(*h));
         h->min_ns = UINT64_MAX;
 }
@@ -14,6 +16,8 @@ void latency_hist_init(LatencyHist *h)
 void latency_hist_add(LatencyHist *h, uint64_t ns)
 {
         uint64_t us = ns / 1000;
+
+        assert(h);
 
         h->count++;
         h->sum_ns += ns;
@@ -27,6 +31,9 @@ void latency_hist_add(LatencyHist *h, uint64_t ns)
 
 void latency_hist_merge(LatencyHist *into, const LatencyHist *h)
 {
+        assert(into);
+        assert(h);
+
         into->count += h->count;
         into->overflow += h->overflow;
         into->sum_ns += h->sum_ns;
@@ -38,6 +45,9 @@ void latency_hist_merge(LatencyHist *into, const LatencyHist *h)
 
 double latency_hist_quantile(const LatencyHist *h, double q)
 {
+        assert(h);
+        assert(q > 0 && q <= 1);
+
         double max_us = (double)h->max_ns / 1000.0;
         uint64_t acc = 0, want;
 
@@ -57,6 +67,8 @@ double latency_hist_quantile(const LatencyHist *h, double q)
 
 void latency_hist_stats(const LatencyHist *h, LatencyStats *ret)
 {
+        assert(h);
+
         *ret = (LatencyStats){.samples = h->count, .overflow = h->overflow};
         if (h->count == 0)
                 return;

@@ -15,6 +15,9 @@
 
 int member_origin_read_cgroup(const char *object, char **ret)
 {
+        assert(object);
+        assert(ret);
+
         _cleanup_free_ char *s = NULL;
         int r = sys_read(object, &s);
 
@@ -32,6 +35,9 @@ int member_origin_read_cgroup(const char *object, char **ret)
 
 int member_origin_describe(SettingContext *ctx, unsigned pid, const char *path, char **ret)
 {
+        assert(path);
+        assert(ret);
+
         _cleanup_free_ char *dir = xasprintf("%s" CGROUP_MOUNT "%s", sysroot(), path), *object = NULL,
                             *again = NULL, *unit = NULL;
         struct stat st;
@@ -59,6 +65,8 @@ int member_origin_describe(SettingContext *ctx, unsigned pid, const char *path, 
 
 void member_origin_clear(MemberOrigin *o)
 {
+        assert(o);
+
         free(o->unit);
         free(o->path);
         *o = (MemberOrigin){};
@@ -69,6 +77,8 @@ int member_origin_parse(const char *value, MemberOrigin *ret)
         unsigned long long id, start;
         char unit[256], tail;
         int n = 0;
+
+        assert(value);
 
         if (!startswith(value, "cgroup:") ||
             sscanf(value, "cgroup:%llu start:%llu unit:%255s%c%n", &id, &start, unit, &tail, &n) != 4 ||
@@ -271,6 +281,8 @@ int member_write_systemd(SettingContext *ctx, const char *object, unsigned pid, 
 {
         MemberOrigin o;
         int r;
+
+        assert(value);
 
         if (startswith(value, "/rtctl.slice/")) {
                 const char *scope = strrchr(value, '/') + 1;

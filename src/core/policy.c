@@ -8,6 +8,9 @@ int cpu_spec_parse(const char *s, CpuSpec *ret, char **ret_error)
 {
         const char *n;
 
+        assert(s);
+        assert(ret);
+
         *ret = (CpuSpec){};
         if (streq(s, "all"))
                 ret->kind = CPU_SPEC_ALL;
@@ -48,6 +51,9 @@ bool cpu_spec_parse_key(const ConfKey *k, CpuSpec *ret, char ***errors)
 {
         _cleanup_free_ char *err = NULL;
 
+        assert(k);
+        assert(ret);
+
         if (cpu_spec_parse(k->value, ret, &err) < 0) {
                 strv_push(errors, conf_key_error(k, "%s", err));
                 return false;
@@ -81,6 +87,9 @@ char *cpu_spec_beyond(const CpuSpec *s, const Topology *t)
         _cleanup_cpuset_ CpuSet *beyond = NULL;
         _cleanup_free_ char *list = NULL, *all = NULL;
 
+        assert(s);
+        assert(t);
+
         if (s->kind != CPU_SPEC_LIST || !t->possible)
                 return NULL;
         beyond = cpuset_dup(s->list);
@@ -94,6 +103,8 @@ char *cpu_spec_beyond(const CpuSpec *s, const Topology *t)
 
 void cpu_spec_clear(CpuSpec *s)
 {
+        assert(s);
+
         free(s->origin);
         cpuset_free(s->list);
         *s = (CpuSpec){};
@@ -101,6 +112,8 @@ void cpu_spec_clear(CpuSpec *s)
 
 char *cpu_spec_format(const CpuSpec *s)
 {
+        assert(s);
+
         switch (s->kind) {
         case CPU_SPEC_UNSET:
                 return xstrdup("");
@@ -276,6 +289,10 @@ int policy_load_from(const ConfSource *src, const char *name, Policy **ret, char
         _cleanup_strv_free_ char **errors = NULL;
         int r;
 
+        assert(src);
+        assert(name);
+        assert(ret);
+
         if (!profile_name_valid(name)) {
                 _cleanup_free_ char *shown = echo_text(name);
                 *ret_error = xasprintf(
@@ -350,6 +367,9 @@ int policy_cpus(const Policy *p, const Topology *t, CpuSet **ret_isolated, CpuSe
 int policy_cpus_explained(const Policy *p, const Topology *t, CpuSet **ret_isolated,
                           CpuSet **ret_housekeeping, char **ret_reason, char **ret_error)
 {
+        assert(p);
+        assert(t);
+
         _cleanup_cpuset_ CpuSet *iso = NULL, *hk = NULL;
         _cleanup_free_ char *reason = NULL, *spec = cpu_spec_format(&p->isolate);
         /* Where the key is, for every message: file:line: Isolate=..., or the key alone for a policy
@@ -408,7 +428,11 @@ int profiles_list(char *const *search_path, ProfileInfo **ret, size_t *ret_n)
 {
         _cleanup_strv_free_ char **names = NULL;
         ProfileInfo *l = NULL;
-        size_t n = 0;
+        size_t n = 0, allocated = 0;
+
+        assert(search_path);
+        assert(ret);
+        assert(ret_n);
 
         for (char *const *dir = search_path; *dir; dir++) {
                 _cleanup_free_ char *d = xasprintf("%s/profiles", *dir);
@@ -433,9 +457,7 @@ int profiles_list(char *const *search_path, ProfileInfo **ret, size_t *ret_n)
                                 k = NULL;
                         else
                                 k = conf_key(conf_section(c, "Profile"), "Description");
-                        l = realloc(l, sizeof(ProfileInfo) * (n + 1));
-                        if (!l)
-                                abort();
+                        GREEDY_REALLOC(l, allocated, n + 1);
                         l[n++] = (ProfileInfo){.name = TAKE_PTR(name),
                                                .description = xstrdup(k     ? k->value
                                                                       : err ? "(invalid)"

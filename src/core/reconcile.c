@@ -8,13 +8,17 @@
 
 void dirty_mark_all(Dirty *d)
 {
+        assert(d);
+
         for (size_t i = 0; i < tuners_n(); i++)
                 dirty_mark_full(d, (int)i);
 }
 
 void dirty_mark_full(Dirty *d, int tuner)
 {
+        assert(d);
         assert(tuner >= 0 && (size_t)tuner < tuners_n());
+
         d->full[tuner] = true;
         strv_free(d->devices[tuner]);
         d->devices[tuner] = NULL;
@@ -22,7 +26,9 @@ void dirty_mark_full(Dirty *d, int tuner)
 
 void dirty_mark_device(Dirty *d, int tuner, const char *device)
 {
+        assert(d);
         assert(tuner >= 0 && (size_t)tuner < tuners_n());
+
         if (d->full[tuner] || strv_contains(d->devices[tuner], device))
                 return;
         strv_push(&d->devices[tuner], xstrdup(device));
@@ -30,6 +36,8 @@ void dirty_mark_device(Dirty *d, int tuner, const char *device)
 
 void dirty_clear(Dirty *d)
 {
+        assert(d);
+
         for (size_t i = 0; i < TUNERS_MAX; i++)
                 strv_free(d->devices[i]);
         *d = (Dirty){};
@@ -37,6 +45,8 @@ void dirty_clear(Dirty *d)
 
 void pass_result_clear(PassResult *r)
 {
+        assert(r);
+
         plan_clear(&r->plan);
         plan_notes_clear(&r->notes);
         cpuset_free(r->isolated);
@@ -183,6 +193,8 @@ static void settle_restores(Journal *journal, SettingContext *kinds, PassResult 
 
 void reconcile_jobs_ended(Journal *journal, SettingContext *kinds)
 {
+        assert(kinds);
+
         g_autoptr(GHashTable) ended = systemd_client_take_ended(kinds->systemd);
         g_autoptr(GHashTable) done = g_hash_table_new(g_str_hash, g_str_equal);
         GHashTableIter it;
@@ -211,6 +223,8 @@ void reconcile_pass_with(const Policy *policy, const Topology *topology, Journal
         uint64_t start = now_usec(CLOCK_MONOTONIC);
         SettingContext own = {}, *kinds = in && in->kinds ? in->kinds : &own;
         TaskScan tasks = {};
+
+        assert(ret);
 
         *ret = (PassResult){};
         if (policy && policy_cpus_explained(policy, topology, &ret->isolated, &ret->housekeeping,

@@ -8,6 +8,8 @@
 
 void schemata_clear(Schemata *s)
 {
+        assert(s);
+
         free(s->resource);
         free(s->entries);
         *s = (Schemata){};
@@ -15,6 +17,8 @@ void schemata_clear(Schemata *s)
 
 SchemataEntry *schemata_find(const Schemata *s, unsigned domain)
 {
+        assert(s);
+
         for (size_t i = 0; i < s->n; i++)
                 if (s->entries[i].domain == domain)
                         return &s->entries[i];
@@ -39,9 +43,12 @@ static int parse_entry(const char *text, SchemataEntry *ret)
 
 int schemata_parse(const char *line, Schemata *ret)
 {
+        assert(line);
+
         _cleanup_free_ char *flat = xmalloc0(strlen(line) + 1);
         _cleanup_strv_free_ char **parts = NULL;
         Schemata s = {};
+        size_t allocated = 0;
         char *colon, *o = flat;
 
         /* The kernel pads resource names to one width ("  L3:0=fff"): no blank means anything. */
@@ -59,9 +66,7 @@ int schemata_parse(const char *line, Schemata *ret)
                         schemata_clear(&s);
                         return -EINVAL;
                 }
-                s.entries = realloc(s.entries, sizeof(SchemataEntry) * (s.n + 1));
-                if (!s.entries)
-                        abort();
+                GREEDY_REALLOC(s.entries, allocated, s.n + 1);
                 s.entries[s.n++] = e;
         }
         if (s.n == 0) {
@@ -74,6 +79,8 @@ int schemata_parse(const char *line, Schemata *ret)
 
 char *schemata_format(const Schemata *s)
 {
+        assert(s);
+
         char *out = xasprintf("%s:", s->resource);
 
         for (size_t i = 0; i < s->n; i++) {

@@ -8,6 +8,8 @@
 
 void setting_context_init(SettingContext *c, sd_event *event)
 {
+        assert(c);
+
         *c = (SettingContext){.refused = g_hash_table_new_full(g_str_hash, g_str_equal, free, NULL),
                               .queued_restores = g_hash_table_new_full(g_str_hash, g_str_equal, free, NULL),
                               .pmqos_fd = -EBADF,
@@ -17,6 +19,8 @@ void setting_context_init(SettingContext *c, sd_event *event)
 
 void setting_context_clear(SettingContext *c)
 {
+        assert(c);
+
         if (c->refused)
                 g_hash_table_destroy(c->refused);
         if (c->queued_restores)
@@ -36,11 +40,15 @@ bool setting_context_refused(const SettingContext *c, const TaskInfo *t)
 {
         _cleanup_free_ char *key = refusal_key(t);
 
+        assert(c);
+
         return g_hash_table_contains(c->refused, key);
 }
 
 void setting_context_refuse(SettingContext *c, const TaskInfo *t)
 {
+        assert(c);
+
         if (g_hash_table_size(c->refused) >= REFUSED_MAX)
                 (void)setting_context_prune_refused(c);
         if (g_hash_table_size(c->refused) < REFUSED_MAX)
@@ -59,6 +67,8 @@ static gboolean refusal_gone(gpointer key, gpointer value, gpointer userdata)
 
 unsigned setting_context_prune_refused(SettingContext *c)
 {
+        assert(c);
+
         return g_hash_table_foreach_remove(c->refused, refusal_gone, NULL);
 }
 
@@ -91,6 +101,9 @@ int setting_file_read(SettingContext *ctx, const char *object, const char *hint,
         _cleanup_free_ char *s = NULL;
         int r;
 
+        assert(object);
+        assert(ret);
+
         r = sys_read(object, &s);
         if (r < 0)
                 return r;
@@ -105,6 +118,9 @@ int setting_file_write(SettingContext *ctx, const char *object, const char *valu
 
 int setting_dir_read(SettingContext *ctx, const char *object, const char *hint, char **ret)
 {
+        assert(object);
+        assert(ret);
+
         _cleanup_free_ char *p = sys_path(object);
         struct stat st;
 
@@ -115,6 +131,8 @@ int setting_dir_read(SettingContext *ctx, const char *object, const char *hint, 
 int setting_dir_write(SettingContext *ctx, const char *object, const char *value)
 {
         _cleanup_free_ char *p = sys_path(object);
+
+        assert(value);
 
         if (streq(value, "present"))
                 return mkdir(p, 0755) < 0 && errno != EEXIST ? -errno : 0;
@@ -190,6 +208,8 @@ const SettingKind *setting_kind_from_name(const char *name)
 
 void plan_clear(Plan *p)
 {
+        assert(p);
+
         for (size_t i = 0; i < p->n; i++) {
                 free(p->settings[i].object);
                 free(p->settings[i].desired);
@@ -205,12 +225,11 @@ Setting *plan_add(Plan *p, const SettingKind *kind, const char *tuner, unsigned 
 {
         Setting *s;
 
-        if (p->n == p->alloc) {
-                p->alloc = p->alloc ? p->alloc * 2 : 16;
-                p->settings = realloc(p->settings, sizeof(Setting) * p->alloc);
-                if (!p->settings)
-                        abort();
-        }
+        assert(p);
+        assert(kind);
+        assert(object);
+
+        GREEDY_REALLOC(p->settings, p->alloc, p->n + 1);
         s = &p->settings[p->n++];
         *s = (Setting){.kind = kind, .tuner = tuner, .phase = phase, .object = object, .desired = desired};
         return s;

@@ -144,6 +144,8 @@ int systemd_set_unit_cpus(SystemdClient *c, const char *unit, const char *cpulis
 bool systemd_introspection_has(const char *xml, const char *interface, const char *property,
                                const char *type)
 {
+        assert(xml);
+
         _cleanup_free_ char *open = xasprintf("<interface name=\"%s\">", interface);
         _cleanup_free_ char *want = xasprintf("<property name=\"%s\" type=\"%s\"", property, type);
         const char *start = strstr(xml, open), *end, *found;

@@ -16,7 +16,7 @@ struct SystemdClient {
         GHashTable *jobs; /* job object path -> label */
         size_t reloads;   /* daemon reloads sent, not yet answered */
         SystemdFailure *failures;
-        size_t n_failures;
+        size_t n_failures, failures_allocated;
         GHashTable *ended; /* label -> systemd's result ("done", "failed", ...), since last taken */
         void (*settled)(void *userdata);
         void *userdata;
@@ -68,24 +68,32 @@ void systemd_client_free(SystemdClient *c)
 
 void systemd_client_on_settled(SystemdClient *c, void (*settled)(void *userdata), void *userdata)
 {
+        assert(c);
+
         c->settled = settled;
         c->userdata = userdata;
 }
 
 size_t systemd_client_pending(const SystemdClient *c)
 {
+        assert(c);
+
         return g_hash_table_size(c->jobs) + c->reloads;
 }
 
 SystemdFailure *systemd_client_take_failures(SystemdClient *c, size_t *ret_n)
 {
+        assert(c);
+
         *ret_n = c->n_failures;
-        c->n_failures = 0;
+        c->n_failures = c->failures_allocated = 0;
         return TAKE_PTR(c->failures);
 }
 
 GHashTable *systemd_client_take_ended(SystemdClient *c)
 {
+        assert(c);
+
         GHashTable *ended = c->ended;
 
         c->ended = g_hash_table_new_full(g_str_hash, g_str_equal, free, free);
@@ -94,9 +102,7 @@ GHashTable *systemd_client_take_ended(SystemdClient *c)
 
 static void add_failure(SystemdClient *c, const char *label, char *message)
 {
-        c->failures = realloc(c->failures, sizeof(SystemdFailure) * (c->n_failures + 1));
-        if (!c->failures)
-                abort();
+        GREEDY_REALLOC(c->failures, c->failures_allocated, c->n_failures + 1);
         c->failures[c->n_failures++] = (SystemdFailure){.label = xstrdup(label), .message = message};
 }
 
@@ -129,11 +135,15 @@ static int on_job_removed(sd_bus_message *msg, void *userdata, sd_bus_error *err
 
 void systemd_client_pass_start(SystemdClient *c, bool start)
 {
+        assert(c);
+
         c->pass_start = start ? now_usec(CLOCK_MONOTONIC) : 0;
 }
 
 void systemd_client_cache_only(SystemdClient *c, bool cache_only)
 {
+        assert(c);
+
         c->cache_only = cache_only;
 }
 
@@ -159,6 +169,8 @@ void sdc_cache_forget_unit(SystemdClient *c, const char *unit)
         GHashTableIter i;
         gpointer key;
 
+        assert(c);
+
         g_hash_table_iter_init(&i, c->cache);
         while (g_hash_table_iter_next(&i, &key, NULL))
                 if (startswith(key, prefix))
@@ -170,6 +182,8 @@ int sdc_cache_get(SystemdClient *c, const char *unit, const char *property, char
 {
         _cleanup_free_ char *key = cache_key(unit, property);
         const char *v;
+
+        assert(c);
 
         if (!c->cache_only)
                 return 1;
@@ -197,6 +211,8 @@ static void alive(SystemdClient *c)
 int sdc_bus(SystemdClient *c, sd_bus **ret)
 {
         int r;
+
+        assert(c);
 
         if (c->cache_only)
                 return SYSTEMD_UNKNOWN;
@@ -240,6 +256,8 @@ int systemd_client_wait(SystemdClient *c, uint64_t timeout_usec)
 {
         uint64_t end = now_usec(CLOCK_MONOTONIC) + timeout_usec;
         int r;
+
+        assert(c);
 
         while (c->bus && systemd_client_pending(c) > 0) {
                 uint64_t now = now_usec(CLOCK_MONOTONIC);
@@ -360,6 +378,8 @@ int sdc_reload_async(SystemdClient *c, sd_bus *b, const char *label)
 {
         ReloadCall *call = xmalloc0(sizeof(ReloadCall));
         int r;
+
+        assert(c);
 
         *call = (ReloadCall){.client = c, .label = xstrdup(label)};
         sd_bus_message *m = NULL;

@@ -9,6 +9,8 @@ int task_info(unsigned pid, TaskInfo *ret)
         unsigned long long field[23] = {};
         int r, n;
 
+        assert(ret);
+
         r = sys_read(path, &s);
         if (r < 0)
                 return r;
@@ -93,12 +95,7 @@ static void load(TaskScan *s)
 
                 if (safe_atou(de->d_name, &pid) < 0 || task_info(pid, &t) < 0)
                         continue; /* not a process, or it exited meanwhile */
-                if (s->n == alloc) {
-                        alloc = alloc ? alloc * 2 : 256;
-                        s->tasks = realloc(s->tasks, sizeof(TaskInfo) * alloc);
-                        if (!s->tasks)
-                                abort();
-                }
+                GREEDY_REALLOC(s->tasks, alloc, s->n + 1);
                 s->tasks[s->n++] = t;
         }
         /* readdir(/proc) lists PIDs in order already; a sort keeps lookups right if it ever does not. */
@@ -108,6 +105,8 @@ static void load(TaskScan *s)
 
 const TaskInfo *task_scan_all(TaskScan *s, size_t *ret_n)
 {
+        assert(s);
+
         if (!s->loaded)
                 load(s);
         *ret_n = s->n;
@@ -119,6 +118,8 @@ const TaskInfo *task_scan_find(TaskScan *s, unsigned pid, TaskInfo *buf)
         TaskInfo key = {.pid = pid};
         const TaskInfo *t;
 
+        assert(s);
+
         if (!s->loaded)
                 load(s);
         t = bsearch(&key, s->tasks, s->n, sizeof(TaskInfo), cmp_pid);
@@ -129,6 +130,9 @@ const TaskInfo *task_scan_find(TaskScan *s, unsigned pid, TaskInfo *buf)
 
 unsigned task_scan_find_comm(TaskScan *s, const char *comm)
 {
+        assert(s);
+        assert(comm);
+
         char want[16];
         size_t n;
         const TaskInfo *t = task_scan_all(s, &n);
@@ -142,12 +146,16 @@ unsigned task_scan_find_comm(TaskScan *s, const char *comm)
 
 void task_scan_clear(TaskScan *s)
 {
+        assert(s);
+
         free(s->tasks);
         *s = (TaskScan){};
 }
 
 bool irq_thread_parse(const char *comm, unsigned *ret_irq, const char **ret_name)
 {
+        assert(comm);
+
         const char *p = startswith(comm, "irq/");
         char *end;
         unsigned long n;

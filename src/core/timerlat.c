@@ -119,6 +119,8 @@ int timerlat_start(const TimerlatState *st, const CpuSet *cpus, unsigned period_
         _cleanup_free_ char *list = cpuset_format_list(cpus), *period = xasprintf("%u", period_us);
         int r;
 
+        assert(st);
+
         /* Thresholds that would stop the trace at the first large latency: a measurement wants them all. */
         if (st->saved[TIMERLAT_STOP_US] && !streq(st->saved[TIMERLAT_STOP_US], "0") &&
             (r = write_file(st, TIMERLAT_STOP_US, "0", ret_error)) < 0)
@@ -186,6 +188,8 @@ int timerlat_restore(const TimerlatState *st, char **ret_error)
 
 void timerlat_state_clear(TimerlatState *st)
 {
+        assert(st);
+
         free(st->dir);
         for (unsigned i = 0; i < _TIMERLAT_FILES; i++)
                 free(st->saved[i]);
@@ -201,6 +205,8 @@ static const char *skip_spaces(const char *p)
 
 bool timerlat_parse_line(const char *line, unsigned *ret_cpu, uint64_t *ret_ns)
 {
+        assert(line);
+
         const char *p = strchr(line, '['), *q;
         unsigned long long ns;
         unsigned cpu = 0;

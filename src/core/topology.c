@@ -206,6 +206,8 @@ int topology_load(const Topology *previous, Topology **ret)
         _cleanup_topology_ Topology *t = xmalloc0(sizeof(Topology));
         int r;
 
+        assert(ret);
+
         r = possible_size(&t->n_cpus);
         if (r < 0)
                 return r;
@@ -281,17 +283,4 @@ void topology_free(Topology *t)
         cpuset_free(t->online);
         free(t->cpus);
         free(t);
-}
-
-CpuSet *topology_core_siblings(const Topology *t, unsigned cpu)
-{
-        CpuSet *s = cpuset_new(t->n_cpus);
-
-        cpuset_add(s, cpu);
-        if (cpu >= t->n_cpus || t->cpus[cpu].core < 0)
-                return s;
-        for (unsigned c = 0; c < t->n_cpus; c++)
-                if (t->cpus[c].core == t->cpus[cpu].core)
-                        cpuset_add(s, c);
-        return s;
 }

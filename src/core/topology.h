@@ -51,6 +51,3 @@ static inline void topology_freep(Topology **t)
         topology_free(*t);
 }
 #define _cleanup_topology_ _cleanup_(topology_freep)
-
-/* All CPUs (online or not) with the same core id as cpu; just cpu when unknown. */
-CpuSet *topology_core_siblings(const Topology *t, unsigned cpu);

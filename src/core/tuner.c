@@ -32,6 +32,8 @@ int tuner_place(const Tuner *t)
 
 int tuner_index_by_name(const char *name)
 {
+        assert(name);
+
         for (size_t i = 0; i < n_registered; i++)
                 if (streq(registered[i]->name, name))
                         return (int)i;
@@ -40,20 +42,24 @@ int tuner_index_by_name(const char *name)
 
 void plan_notes_add(PlanNotes *n, const char *tuner, char *object, char *reason)
 {
-        n->items = realloc(n->items, sizeof(Unsupported) * (n->n + 1));
-        if (!n->items)
-                abort();
+        assert(n);
+
+        GREEDY_REALLOC(n->items, n->allocated, n->n + 1);
         n->items[n->n++] = (Unsupported){.tuner = tuner, .object = object, .reason = reason};
 }
 
 void plan_notes_fail(PlanNotes *n, const char *tuner, char *object, int error, char *reason)
 {
+        assert(n);
+
         plan_notes_add(n, tuner, object, reason);
         n->items[n->n - 1].error = error;
 }
 
 char *unsupported_describe(const Unsupported *u)
 {
+        assert(u);
+
         if (u->error)
                 return xasprintf("%s: %s", strerror(u->error), u->reason);
         /* Some reasons say it themselves ("not supported: use base_slice_ns"). */
@@ -63,6 +69,8 @@ char *unsupported_describe(const Unsupported *u)
 
 void plan_notes_clear(PlanNotes *n)
 {
+        assert(n);
+
         for (size_t i = 0; i < n->n; i++) {
                 free(n->items[i].object);
                 free(n->items[i].reason);

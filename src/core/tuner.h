@@ -42,7 +42,7 @@ typedef struct Unsupported {
 
 typedef struct PlanNotes {
         Unsupported *items;
-        size_t n;
+        size_t n, allocated;
 } PlanNotes;
 
 void plan_notes_add(PlanNotes *n, const char *tuner, char *object, char *reason); /* takes both */

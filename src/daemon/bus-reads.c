@@ -184,6 +184,8 @@ int bus_reads_setup(Manager *m)
         BusReads *q = xmalloc0(sizeof(BusReads));
         int r;
 
+        assert(m);
+
         *q =
             (BusReads){.m = m, .callers = g_hash_table_new_full(g_str_hash, g_str_equal, NULL, caller_free)};
         g_queue_init(&q->turns);

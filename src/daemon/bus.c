@@ -653,6 +653,8 @@ int bus_setup(Manager *m)
 {
         int r;
 
+        assert(m);
+
         r = sd_bus_open_system(&m->bus);
         if (r < 0)
                 return log_error_errno(r, "Failed to connect to the system bus: %m");
@@ -673,6 +675,8 @@ int bus_setup(Manager *m)
 
 void bus_emit_applied(Manager *m, const char *reason)
 {
+        assert(m);
+
         if (!m->bus)
                 return;
         (void)sd_bus_emit_signal(m->bus, RTCTL_BUS_PATH, RTCTL_BUS_IFACE, "Applied", "suu", reason,
@@ -686,6 +690,8 @@ void bus_emit_applied(Manager *m, const char *reason)
 
 void bus_emit_profiles_changed(Manager *m)
 {
+        assert(m);
+
         if (m->bus)
                 (void)sd_bus_emit_properties_changed(m->bus, RTCTL_BUS_PATH, RTCTL_BUS_IFACE, "Profiles",
                                                      NULL);
@@ -693,6 +699,8 @@ void bus_emit_profiles_changed(Manager *m)
 
 void bus_emit_base_profile_changed(Manager *m)
 {
+        assert(m);
+
         if (m->bus)
                 (void)sd_bus_emit_properties_changed(m->bus, RTCTL_BUS_PATH, RTCTL_BUS_IFACE, "BaseProfile",
                                                      NULL);

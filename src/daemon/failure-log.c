@@ -27,11 +27,15 @@ void failure_free(void *p)
 
 void failure_log_init(FailureLog *l)
 {
+        assert(l);
+
         l->logged = g_hash_table_new_full(g_str_hash, g_str_equal, NULL, failure_free);
 }
 
 void failure_log_clear(FailureLog *l)
 {
+        assert(l);
+
         if (l->logged)
                 g_hash_table_destroy(l->logged);
         l->logged = NULL;
@@ -39,6 +43,8 @@ void failure_log_clear(FailureLog *l)
 
 bool failure_log_note(FailureLog *l, const char *tuner, const char *object, int error, const char *message)
 {
+        assert(l);
+
         const Failure *old = g_hash_table_lookup(l->logged, object);
         Failure *f;
 
@@ -52,6 +58,8 @@ bool failure_log_note(FailureLog *l, const char *tuner, const char *object, int 
 
 bool failure_log_fixed(FailureLog *l, const char *object)
 {
+        assert(l);
+
         return g_hash_table_remove(l->logged, object);
 }
 
@@ -62,6 +70,8 @@ static gboolean not_standing(gpointer key, gpointer value, gpointer standing)
 
 void failure_log_prune(FailureLog *l, GHashTable *standing)
 {
+        assert(l);
+
         g_hash_table_foreach_remove(l->logged, not_standing, standing);
 }
 
@@ -72,10 +82,7 @@ static gboolean under(gpointer key, gpointer value, gpointer prefix)
 
 void failure_log_forget_under(FailureLog *l, const char *prefix)
 {
-        g_hash_table_foreach_remove(l->logged, under, (gpointer)prefix);
-}
+        assert(l);
 
-unsigned failure_log_size(const FailureLog *l)
-{
-        return g_hash_table_size(l->logged);
+        g_hash_table_foreach_remove(l->logged, under, (gpointer)prefix);
 }

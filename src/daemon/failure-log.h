@@ -34,4 +34,3 @@ bool failure_log_fixed(FailureLog *l, const char *object);
 void failure_log_prune(FailureLog *l, GHashTable *standing);
 /* Forgets those of objects under prefix (a removed device's). */
 void failure_log_forget_under(FailureLog *l, const char *prefix);
-unsigned failure_log_size(const FailureLog *l);

@@ -25,15 +25,15 @@ static void save_attached(Manager *m)
 
 static void add_attached(Manager *m, Attached a)
 {
-        m->attached = realloc(m->attached, sizeof(Attached) * (m->n_attached + 1));
-        if (!m->attached)
-                abort();
+        GREEDY_REALLOC(m->attached, m->attached_allocated, m->n_attached + 1);
         m->attached[m->n_attached++] = a;
 }
 
 void manager_prune_attached(Manager *m)
 {
         size_t w = 0;
+
+        assert(m);
 
         for (size_t i = 0; i < m->n_attached; i++) {
                 TaskInfo t;
@@ -50,6 +50,8 @@ void manager_prune_attached(Manager *m)
 
 void manager_load_attached(Manager *m)
 {
+        assert(m);
+
         _cleanup_free_ char *path = xasprintf("%s/attached", m->runtime_dir), *s = NULL;
         _cleanup_strv_free_ char **lines = NULL;
 
@@ -73,6 +75,8 @@ void manager_load_attached(Manager *m)
 
 unsigned *manager_attached_pids(const Manager *m)
 {
+        assert(m);
+
         unsigned *pids = xmalloc0(sizeof(unsigned) * (m->n_attached + 1));
 
         for (size_t i = 0; i < m->n_attached; i++)
@@ -120,6 +124,8 @@ int manager_attach(Manager *m, unsigned pid, uid_t uid)
 {
         TaskInfo t;
 
+        assert(m);
+
         /* A zombie has exited: there is nothing left to place. */
         if (pid == 0 || task_info(pid, &t) < 0 || (t.flags & PF_EXITING))
                 return -ESRCH;
@@ -130,6 +136,8 @@ int manager_attach_pidfd(Manager *m, int fd, uid_t uid, unsigned *ret_pid)
 {
         TaskInfo t;
         int pid = pidfd_get_pid(fd);
+
+        assert(m);
 
         if (pid < 0)
                 return pid;
@@ -148,6 +156,8 @@ int manager_attach_pidfd(Manager *m, int fd, uid_t uid, unsigned *ret_pid)
 
 int manager_detach(Manager *m, unsigned pid)
 {
+        assert(m);
+
         for (size_t i = 0; i < m->n_attached; i++)
                 if (m->attached[i].pid == pid) {
                         memmove(&m->attached[i], &m->attached[i + 1],

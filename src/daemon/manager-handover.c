@@ -21,6 +21,8 @@ static char *handover_path(const Manager *m)
 
 void manager_handover_clear(Manager *m)
 {
+        assert(m);
+
         _cleanup_free_ char *path = handover_path(m);
 
         if (unlink(path) < 0 && errno != ENOENT)
@@ -29,6 +31,8 @@ void manager_handover_clear(Manager *m)
 
 bool manager_handover_requested(Manager *m)
 {
+        assert(m);
+
         _cleanup_free_ char *path = handover_path(m), *text = NULL;
         struct stat st;
         unsigned pid;

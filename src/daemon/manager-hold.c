@@ -24,6 +24,8 @@ static void hold_free(Hold *h)
 
 const Hold *manager_find_hold(const Manager *m, uint32_t cookie)
 {
+        assert(m);
+
         for (size_t i = 0; i < m->n_holds; i++)
                 if (m->holds[i]->cookie == cookie)
                         return m->holds[i];
@@ -33,6 +35,8 @@ const Hold *manager_find_hold(const Manager *m, uint32_t cookie)
 const Hold *manager_winning_hold(const Manager *m)
 {
         const Hold *best = NULL;
+
+        assert(m);
 
         for (size_t i = 0; i < m->n_holds; i++) {
                 const Hold *h = m->holds[i];
@@ -48,6 +52,8 @@ const Hold *manager_winning_hold(const Manager *m)
 char *manager_holds_summary(const Manager *m)
 {
         g_autoptr(GString) out = NULL;
+
+        assert(m);
 
         if (m->n_holds == 0)
                 return NULL;
@@ -135,6 +141,8 @@ int manager_hold(Manager *m, const char *profile, const char *reason, const char
         Hold *h;
         int r;
 
+        assert(m);
+
         for (size_t i = 0; i < m->n_holds; i++) {
                 if (streq(m->holds[i]->bus_name, strempty(bus_name)))
                         mine++;
@@ -160,9 +168,7 @@ int manager_hold(Manager *m, const char *profile, const char *reason, const char
         h->uid = uid;
         h->since_usec = now_realtime_usec();
         h->seq = ++m->hold_seq;
-        m->holds = realloc(m->holds, sizeof(Hold *) * (m->n_holds + 1));
-        if (!m->holds)
-                abort();
+        GREEDY_REALLOC(m->holds, m->holds_allocated, m->n_holds + 1);
         m->holds[m->n_holds++] = h;
         shown = text_escape(reason);
         log_info("Hold %u: %s for %s (%s), from %s.", h->cookie, profile, application_id, shown,
@@ -190,6 +196,8 @@ static void remove_at(Manager *m, size_t i)
 
 int manager_release(Manager *m, uint32_t cookie)
 {
+        assert(m);
+
         for (size_t i = 0; i < m->n_holds; i++)
                 if (m->holds[i]->cookie == cookie) {
                         remove_at(m, i);
@@ -201,6 +209,8 @@ int manager_release(Manager *m, uint32_t cookie)
 
 void manager_release_all(Manager *m)
 {
+        assert(m);
+
         while (m->n_holds > 0)
                 remove_at(m, m->n_holds - 1);
 }
@@ -235,10 +245,12 @@ int manager_watch_holders(Manager *m)
 
 void manager_holds_free(Manager *m)
 {
+        assert(m);
+
         for (size_t i = 0; i < m->n_holds; i++)
                 hold_free(m->holds[i]);
         free(m->holds);
         m->holds = NULL;
-        m->n_holds = 0;
+        m->n_holds = m->holds_allocated = 0;
         m->name_slot = sd_bus_slot_unref(m->name_slot);
 }

@@ -53,6 +53,8 @@ int manager_pin_irq(Manager *m, unsigned irq, const char *cpus, bool allow_isola
         const Irq *i;
         int r;
 
+        assert(m);
+
         if (isempty(cpus))
                 return unpin(m, irq, ret_error);
         if (!m->policy || !irq_config_places(m->policy->config[TUNER_IRQ])) {
@@ -132,6 +134,8 @@ int manager_irqs(Manager *m, IrqTable **ret, double **ret_rates, char ***ret_thr
         IrqTable *t = NULL;
         double *rates;
         int r;
+
+        assert(m);
 
         r = irq_table_load(IRQ_LOAD_EFFECTIVE, m->topology->n_cpus, &t);
         if (r < 0)

@@ -6,11 +6,15 @@
 
 const char *manager_active_profile(const Manager *m)
 {
+        assert(m);
+
         return m->policy ? m->policy->name : "";
 }
 
 const char *manager_state(const Manager *m)
 {
+        assert(m);
+
         if (!m->policy)
                 return "off";
         if (status_n_failures(&m->status) > 0)
@@ -38,6 +42,8 @@ int manager_load_profile(Manager *m, const char *name, Policy **ret, char **ret_
         _cleanup_policy_ Policy *p = NULL;
         _cleanup_cpuset_ CpuSet *iso = NULL, *hk = NULL;
         int r;
+
+        assert(m);
 
         r = policy_load(m->search_path, name, &p, ret_error);
         if (r < 0)
@@ -76,6 +82,8 @@ static const char *in_force_name(const Manager *m)
 
 void manager_apply_in_force(Manager *m, Policy *preloaded, const char *reason)
 {
+        assert(m);
+
         _cleanup_policy_ Policy *own = preloaded;
         _cleanup_free_ char *err = NULL;
         const char *name = in_force_name(m);
@@ -121,11 +129,15 @@ static int switch_profile(Manager *m, const char *name, bool persist, char **ret
 
 int manager_set_profile(Manager *m, const char *name, char **ret_error)
 {
+        assert(m);
+
         return switch_profile(m, name, true, ret_error);
 }
 
 int manager_use_profile(Manager *m, const char *name, char **ret_error)
 {
+        assert(m);
+
         return switch_profile(m, name, false, ret_error);
 }
 
@@ -135,6 +147,8 @@ int manager_reload(Manager *m, char **ret_error)
         DaemonConf conf;
         Policy *p = NULL;
         int r;
+
+        assert(m);
 
         r = daemon_conf_load(path, &conf, ret_error);
         if (r < 0)
@@ -159,6 +173,8 @@ int manager_reload(Manager *m, char **ret_error)
 
 void manager_restore(Manager *m)
 {
+        assert(m);
+
         log_info("Restoring every value rtctl changed; every hold ends.");
         manager_release_all(m);
         free(m->base_profile);

@@ -39,6 +39,8 @@ static void free_threads(char **threads, size_t n)
 
 void read_cache_clear(ReadCache *c)
 {
+        assert(c);
+
         plan_rows_free(c->plan, c->n_plan);
         free(c->plan_error);
         free_threads(c->threads, c->irqs ? c->irqs->n : 0);
@@ -78,6 +80,8 @@ static void plan_rows(const PassResult *res, PlanRow **ret, size_t *ret_n)
 
 int manager_plan_active(Manager *m, const PlanRow **ret, size_t *ret_n, const char **ret_error)
 {
+        assert(m);
+
         ReadCache *c = &m->reads;
         PassResult res;
 
@@ -111,6 +115,8 @@ int manager_plan_profile(Manager *m, const char *name, PlanRow **ret, size_t *re
         PassResult res;
         int r;
 
+        assert(m);
+
         r = policy_load(m->search_path, name, &p, ret_error);
         if (r == -ENOENT)
                 return r;
@@ -130,6 +136,8 @@ int manager_plan_profile(Manager *m, const char *name, PlanRow **ret, size_t *re
 int manager_irqs_cached(Manager *m, const IrqTable **ret, const double **ret_rates,
                         char *const **ret_threads)
 {
+        assert(m);
+
         ReadCache *c = &m->reads;
         int r;
 
@@ -183,6 +191,8 @@ void manager_verify(Manager *m, VerifyRow **ret, size_t *ret_n)
         PassResult res;
         VerifyRow *rows;
         size_t n = 0;
+
+        assert(m);
 
         manager_dry_run(m, m->policy, &res);
         rows = xmalloc0(sizeof(VerifyRow) * (res.plan.n + 2));

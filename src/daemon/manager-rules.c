@@ -95,9 +95,7 @@ static void evaluate(Manager *m, unsigned pid, const char *comm)
                 }
                 return;
         } else {
-                m->matches = realloc(m->matches, sizeof(RuleMatch) * (m->n_matches + 1));
-                if (!m->matches)
-                        abort();
+                GREEDY_REALLOC(m->matches, m->matches_allocated, m->n_matches + 1);
                 x = &m->matches[m->n_matches++];
                 *x = (RuleMatch){.pid = pid, .starttime = t.starttime, .rule = (unsigned)rule};
         }
@@ -139,9 +137,7 @@ static void refresh_active_users(Manager *m)
                 uid_t uid;
                 if (sd_seat_get_active(seats[i], NULL, &uid) < 0)
                         continue;
-                m->active_uids = realloc(m->active_uids, sizeof(uid_t) * (m->n_active_uids + 1));
-                if (!m->active_uids)
-                        abort();
+                GREEDY_REALLOC(m->active_uids, m->active_uids_allocated, m->n_active_uids + 1);
                 m->active_uids[m->n_active_uids++] = uid;
         }
 }
@@ -239,9 +235,11 @@ void manager_rules_apply(Manager *m)
 {
         int r;
 
+        assert(m);
+
         free(m->rule_threads);
         m->rule_threads = NULL;
-        m->n_rule_threads = 0;
+        m->n_rule_threads = m->rule_threads_allocated = 0;
         m->n_matches = 0;
         if (!rules(m)) {
                 stop_watching(m);
@@ -263,6 +261,8 @@ void manager_rules_apply(Manager *m)
 
 void manager_rules_free(Manager *m)
 {
+        assert(m);
+
         stop_watching(m);
         free(m->matches);
         free(m->active_uids);
@@ -271,6 +271,8 @@ void manager_rules_free(Manager *m)
 
 void manager_rules_thread_gone(Manager *m, unsigned pid, unsigned tid)
 {
+        assert(m);
+
         for (size_t i = 0; i < m->n_rule_threads; i++) {
                 AttachedThread *t = &m->rule_threads[i];
                 if (t->pid != pid || t->tid != tid)
@@ -298,10 +300,13 @@ void manager_attach_input(Manager *m, AttachInput *ret)
 {
         size_t w = 0;
 
+        assert(m);
+        assert(ret);
+
         *ret = (AttachInput){};
         manager_prune_attached(m);
         ret->pids = manager_attached_pids(m);
-        ret->n_pids = m->n_attached;
+        ret->n_pids = ret->pids_allocated = m->n_attached;
         /* A process whose PID now belongs to another is no longer matched. */
         for (size_t i = 0; i < m->n_matches; i++) {
                 TaskInfo t;
@@ -315,37 +320,39 @@ void manager_attach_input(Manager *m, AttachInput *ret)
                 const RuleMatch *x = &m->matches[i];
                 if (rule_of(m, x)->threads || has_pid(ret->pids, ret->n_pids, x->pid))
                         continue;
-                ret->pids = realloc(ret->pids, sizeof(unsigned) * (ret->n_pids + 1));
-                if (!ret->pids)
-                        abort();
+                GREEDY_REALLOC(ret->pids, ret->pids_allocated, ret->n_pids + 1);
                 ret->pids[ret->n_pids++] = x->pid;
         }
         /* A process attached whole (by the user or a rule) needs no thread of it placed. */
         for (size_t i = 0; i < m->n_matches; i++) {
                 const RuleMatch *x = &m->matches[i];
                 if (rule_of(m, x)->threads && !has_pid(ret->pids, ret->n_pids, x->pid))
-                        (void)attach_list_threads(rule_of(m, x), x->pid, &ret->threads, &ret->n_threads);
+                        (void)attach_list_threads(rule_of(m, x), x->pid, &ret->threads, &ret->n_threads,
+                                                  &ret->threads_allocated);
         }
 }
 
 /* What the pass placed is what status shows: the isolated threads it planned. */
 void manager_rules_note_pass(Manager *m, const AttachInput *in)
 {
+        assert(m);
+        assert(in);
+
         free(m->rule_threads);
         m->rule_threads = NULL;
-        m->n_rule_threads = 0;
+        m->n_rule_threads = m->rule_threads_allocated = 0;
         for (size_t i = 0; i < in->n_threads; i++) {
                 if (!in->threads[i].isolate)
                         continue;
-                m->rule_threads = realloc(m->rule_threads, sizeof(AttachedThread) * (m->n_rule_threads + 1));
-                if (!m->rule_threads)
-                        abort();
+                GREEDY_REALLOC(m->rule_threads, m->rule_threads_allocated, m->n_rule_threads + 1);
                 m->rule_threads[m->n_rule_threads++] = in->threads[i];
         }
 }
 
 void attach_input_clear(AttachInput *a)
 {
+        assert(a);
+
         free(a->pids);
         free(a->threads);
         *a = (AttachInput){};
@@ -353,10 +360,16 @@ void attach_input_clear(AttachInput *a)
 
 const char *manager_rule_name(const Manager *m, const RuleMatch *x)
 {
+        assert(m);
+        assert(x);
+
         return rule_of(m, x)->name;
 }
 
 bool manager_rule_whole(const Manager *m, const RuleMatch *x)
 {
+        assert(m);
+        assert(x);
+
         return rule_of(m, x)->threads == NULL;
 }

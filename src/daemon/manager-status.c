@@ -22,6 +22,8 @@ static void power_clear(Status *s)
 
 void status_init(Status *s)
 {
+        assert(s);
+
         *s = (Status){.failures = g_hash_table_new_full(g_str_hash, g_str_equal, NULL, failure_free),
                       .unsupported = g_hash_table_new_full(g_str_hash, g_str_equal, NULL, failure_free)};
         failure_log_init(&s->log);
@@ -29,6 +31,8 @@ void status_init(Status *s)
 
 void status_clear(Status *s)
 {
+        assert(s);
+
         if (s->failures)
                 g_hash_table_destroy(s->failures);
         if (s->unsupported)
@@ -72,6 +76,8 @@ static void set_fixed(Status *s, const char *tuner, const char *object)
 void status_set_failure(Status *s, int level, const char *tuner, const char *object, int error,
                         const char *message)
 {
+        assert(s);
+
         (void)set_failure(s, level, tuner, object, error, message);
 }
 
@@ -87,6 +93,8 @@ static gboolean under(gpointer key, gpointer value, gpointer prefix)
 
 void status_forget_under(Status *s, const char *prefix)
 {
+        assert(s);
+
         g_hash_table_foreach_remove(s->failures, under, (gpointer)prefix);
         g_hash_table_foreach_remove(s->unsupported, under, (gpointer)prefix);
         failure_log_forget_under(&s->log, prefix);
@@ -94,12 +102,16 @@ void status_forget_under(Status *s, const char *prefix)
 
 void status_forget_tuner(Status *s, const char *tuner)
 {
+        assert(s);
+
         g_hash_table_foreach_remove(s->failures, of_tuner, (gpointer)tuner);
         g_hash_table_foreach_remove(s->unsupported, of_tuner, (gpointer)tuner);
 }
 
 unsigned status_n_failures(const Status *s)
 {
+        assert(s);
+
         return g_hash_table_size(s->failures);
 }
 
@@ -152,6 +164,9 @@ unsigned status_update(Status *s, const Dirty *dirty, PassResult *res)
 {
         unsigned logged = 0;
 
+        assert(s);
+        assert(res);
+
         for (size_t i = 0; i < tuners_n(); i++)
                 if (dirty->full[i])
                         status_forget_tuner(s, tuner_nth(i)->name);
@@ -184,6 +199,8 @@ void status_update_boot(Status *s, const Policy *p, const Topology *t)
 {
         _cleanup_free_ char *cmdline = NULL;
         BootArgs b;
+
+        assert(s);
 
         free(s->boot_missing);
         s->boot_missing = NULL;
@@ -239,6 +256,8 @@ void status_refresh_power(Status *s, const CpuSet *online)
 {
         size_t n = 0;
 
+        assert(s);
+
         power_clear(s);
         FOREACH_CPU (cpu, online)
                 n++;
@@ -286,6 +305,8 @@ static char *failing_tuners(const Status *s)
 
 char *status_line(const Status *s, const char *profile, const char *holds)
 {
+        assert(s);
+
         g_autoptr(GString) line = g_string_new(NULL);
         unsigned n = status_n_failures(s);
 
@@ -305,6 +326,8 @@ char *status_line(const Status *s, const char *profile, const char *holds)
 
 void status_notify(Status *s, const char *profile, const char *holds)
 {
+        assert(s);
+
         /* systemd reads each line of the datagram as an assignment: nothing a caller named (a hold's
          * application) may start one. */
         _cleanup_free_ char *raw = status_line(s, profile, holds);

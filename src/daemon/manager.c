@@ -29,6 +29,9 @@ static void on_systemd_settled(void *userdata);
 
 void manager_wait_for_pass(Manager *m, sd_bus_message *call)
 {
+        assert(m);
+        assert(call);
+
         manager_wait_for_pass_cookie(m, call, 0);
 }
 
@@ -100,6 +103,8 @@ void manager_free(Manager *m)
 
 void manager_schedule_pass(Manager *m, const char *reason)
 {
+        assert(m);
+
         /* The model is about to change: cached answers would describe the old one. */
         read_cache_clear(&m->reads);
         if (!m->pass_reason)
@@ -114,6 +119,8 @@ void manager_schedule_pass(Manager *m, const char *reason)
 
 void manager_mark_cpu_tuners(Manager *m)
 {
+        assert(m);
+
         for (size_t i = 0; i < tuners_n(); i++)
                 if (tuner_nth(i)->cpu_dependent)
                         dirty_mark_full(&m->dirty, (int)i);
@@ -163,14 +170,14 @@ static void answer_waiting(Manager *m)
         }
         free(m->waiting);
         m->waiting = NULL;
-        m->n_waiting = 0;
+        m->n_waiting = m->waiting_allocated = 0;
 }
 
 void manager_wait_for_pass_cookie(Manager *m, sd_bus_message *call, uint32_t cookie)
 {
-        m->waiting = realloc(m->waiting, sizeof(Waiter) * (m->n_waiting + 1));
-        if (!m->waiting)
-                abort();
+        assert(m);
+
+        GREEDY_REALLOC(m->waiting, m->waiting_allocated, m->n_waiting + 1);
         m->waiting[m->n_waiting++] = (Waiter){.call = sd_bus_message_ref(call), .cookie = cookie};
         /* Every call gets an answer: with nothing under way, the state it asked for is already there. */
         if (!outstanding(m))
@@ -446,6 +453,8 @@ static int on_pass(sd_event_source *s, void *userdata)
 
 void manager_dry_run(Manager *m, const Policy *p, PassResult *ret)
 {
+        assert(m);
+
         /* The IRQ tuner's state, read only: the pass sets only seen, which is this copy's. */
         IrqState irq = *manager_irq_state(m);
         void *states[_TUNER_MAX];
@@ -457,7 +466,7 @@ void manager_dry_run(Manager *m, const Policy *p, PassResult *ret)
         irq.seen = NULL;
         if (p != m->policy) {
                 irq.pins = NULL;
-                irq.n_pins = 0;
+                irq.n_pins = irq.pins_allocated = 0;
         }
         dirty_mark_all(&all);
         manager_attach_input(m, &attach);
@@ -541,6 +550,8 @@ static int on_settle(sd_event_source *s, uint64_t usec, void *userdata)
 void manager_schedule_settle(Manager *m)
 {
         int r;
+
+        assert(m);
 
         if (m->settle_source) {
                 (void)sd_event_source_set_time_relative(m->settle_source, SETTLE_USEC);
@@ -626,6 +637,8 @@ int manager_start(Manager *m)
         _cleanup_free_ char *err = NULL, *profile = NULL;
         int r;
 
+        assert(m);
+
         m->search_path = conf_search_path();
         r = daemon_conf_load(m->search_path, &m->conf, &err);
         if (r < 0) {
@@ -676,5 +689,7 @@ int manager_start(Manager *m)
 
 int manager_run(Manager *m)
 {
+        assert(m);
+
         return sd_event_loop(m->event);
 }

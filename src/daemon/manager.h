@@ -39,9 +39,9 @@ typedef struct RuleMatch {
  * Threads=all) and single threads (rules with a thread glob). */
 typedef struct AttachInput {
         unsigned *pids;
-        size_t n_pids;
+        size_t n_pids, pids_allocated;
         AttachedThread *threads;
-        size_t n_threads;
+        size_t n_threads, threads_allocated;
 } AttachInput;
 
 /* A profile an application asked for, for as long as its bus name lives (HoldProfile). */
@@ -104,7 +104,7 @@ typedef struct Manager {
         char *base_profile; /* SetProfile's (or the configured one); NULL after Restore */
         int base_rank;
         Hold **holds;
-        size_t n_holds;
+        size_t n_holds, holds_allocated;
         uint64_t hold_seq;
         sd_bus_slot *name_slot; /* NameOwnerChanged: holders leaving the bus */
         Polkit *polkit;
@@ -115,20 +115,21 @@ typedef struct Manager {
         unsigned retries;            /* in a row, without a clean pass */
         bool after_jobs[_TUNER_MAX]; /* replanned once systemd finished the jobs a pass queued */
         Attached *attached;
-        size_t n_attached;
+        size_t n_attached, attached_allocated;
         ProcMonitor *procs; /* process events, while the policy has [Attach] rules */
         sd_login_monitor *login;
         sd_event_source *login_source;
         RuleMatch *matches;
+        size_t matches_allocated;
         size_t n_matches;   /* RULE_MATCHES_MAX at most */
         bool matches_full;  /* a match was ignored for it, and said so; until one goes */
         uid_t *active_uids; /* users of the active session of each seat */
-        size_t n_active_uids;
+        size_t n_active_uids, active_uids_allocated;
         AttachedThread *rule_threads; /* the threads rules put on the isolated CPUs in the last pass */
-        size_t n_rule_threads;
+        size_t n_rule_threads, rule_threads_allocated;
         void *tuner_state[_TUNER_MAX]; /* each tuner's (Tuner.state_new), by TunerId */
         Waiter *waiting;               /* calls answered when the pass and what it started are done */
-        size_t n_waiting;
+        size_t n_waiting, waiting_allocated;
 
         Status status;
         ReadCache reads;

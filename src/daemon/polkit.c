@@ -83,6 +83,9 @@ int bus_caller_uid(sd_bus_message *call, uid_t *ret)
         sd_bus_creds *creds = NULL;
         int r;
 
+        assert(call);
+        assert(ret);
+
         r = sd_bus_query_sender_creds(call, SD_BUS_CREDS_EUID | SD_BUS_CREDS_UID, &creds);
         if (r >= 0) {
                 r = sd_bus_creds_get_euid(creds, ret);
@@ -223,6 +226,8 @@ static gboolean pending_of(gpointer key, gpointer value, gpointer sender)
  * question. */
 void polkit_forget(Polkit *p, const char *sender)
 {
+        assert(p);
+
         guint n = g_hash_table_foreach_remove(p->queries, pending_of, (gpointer)sender);
 
         if (n > 0)
@@ -231,6 +236,8 @@ void polkit_forget(Polkit *p, const char *sender)
 
 int polkit_authorize(Polkit *p, sd_bus_message *call, const char *action, sd_bus_error *error)
 {
+        assert(p);
+
         Query *q = g_hash_table_lookup(p->queries, call);
         uid_t uid;
         int r;

@@ -83,6 +83,9 @@ void proc_events_parse(const void *buf, size_t size, ProcEventHandler handler, v
 {
         int len = (int)MIN(size, (size_t)INT_MAX);
 
+        assert(buf || size == 0);
+        assert(handler);
+
         for (struct nlmsghdr *h = (struct nlmsghdr *)buf; nlmsg_ok(h, len); h = nlmsg_next(h, &len)) {
                 const struct cn_msg *cn;
 
@@ -136,6 +139,10 @@ int proc_monitor_new(sd_event *e, ProcEventHandler handler, void *userdata, Proc
 {
         ProcMonitor *m = xmalloc0(sizeof(ProcMonitor));
         int size = RCVBUF, r;
+
+        assert(e);
+        assert(handler);
+        assert(ret);
 
         m->handler = handler;
         m->userdata = userdata;

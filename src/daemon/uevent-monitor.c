@@ -21,6 +21,9 @@ struct UeventMonitor {
 /* "add@/devices/virtual/block/loop3\0ACTION=add\0DEVPATH=...\0SUBSYSTEM=block\0..." */
 bool uevent_parse(const char *buf, size_t len, Uevent *ret)
 {
+        assert(buf);
+        assert(ret);
+
         const char *action = NULL, *subsystem = NULL, *devpath = NULL, *devtype = NULL;
         const char *end = buf + len;
         size_t n = strnlen(buf, len);
@@ -141,6 +144,10 @@ int uevent_monitor_new(sd_event *e, UeventBackend backend, UeventHandler handler
         UeventMonitor *m = xmalloc0(sizeof(UeventMonitor));
         int r;
 
+        assert(e);
+        assert(handler);
+        assert(ret);
+
         if (backend == UEVENT_AUTO)
                 backend = access("/run/udev/control", F_OK) >= 0 ? UEVENT_UDEV : UEVENT_KERNEL;
         m->backend = backend;
@@ -168,5 +175,7 @@ void uevent_monitor_free(UeventMonitor *m)
 
 const char *uevent_monitor_backend_name(const UeventMonitor *m)
 {
+        assert(m);
+
         return m->backend == UEVENT_UDEV ? "udev" : "kernel";
 }

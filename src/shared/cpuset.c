@@ -17,6 +17,8 @@ CpuSet *cpuset_new(unsigned size)
 
 CpuSet *cpuset_dup(const CpuSet *s)
 {
+        assert(s);
+
         CpuSet *c = cpuset_new(s->size);
         memcpy(c->bits, s->bits, WORDS(s->size) * sizeof(unsigned long));
         return c;
@@ -29,24 +31,25 @@ void cpuset_free(CpuSet *s)
 
 void cpuset_add(CpuSet *s, unsigned cpu)
 {
+        assert(s);
+
         if (cpu < s->size)
                 s->bits[cpu / BITS_PER_WORD] |= 1UL << (cpu % BITS_PER_WORD);
 }
 
-void cpuset_del(CpuSet *s, unsigned cpu)
-{
-        if (cpu < s->size)
-                s->bits[cpu / BITS_PER_WORD] &= ~(1UL << (cpu % BITS_PER_WORD));
-}
-
 bool cpuset_has(const CpuSet *s, unsigned cpu)
 {
+        assert(s);
+
         return cpu < s->size && (s->bits[cpu / BITS_PER_WORD] >> (cpu % BITS_PER_WORD)) & 1;
 }
 
 unsigned cpuset_count(const CpuSet *s)
 {
         unsigned n = 0;
+
+        assert(s);
+
         for (size_t i = 0; i < WORDS(s->size); i++)
                 n += (unsigned)__builtin_popcountl(s->bits[i]);
         return n;
@@ -54,6 +57,8 @@ unsigned cpuset_count(const CpuSet *s)
 
 bool cpuset_empty(const CpuSet *s)
 {
+        assert(s);
+
         for (size_t i = 0; i < WORDS(s->size); i++)
                 if (s->bits[i])
                         return false;
@@ -68,6 +73,9 @@ static unsigned long word(const CpuSet *s, size_t i)
 
 bool cpuset_equal(const CpuSet *a, const CpuSet *b)
 {
+        assert(a);
+        assert(b);
+
         for (size_t i = 0; i < MAX(WORDS(a->size), WORDS(b->size)); i++)
                 if (word(a, i) != word(b, i))
                         return false;
@@ -76,6 +84,8 @@ bool cpuset_equal(const CpuSet *a, const CpuSet *b)
 
 bool cpuset_subset(const CpuSet *a, const CpuSet *of)
 {
+        assert(a);
+
         for (size_t i = 0; i < WORDS(a->size); i++)
                 if (a->bits[i] & ~word(of, i))
                         return false;
@@ -84,6 +94,8 @@ bool cpuset_subset(const CpuSet *a, const CpuSet *of)
 
 bool cpuset_intersects(const CpuSet *a, const CpuSet *b)
 {
+        assert(a);
+
         for (size_t i = 0; i < WORDS(a->size); i++)
                 if (a->bits[i] & word(b, i))
                         return true;
@@ -93,6 +105,8 @@ bool cpuset_intersects(const CpuSet *a, const CpuSet *b)
 int cpuset_next(const CpuSet *s, int after)
 {
         unsigned cpu = (unsigned)(after + 1);
+
+        assert(s);
 
         while (cpu < s->size) {
                 unsigned long w = s->bits[cpu / BITS_PER_WORD] >> (cpu % BITS_PER_WORD);
@@ -107,6 +121,8 @@ int cpuset_next(const CpuSet *s, int after)
 
 void cpuset_or(CpuSet *s, const CpuSet *other)
 {
+        assert(s);
+
         for (size_t i = 0; i < WORDS(s->size); i++)
                 s->bits[i] |= word(other, i);
         /* Bits of other beyond s->size cannot be held; callers size sets to the machine. */
@@ -114,12 +130,16 @@ void cpuset_or(CpuSet *s, const CpuSet *other)
 
 void cpuset_and(CpuSet *s, const CpuSet *other)
 {
+        assert(s);
+
         for (size_t i = 0; i < WORDS(s->size); i++)
                 s->bits[i] &= word(other, i);
 }
 
 void cpuset_andnot(CpuSet *s, const CpuSet *other)
 {
+        assert(s);
+
         for (size_t i = 0; i < WORDS(s->size); i++)
                 s->bits[i] &= ~word(other, i);
 }
@@ -168,6 +188,8 @@ int cpuset_parse_list(const char *s, unsigned size, CpuSet **ret, char **ret_err
         const char *p = s;
         char detail[128];
         _cleanup_free_ char *shown = NULL;
+
+        assert(ret);
 
         if (isempty(s))
                 return fail(ret_error, -EINVAL, "CPU list '%s' is empty%s", "", "");
@@ -229,6 +251,8 @@ int cpuset_parse_list(const char *s, unsigned size, CpuSet **ret, char **ret_err
 
 char *cpuset_format_list(const CpuSet *s)
 {
+        assert(s);
+
         size_t alloc = 64, len = 0;
         char *buf = xmalloc0(alloc);
         int cpu = cpuset_next(s, -1);
@@ -242,12 +266,7 @@ char *cpuset_format_list(const CpuSet *s)
                         end++;
                 n = end == cpu ? snprintf(item, sizeof item, "%s%d", len ? "," : "", cpu)
                                : snprintf(item, sizeof item, "%s%d-%d", len ? "," : "", cpu, end);
-                if (len + (size_t)n + 1 > alloc) {
-                        alloc = (len + (size_t)n + 1) * 2;
-                        buf = realloc(buf, alloc);
-                        if (!buf)
-                                abort();
-                }
+                GREEDY_REALLOC(buf, alloc, len + (size_t)n + 1);
                 memcpy(buf + len, item, (size_t)n + 1);
                 len += (size_t)n;
                 cpu = cpuset_next(s, end);
@@ -272,6 +291,8 @@ int cpuset_parse_mask(const char *s, unsigned size, CpuSet **ret, char **ret_err
         const char *end;
         unsigned bit = 0;
         char detail[64];
+
+        assert(ret);
 
         if (isempty(s))
                 return fail(ret_error, -EINVAL, "CPU mask '%s' is empty%s", "", "");

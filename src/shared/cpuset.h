@@ -25,7 +25,6 @@ static inline void cpuset_freep(CpuSet **s)
 #define _cleanup_cpuset_ _cleanup_(cpuset_freep)
 
 void cpuset_add(CpuSet *s, unsigned cpu);
-void cpuset_del(CpuSet *s, unsigned cpu);
 bool cpuset_has(const CpuSet *s, unsigned cpu);
 unsigned cpuset_count(const CpuSet *s);
 bool cpuset_empty(const CpuSet *s);

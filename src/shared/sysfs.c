@@ -30,11 +30,16 @@ void sysroot_set(const char *p)
 
 char *sys_path(const char *path)
 {
+        assert(path);
+
         return xasprintf("%s%s", sysroot(), path);
 }
 
 int sys_read(const char *path, char **ret)
 {
+        assert(path);
+        assert(ret);
+
         _cleanup_free_ char *p = sys_path(path);
         char *s;
         size_t n;
@@ -78,6 +83,8 @@ CpuSet *sys_read_cpuset(const char *path, unsigned n_cpus, bool mask)
 
 int sys_write(const char *path, const char *value)
 {
+        assert(value);
+
         _cleanup_free_ char *p = sys_path(path);
         _cleanup_close_ int fd = -EBADF;
         size_t len = strlen(value);
@@ -107,12 +114,17 @@ int sys_access(const char *path, int mode)
 
 DIR *sys_opendir(const char *path)
 {
+        assert(path);
+
         _cleanup_free_ char *p = sys_path(path);
         return opendir(p);
 }
 
 int sys_readlink(const char *path, char **ret)
 {
+        assert(path);
+        assert(ret);
+
         _cleanup_free_ char *p = sys_path(path);
         char buf[PATH_MAX];
         ssize_t n;
@@ -127,6 +139,8 @@ int sys_readlink(const char *path, char **ret)
 
 const char *sys_path_denied(const char *path)
 {
+        assert(path);
+
         static const struct {
                 const char *path, *why;
         } denied[] = {

@@ -11,18 +11,26 @@
 
 const char *startswith(const char *s, const char *prefix)
 {
+        assert(s);
+        assert(prefix);
+
         size_t l = strlen(prefix);
         return strncmp(s, prefix, l) == 0 ? s + l : NULL;
 }
 
 bool endswith(const char *s, const char *suffix)
 {
+        assert(s);
+        assert(suffix);
+
         size_t ls = strlen(s), lx = strlen(suffix);
         return ls >= lx && memcmp(s + ls - lx, suffix, lx) == 0;
 }
 
 char *strstrip(char *s)
 {
+        assert(s);
+
         while (isspace((unsigned char)*s))
                 s++;
         size_t l = strlen(s);
@@ -71,11 +79,51 @@ char *xstrdup(const char *s)
 
 char *xstrndup(const char *s, size_t n)
 {
+        assert(s);
+
         char *p = strndup(s, n);
 
         if (!p)
                 oom();
         return p;
+}
+
+void *xreallocarray(void *p, size_t n, size_t size)
+{
+        size_t bytes;
+        void *q;
+
+        if (__builtin_mul_overflow(n, size, &bytes))
+                oom();
+        q = realloc(p, bytes ?: 1);
+        if (!q)
+                oom();
+        return q;
+}
+
+void *greedy_realloc(void **p, size_t *allocated, size_t need, size_t size)
+{
+        size_t bytes;
+        void *q;
+
+        assert(p);
+        assert(allocated);
+        assert(size > 0);
+
+        if (need <= *allocated)
+                return *p;
+        if (__builtin_mul_overflow(need, size, &bytes))
+                oom();
+        if (bytes <= SIZE_MAX / 2) {
+                need *= 2;
+                bytes *= 2;
+        }
+        q = realloc(*p, bytes);
+        if (!q)
+                oom();
+        *p = q;
+        *allocated = need;
+        return q;
 }
 
 char *glob_error(const char *g)
@@ -104,6 +152,8 @@ char *glob_error(const char *g)
 
 size_t utf8_cut(const char *s, size_t max)
 {
+        assert(s);
+
         size_t n = strlen(s);
 
         if (n <= max)
@@ -202,6 +252,8 @@ char *text_escape(const char *s)
 
 char *echo_text(const char *s)
 {
+        assert(s);
+
         size_t n = strlen(s), cut = utf8_cut(s, ECHO_MAX);
         _cleanup_free_ char *shown = escape(s, cut, false); /* quoted input: a backslash stays */
 
@@ -230,10 +282,10 @@ size_t strv_length(char *const *l)
 
 int strv_push(char ***l, char *s)
 {
+        assert(l);
+
         size_t n = strv_length(*l);
-        char **c = realloc(*l, sizeof(char *) * (n + 2));
-        if (!c)
-                oom();
+        char **c = xreallocarray(*l, n + 2, sizeof(char *));
         c[n] = s;
         c[n + 1] = NULL;
         *l = c;
@@ -242,14 +294,13 @@ int strv_push(char ***l, char *s)
 
 void strv_append(char ***l, size_t *n, char *s)
 {
+        assert(l);
+        assert(n);
+
         /* Room for n entries and the NULL is the power of two at or above n + 1; it doubles when n + 1
          * reaches one, so n appends cost O(n) where strv_push's scan for the end costs O(n^2). */
-        if (((*n + 1) & *n) == 0) {
-                char **c = realloc(*l, sizeof(char *) * 2 * (*n + 1));
-                if (!c)
-                        oom();
-                *l = c;
-        }
+        if (((*n + 1) & *n) == 0)
+                *l = xreallocarray(*l, *n + 1, 2 * sizeof(char *));
         (*l)[(*n)++] = s;
         (*l)[*n] = NULL;
 }
@@ -284,6 +335,8 @@ int safe_atou(const char *s, unsigned *ret)
         char *end;
         unsigned long v;
 
+        assert(ret);
+
         if (isempty(s) || !isdigit((unsigned char)s[0]))
                 return -EINVAL;
         errno = 0;
@@ -303,6 +356,8 @@ int safe_atoi(const char *s, int *ret)
         char *end;
         long v;
 
+        assert(ret);
+
         if (isempty(s))
                 return -EINVAL;
         errno = 0;
@@ -321,21 +376,13 @@ int safe_atoi(const char *s, int *ret)
 static int read_fd(int fd, size_t max, char **ret, size_t *ret_size)
 {
         _cleanup_free_ char *buf = NULL;
-        size_t size = 0, alloc = 4096;
+        size_t size = 0, alloc = 0;
 
-        buf = malloc(alloc);
-        if (!buf)
-                return -ENOMEM;
         for (;;) {
                 ssize_t k;
 
-                if (size + 1 >= alloc) {
-                        char *n = realloc(buf, alloc * 2);
-                        if (!n)
-                                return -ENOMEM;
-                        buf = n;
-                        alloc *= 2;
-                }
+                if (alloc - size < 2048)
+                        GREEDY_REALLOC(buf, alloc, size + 2048);
                 k = read(fd, buf + size, alloc - size - 1);
                 if (k < 0) {
                         if (errno == EINTR)
@@ -357,6 +404,9 @@ static int read_fd(int fd, size_t max, char **ret, size_t *ret_size)
 
 int read_full_file(const char *path, char **ret, size_t *ret_size)
 {
+        assert(path);
+        assert(ret);
+
         _cleanup_close_ int fd = open(path, O_RDONLY | O_CLOEXEC);
 
         if (fd < 0)
@@ -366,6 +416,9 @@ int read_full_file(const char *path, char **ret, size_t *ret_size)
 
 int read_config_file(const char *path, size_t max, char **ret, size_t *ret_size, char **ret_error)
 {
+        assert(path);
+        assert(ret);
+
         /* O_NONBLOCK: opening a FIFO must not wait for a writer (it is refused below anyway). */
         _cleanup_close_ int fd = open(path, O_RDONLY | O_CLOEXEC | O_NONBLOCK | O_NOCTTY);
         struct stat st;
@@ -407,6 +460,9 @@ int read_config_file(const char *path, size_t max, char **ret, size_t *ret_size,
 
 int write_all(int fd, const void *data, size_t size)
 {
+        assert(fd >= 0);
+        assert(data || size == 0);
+
         const char *p = data;
 
         while (size > 0) {
@@ -424,6 +480,9 @@ int write_all(int fd, const void *data, size_t size)
 
 int write_file_atomic(const char *path, const char *content, bool durable)
 {
+        assert(path);
+        assert(content);
+
         _cleanup_free_ char *tmp = xasprintf("%s.tmp.%d", path, (int)getpid());
         _cleanup_close_ int fd = -EBADF;
         int r;
@@ -444,6 +503,9 @@ int write_file_new(const char *path, const void *data, size_t size)
         _cleanup_close_ int fd = -EBADF;
         int r;
 
+        assert(path);
+        assert(data || size == 0);
+
         fd = open(path, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC | O_NOFOLLOW, 0600);
         if (fd < 0)
                 return -errno;
@@ -455,6 +517,8 @@ int write_file_new(const char *path, const void *data, size_t size)
 
 int mkdir_p(const char *path, mode_t mode)
 {
+        assert(path);
+
         _cleanup_free_ char *p = xstrdup(path);
 
         for (char *s = p + 1; *s; s++) {

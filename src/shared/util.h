@@ -1,6 +1,7 @@
 /* SPDX-License-Identifier: GPL-2.0-or-later */
 #pragma once
 
+#include <assert.h>
 #include <dirent.h>
 #include <errno.h>
 #include <stdbool.h>
@@ -12,8 +13,13 @@
 #include <string.h>
 #include <unistd.h>
 
+/* Preconditions are assert()s (not the errors a caller can cause, which are return values), and they stay
+ * in every build: a broken precondition stops the daemon where it broke rather than somewhere later. */
+#ifdef NDEBUG
+#error "rtctl is built without NDEBUG (meson's b_ndebug=false): its assert()s state preconditions"
+#endif
+
 #define _cleanup_(f)    __attribute__((cleanup(f)))
-#define _unused_        __attribute__((unused))
 #define _printf_(a, b)  __attribute__((format(printf, a, b)))
 #define ELEMENTSOF(x)   (sizeof(x) / sizeof((x)[0]))
 #define streq(a, b)     (strcmp((a), (b)) == 0)
@@ -84,6 +90,15 @@ char *xasprintf(const char *fmt, ...) _printf_(1, 2);
 void *xmalloc0(size_t n);
 char *xstrdup(const char *s);
 char *xstrndup(const char *s, size_t n);
+/* realloc(p, n * size) with the multiplication checked: an overflow aborts, as running out of memory does.
+ * For an array grown to a size known in advance. */
+void *xreallocarray(void *p, size_t n, size_t size);
+/* Makes room for need elements of size bytes in *p, which has room for *allocated: grows to twice need,
+ * so appending n elements one at a time copies O(n) of them, not O(n^2). Aborts when memory runs out or
+ * need elements of size bytes do not fit in a size_t (a bug, not input to recover from). Returns *p. */
+void *greedy_realloc(void **p, size_t *allocated, size_t need, size_t size);
+#define GREEDY_REALLOC(array, allocated, need)                                                              \
+        ((__typeof__(array))greedy_realloc((void **)&(array), &(allocated), (need), sizeof((array)[0])))
 /* Text from someone else (a D-Bus caller, a device, a file) fit to show on one line: text_printable()
  * says whether s is well-formed UTF-8 free of control characters (C0, DEL, C1), line and paragraph
  * separators and bidirectional controls; text_escape() writes each byte of anything else, and every

@@ -162,6 +162,7 @@ static bool parse_rule(ConfSection *s, const char *name, BlockRule *r, char ***e
 static void *block_parse(Conf *conf, char ***errors)
 {
         BlockConfig *c = xmalloc0(sizeof(BlockConfig));
+        size_t allocated = 0;
 
         for (size_t i = 0; i < conf->n_sections; i++) {
                 ConfSection *s = &conf->sections[i];
@@ -180,9 +181,7 @@ static void *block_parse(Conf *conf, char ***errors)
                         rule_clear(&r);
                         continue;
                 }
-                c->rules = realloc(c->rules, sizeof(BlockRule) * (c->n_rules + 1));
-                if (!c->rules)
-                        abort();
+                GREEDY_REALLOC(c->rules, allocated, c->n_rules + 1);
                 c->rules[c->n_rules++] = r;
         }
         if (c->n_rules == 0) {

@@ -4,6 +4,8 @@
 
 void irq_state_commit(IrqState *s)
 {
+        assert(s);
+
         if (!s->seen)
                 return;
         irq_table_free(s->previous);
@@ -13,18 +15,22 @@ void irq_state_commit(IrqState *s)
 
 void irq_state_forget(IrqState *s)
 {
+        assert(s);
+
         free(s->refused);
         s->refused = NULL;
-        s->n_refused = 0;
+        s->n_refused = s->refused_allocated = 0;
         for (size_t i = 0; i < s->n_pins; i++)
                 cpuset_free(s->pins[i].cpus);
         free(s->pins);
         s->pins = NULL;
-        s->n_pins = 0;
+        s->n_pins = s->pins_allocated = 0;
 }
 
 void irq_state_clear(IrqState *s)
 {
+        assert(s);
+
         irq_state_forget(s);
         irq_table_free(s->previous);
         irq_table_free(s->seen);
@@ -43,9 +49,7 @@ void irq_state_refuse(IrqState *s, unsigned irq)
 {
         if (irq_state_refused(s, irq))
                 return;
-        s->refused = realloc(s->refused, sizeof(unsigned) * (s->n_refused + 1));
-        if (!s->refused)
-                abort();
+        GREEDY_REALLOC(s->refused, s->refused_allocated, s->n_refused + 1);
         s->refused[s->n_refused++] = irq;
 }
 
@@ -59,6 +63,8 @@ const CpuSet *irq_state_pin(const IrqState *s, unsigned irq)
 
 void irq_state_set_pin(IrqState *s, unsigned irq, CpuSet *cpus)
 {
+        assert(s);
+
         for (size_t i = 0; i < s->n_pins; i++)
                 if (s->pins[i].irq == irq) {
                         cpuset_free(s->pins[i].cpus);
@@ -70,14 +76,14 @@ void irq_state_set_pin(IrqState *s, unsigned irq, CpuSet *cpus)
                 }
         if (!cpus)
                 return;
-        s->pins = realloc(s->pins, sizeof(IrqPin) * (s->n_pins + 1));
-        if (!s->pins)
-                abort();
+        GREEDY_REALLOC(s->pins, s->pins_allocated, s->n_pins + 1);
         s->pins[s->n_pins++] = (IrqPin){.irq = irq, .cpus = cpus};
 }
 
 uint64_t irq_state_delta(const IrqState *s, const Irq *irq)
 {
+        assert(irq);
+
         const Irq *prev = s ? irq_table_find(s->previous, irq->num) : NULL;
 
         /* A number given to another device since counts again from its own start. */
@@ -88,6 +94,8 @@ uint64_t irq_state_delta(const IrqState *s, const Irq *irq)
 
 void irq_state_note_results(IrqState *s, const Plan *plan)
 {
+        assert(plan);
+
         for (size_t i = 0; i < plan->n; i++) {
                 const Setting *set = &plan->settings[i];
                 unsigned irq;

@@ -131,7 +131,10 @@ static bool isolates(Conf *conf)
 IrqConfig *irq_config_parse(Conf *conf, char ***errors)
 {
         IrqConfig *c = xmalloc0(sizeof(IrqConfig));
+        size_t allocated = 0;
         bool any = false, ok = true;
+
+        assert(conf);
 
         for (size_t i = 0; i < conf->n_sections; i++) {
                 ConfSection *s = &conf->sections[i];
@@ -152,9 +155,7 @@ IrqConfig *irq_config_parse(Conf *conf, char ***errors)
                         ok = false;
                         continue;
                 }
-                c->rules = realloc(c->rules, sizeof(IrqRule) * (c->n_rules + 1));
-                if (!c->rules)
-                        abort();
+                GREEDY_REALLOC(c->rules, allocated, c->n_rules + 1);
                 c->rules[c->n_rules++] = r;
         }
         if (!ok || (!any && !isolates(conf))) {
@@ -172,6 +173,8 @@ IrqConfig *irq_config_parse(Conf *conf, char ***errors)
 
 CpuSet *cpu_spec_resolve(const CpuSpec *spec, const PlanContext *ctx)
 {
+        assert(spec);
+
         switch (spec->kind) {
         case CPU_SPEC_LIST:
                 return cpuset_dup(spec->list);
@@ -190,6 +193,8 @@ int irq_table_for_pass(const PlanContext *ctx, const char *tuner, PlanNotes *not
         IrqState *state = ctx->state;
         IrqTable *t = NULL;
         int r;
+
+        assert(ctx);
 
         *ret_owned = NULL;
         if (state && state->seen && state->seen->timestamp_usec >= ctx->pass_start_usec) {
@@ -242,6 +247,7 @@ typedef struct Placer {
         GHashTable *devices; /* PCI address -> 1-based index */
         unsigned *dev_count; /* [device index * n_cpus + cpu]: that device's IRQs on the CPU */
         unsigned n_devices;
+        size_t dev_rows;    /* dev_count has room for this many devices of n_cpus counts each */
         CpuSet **node_cpus; /* online CPUs of each NUMA node, built on first use */
         unsigned n_nodes;
         GHashTable *pending; /* PCI address -> its balanced IRQs not placed yet */
@@ -258,9 +264,7 @@ static unsigned device_index(Placer *p, const char *device)
                 return GPOINTER_TO_UINT(v);
         p->n_devices++;
         g_hash_table_insert(p->devices, (gpointer)device, GUINT_TO_POINTER(p->n_devices));
-        p->dev_count = realloc(p->dev_count, sizeof(unsigned) * (p->n_devices + 1) * p->n_cpus);
-        if (!p->dev_count)
-                abort();
+        greedy_realloc((void **)&p->dev_count, &p->dev_rows, p->n_devices + 1, sizeof(unsigned) * p->n_cpus);
         memset(p->dev_count + (size_t)p->n_devices * p->n_cpus, 0, sizeof(unsigned) * p->n_cpus);
         return p->n_devices;
 }
@@ -272,9 +276,7 @@ static const CpuSet *node_cpus(Placer *p, int node)
         if (node < 0 || node >= 1024)
                 return NULL;
         if ((unsigned)node >= p->n_nodes) {
-                p->node_cpus = realloc(p->node_cpus, sizeof(CpuSet *) * (unsigned)(node + 1));
-                if (!p->node_cpus)
-                        abort();
+                p->node_cpus = xreallocarray(p->node_cpus, (unsigned)(node + 1), sizeof(CpuSet *));
                 for (unsigned i = p->n_nodes; i <= (unsigned)node; i++)
                         p->node_cpus[i] = NULL;
                 p->n_nodes = (unsigned)node + 1;
@@ -461,14 +463,12 @@ static int cmp_balanced(const void *a, const void *b)
 
 typedef struct NumList {
         unsigned *v;
-        size_t n;
+        size_t n, allocated;
 } NumList;
 
 static void numlist_add(NumList *l, unsigned v)
 {
-        l->v = realloc(l->v, sizeof(unsigned) * (l->n + 1));
-        if (!l->v)
-                abort();
+        GREEDY_REALLOC(l->v, l->allocated, l->n + 1);
         l->v[l->n++] = v;
 }
 
@@ -544,6 +544,7 @@ static int irq_plan(const PlanContext *ctx, const void *config, const char *devi
         p.count = xmalloc0(sizeof(unsigned) * p.n_cpus);
         p.devices = g_hash_table_new(g_str_hash, g_str_equal);
         p.dev_count = xmalloc0(sizeof(unsigned) * p.n_cpus);
+        p.dev_rows = 1; /* row 0: IRQs of no device */
         p.pending = g_hash_table_new(g_str_hash, g_str_equal);
         balanced = xmalloc0(sizeof(Balanced) * (t->n + 1));
 

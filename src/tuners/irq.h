@@ -57,9 +57,9 @@ typedef struct IrqState {
         IrqTable *previous; /* rates are count differences to it; cumulative counts without it */
         IrqTable *seen;
         unsigned *refused; /* IRQs whose affinity write the kernel refused (EIO/EPERM): not tried again */
-        size_t n_refused;
+        size_t n_refused, refused_allocated;
         IrqPin *pins; /* PinIrq() overrides, until restore or a profile change */
-        size_t n_pins;
+        size_t n_pins, pins_allocated;
 } IrqState;
 
 void irq_state_commit(IrqState *s);

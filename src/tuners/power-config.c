@@ -131,7 +131,10 @@ static bool parse_set(ConfSection *s, const char *name, PowerConfig *c, PowerSet
 PowerConfig *power_config_parse(Conf *conf, char ***errors)
 {
         PowerConfig *c = xmalloc0(sizeof(PowerConfig));
+        size_t allocated = 0;
         bool any = false, ok = true;
+
+        assert(conf);
 
         c->global_max_exit_latency_us = -1;
         for (size_t i = 0; i < conf->n_sections; i++) {
@@ -149,9 +152,7 @@ PowerConfig *power_config_parse(Conf *conf, char ***errors)
                         ok = false;
                         continue;
                 }
-                c->sets = realloc(c->sets, sizeof(PowerSet) * (c->n + 1));
-                if (!c->sets)
-                        abort();
+                GREEDY_REALLOC(c->sets, allocated, c->n + 1);
                 c->sets[c->n++] = r;
         }
         if (!any || !ok) {
@@ -187,6 +188,8 @@ void power_config_note_beyond(const PowerConfig *c, const PlanContext *ctx, Plan
 
 CpuSet *power_set_cpus(const PowerSet *s, const PlanContext *ctx)
 {
+        assert(s);
+
         /* All means every present CPU: an offline one keeps what survives hotplug (its PM QoS). */
         if (s->cpus.kind == CPU_SPEC_UNSET || s->cpus.kind == CPU_SPEC_ALL)
                 return cpuset_dup(ctx->topology->present);

@@ -249,14 +249,14 @@ TEST(threads_by_name)
             load_ok("t", "[Attach pw]\nMatch=comm:pipewire user:1000\nThreads=data-loop*\n"
                          "[Attach all]\nMatch=comm:jackd user:active\nThreads=all\n");
         AttachedThread *t = NULL;
-        size_t n = 0;
+        size_t n = 0, allocated = 0;
 
         if (!p)
                 return;
         fake_process(root, 200, "pipewire", NULL, 1000,
                      (const char *const[]){"200:pipewire", "201:pipewire", "202:data-loop.0", NULL});
         sysroot_set(root);
-        CHECK_INTEQ(attach_list_threads(&p->attach->rules[0], 200, &t, &n), 0);
+        CHECK_INTEQ(attach_list_threads(&p->attach->rules[0], 200, &t, &n, &allocated), 0);
         CHECK_INTEQ(n, 3);
         for (size_t i = 0; i < n; i++) {
                 CHECK_STREQ(t[i].rule, "pw");
@@ -265,7 +265,7 @@ TEST(threads_by_name)
                         CHECK_STREQ(t[i].comm, "data-loop.0");
         }
         CHECK(attach_rule_wants_thread(&p->attach->rules[1], "anything"));
-        CHECK_INTEQ(attach_list_threads(&p->attach->rules[0], 999, &t, &n), -ENOENT);
+        CHECK_INTEQ(attach_list_threads(&p->attach->rules[0], 999, &t, &n, &allocated), -ENOENT);
         free(t);
         sysroot_set("");
 }

@@ -53,9 +53,9 @@ TEST(smp2x8)
         CHECK_INTEQ(t->cpus[31].llc, 8);
         CHECK_INTEQ(t->cpus[9].node, 1);
         CHECK_INTEQ(t->cpus[16].node, 0);
-        _cleanup_cpuset_ CpuSet *sib = topology_core_siblings(t, 29);
-        _cleanup_free_ char *l = list(sib);
-        CHECK_STREQ(l, "13,29");
+        /* CPU 29's one sibling is 13. */
+        for (unsigned c = 0; c < t->n_cpus; c++)
+                CHECK_INTEQ(t->cpus[c].core == t->cpus[29].core, c == 13 || c == 29);
 }
 
 TEST(holes_and_offline_cpus)

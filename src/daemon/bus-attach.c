@@ -23,12 +23,3 @@ int bus_property_attached_threads(sd_bus *bus, const char *path, const char *int
                 return r;
         return sd_bus_message_close_container(reply);
 }
-
-void bus_attach_emit_changed(Manager *m)
-{
-        assert(m);
-
-        if (m->bus)
-                (void)sd_bus_emit_properties_changed(m->bus, RTCTL_BUS_PATH, RTCTL_BUS_IFACE,
-                                                     "AttachedThreads", NULL);
-}

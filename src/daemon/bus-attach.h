@@ -9,4 +9,3 @@ typedef struct Manager Manager;
  * is the whole process (Threads=all). */
 int bus_property_attached_threads(sd_bus *bus, const char *path, const char *interface, const char *property,
                                   sd_bus_message *reply, void *userdata, sd_bus_error *error);
-void bus_attach_emit_changed(Manager *m);

@@ -294,6 +294,8 @@ static int method_hold_profile(sd_bus_message *msg, void *userdata, sd_bus_error
                     "%d profiles are held already, the most rtctld keeps; try again once "
                     "some are released",
                     HOLDS_MAX);
+        if (r == -ENOTCONN)
+                return sd_bus_error_set_errnof(error, ENOTCONN, "Cannot follow the caller on the bus");
         if (r < 0)
                 return profile_error(error, r, profile, err);
         manager_wait_for_pass_cookie(m, msg, cookie);
@@ -649,6 +651,21 @@ static const sd_bus_vtable manager_vtable[] = {
     SD_BUS_VTABLE_END,
 };
 
+/* A caller left the bus: what waits for it (calls for polkit, reads) is dropped. One match for every
+ * name rather than an sd_bus_track each, as holds have: up to 256 callers may wait for polkit and 1024 for
+ * reads, and the system bus allows a connection 512 match rules. */
+static int on_caller_left(sd_bus_message *msg, void *userdata, sd_bus_error *ret_error)
+{
+        Manager *m = userdata;
+        const char *name, *old_owner, *new_owner;
+
+        if (sd_bus_message_read(msg, "sss", &name, &old_owner, &new_owner) < 0 || !isempty(new_owner))
+                return 0;
+        bus_reads_forget(m->bus_reads, name);
+        polkit_forget(m->polkit, name);
+        return 0;
+}
+
 int bus_setup(Manager *m)
 {
         int r;
@@ -667,41 +684,12 @@ int bus_setup(Manager *m)
         r = bus_reads_setup(m);
         if (r < 0)
                 return r;
+        r = sd_bus_match_signal_async(m->bus, &m->name_slot, "org.freedesktop.DBus", "/org/freedesktop/DBus",
+                                      "org.freedesktop.DBus", "NameOwnerChanged", on_caller_left, NULL, m);
+        if (r < 0)
+                return log_error_errno(r, "Failed to watch callers leaving the bus: %m");
         r = sd_bus_request_name(m->bus, RTCTL_BUS_NAME, 0);
         if (r < 0)
                 return log_error_errno(r, "Failed to take the name " RTCTL_BUS_NAME ": %m");
         return 0;
-}
-
-void bus_emit_applied(Manager *m, const char *reason)
-{
-        assert(m);
-
-        if (!m->bus)
-                return;
-        (void)sd_bus_emit_signal(m->bus, RTCTL_BUS_PATH, RTCTL_BUS_IFACE, "Applied", "suu", reason,
-                                 m->status.last_pass.changes, m->status.last_pass.failures);
-        (void)sd_bus_emit_properties_changed(
-            m->bus, RTCTL_BUS_PATH, RTCTL_BUS_IFACE, "ActiveProfile", "State", "Failures", "Unsupported",
-            "IsolatedCPUs", "HousekeepingCPUs", "IsolationReason", "LastPass", "AttachedProcesses",
-            "DMALatencyRequest", "RebootPending", NULL);
-        (void)sd_bus_emit_properties_changed(m->bus, RTCTL_BUS_PATH, RTCTL_BUS_IFACE, "CPUPower", NULL);
-}
-
-void bus_emit_profiles_changed(Manager *m)
-{
-        assert(m);
-
-        if (m->bus)
-                (void)sd_bus_emit_properties_changed(m->bus, RTCTL_BUS_PATH, RTCTL_BUS_IFACE, "Profiles",
-                                                     NULL);
-}
-
-void bus_emit_base_profile_changed(Manager *m)
-{
-        assert(m);
-
-        if (m->bus)
-                (void)sd_bus_emit_properties_changed(m->bus, RTCTL_BUS_PATH, RTCTL_BUS_IFACE, "BaseProfile",
-                                                     NULL);
 }

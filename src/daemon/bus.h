@@ -33,6 +33,3 @@ int bus_check_text(sd_bus_error *error, const char *arg, const char *text);
 /* Connects to the system bus ($DBUS_SYSTEM_BUS_ADDRESS when set), registers the object and only then
  * takes the name, so no caller ever sees a half-registered service. */
 int bus_setup(Manager *m);
-void bus_emit_applied(Manager *m, const char *reason);
-void bus_emit_profiles_changed(Manager *m);
-void bus_emit_base_profile_changed(Manager *m);

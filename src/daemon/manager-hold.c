@@ -5,10 +5,9 @@
 #include <sys/random.h>
 #include <time.h>
 
-#include "daemon/bus-reads.h"
+#include "daemon/bus-signals.h"
 #include "daemon/bus.h"
 #include "daemon/manager.h"
-#include "daemon/polkit.h"
 #include "shared/log.h"
 
 static void hold_free(Hold *h)
@@ -19,6 +18,7 @@ static void hold_free(Hold *h)
         free(h->reason);
         free(h->application_id);
         free(h->bus_name);
+        sd_bus_track_unref(h->track);
         free(h);
 }
 
@@ -84,52 +84,62 @@ static uint64_t now_realtime_usec(void)
         return (uint64_t)ts.tv_sec * 1000000 + (uint64_t)ts.tv_nsec / 1000;
 }
 
-static void emit_holds_changed(Manager *m, uint32_t released)
+static void remove_at(Manager *m, size_t i)
 {
-        if (!m->bus)
-                return;
-        if (released)
-                (void)sd_bus_emit_signal(m->bus, RTCTL_BUS_PATH, RTCTL_BUS_IFACE, "ProfileReleased", "u",
-                                         released);
-        (void)sd_bus_emit_properties_changed(m->bus, RTCTL_BUS_PATH, RTCTL_BUS_IFACE, "ActiveProfileHolds",
-                                             "BaseProfile", NULL);
+        Hold *h = m->holds[i];
+        uint32_t cookie = h->cookie;
+
+        log_info("Hold %u (%s for %s) ends.", cookie, h->profile, h->application_id);
+        memmove(&m->holds[i], &m->holds[i + 1], sizeof(Hold *) * (m->n_holds - i - 1));
+        m->n_holds--;
+        hold_free(h);
+        bus_emit_holds_changed(m, cookie);
 }
 
-/* The holder may already have left the bus before its hold was taken (while polkit was asked, say):
- * NameOwnerChanged came too early to end it, so ask the bus whether the name still has an owner. */
-typedef struct OwnerCheck {
-        Manager *manager;
-        uint32_t cookie;
-} OwnerCheck;
-
-static int on_owner_checked(sd_bus_message *reply, void *userdata, sd_bus_error *ret_error)
+/* A hold lasts as long as its holder's unique name: one sd_bus_track per holder, shared by its holds,
+ * ends them all when the name leaves the bus. Adding the name asks the bus whether it still has an
+ * owner, so a holder that left while polkit was asked is seen here and its hold never taken. */
+static int on_holder_gone(sd_bus_track *track, void *userdata)
 {
-        OwnerCheck *c = userdata;
-        const sd_bus_error *e = sd_bus_message_get_error(reply);
+        Manager *m = userdata;
+        bool released = false;
 
-        if (e && sd_bus_error_has_name(e, SD_BUS_ERROR_NAME_HAS_NO_OWNER) &&
-            manager_find_hold(c->manager, c->cookie)) {
-                log_info("The holder of hold %u left the bus before it was taken.", c->cookie);
-                (void)manager_release(c->manager, c->cookie);
-        }
+        assert(track);
+        assert(m);
+
+        for (size_t i = m->n_holds; i > 0; i--)
+                if (m->holds[i - 1]->track == track) {
+                        if (!released)
+                                log_info("The holder %s left the bus.", m->holds[i - 1]->bus_name);
+                        remove_at(m, i - 1);
+                        released = true;
+                }
+        if (released)
+                manager_apply_in_force(m, NULL, "holder gone");
         return 0;
 }
 
-static void check_owner(Manager *m, const Hold *h)
+static int track_holder(Manager *m, Hold *h)
 {
-        OwnerCheck *c = xmalloc0(sizeof(OwnerCheck));
-        sd_bus_slot *slot = NULL;
+        int r;
 
-        *c = (OwnerCheck){.manager = m, .cookie = h->cookie};
-        if (sd_bus_call_method_async(m->bus, &slot, "org.freedesktop.DBus", "/org/freedesktop/DBus",
-                                     "org.freedesktop.DBus", "GetNameOwner", on_owner_checked, c, "s",
-                                     h->bus_name) < 0) {
-                free(c);
-                return;
-        }
-        (void)sd_bus_slot_set_destroy_callback(slot, free);
-        (void)sd_bus_slot_set_floating(slot, 1);
-        sd_bus_slot_unref(slot);
+        assert(m);
+        assert(h);
+
+        if (!m->bus || h->bus_name[0] != ':')
+                return 0;
+        for (size_t i = 0; i < m->n_holds; i++)
+                if (m->holds[i]->track && streq(m->holds[i]->bus_name, h->bus_name)) {
+                        h->track = sd_bus_track_ref(m->holds[i]->track);
+                        return 0;
+                }
+        r = sd_bus_track_new(m->bus, &h->track, on_holder_gone, m);
+        if (r < 0)
+                return r;
+        r = sd_bus_track_add_name(h->track, h->bus_name);
+        if (r < 0)
+                h->track = sd_bus_track_unref(h->track);
+        return r < 0 ? r : 0;
 }
 
 int manager_hold(Manager *m, const char *profile, const char *reason, const char *application_id,
@@ -168,30 +178,25 @@ int manager_hold(Manager *m, const char *profile, const char *reason, const char
         h->uid = uid;
         h->since_usec = now_realtime_usec();
         h->seq = ++m->hold_seq;
+        r = track_holder(m, h);
+        if (r < 0) {
+                if (r == -ENXIO)
+                        log_info("The caller %s left the bus before its hold was taken.", h->bus_name);
+                else
+                        log_warning_errno(r, "Failed to follow the caller %s on the bus: %m", h->bus_name);
+                hold_free(h);
+                return -ENOTCONN;
+        }
         GREEDY_REALLOC(m->holds, m->holds_allocated, m->n_holds + 1);
         m->holds[m->n_holds++] = h;
         shown = text_escape(reason);
         log_info("Hold %u: %s for %s (%s), from %s.", h->cookie, profile, application_id, shown,
                  strna(bus_name));
 
-        if (m->bus && h->bus_name[0] == ':')
-                check_owner(m, h);
         *ret_cookie = h->cookie;
         manager_apply_in_force(m, TAKE_PTR(p), "hold");
-        emit_holds_changed(m, 0);
+        bus_emit_holds_changed(m, 0);
         return 0;
-}
-
-static void remove_at(Manager *m, size_t i)
-{
-        Hold *h = m->holds[i];
-        uint32_t cookie = h->cookie;
-
-        log_info("Hold %u (%s for %s) ends.", cookie, h->profile, h->application_id);
-        memmove(&m->holds[i], &m->holds[i + 1], sizeof(Hold *) * (m->n_holds - i - 1));
-        m->n_holds--;
-        hold_free(h);
-        emit_holds_changed(m, cookie);
 }
 
 int manager_release(Manager *m, uint32_t cookie)
@@ -215,34 +220,6 @@ void manager_release_all(Manager *m)
                 remove_at(m, m->n_holds - 1);
 }
 
-static int on_name_owner_changed(sd_bus_message *msg, void *userdata, sd_bus_error *ret_error)
-{
-        Manager *m = userdata;
-        const char *name, *old_owner, *new_owner;
-        bool released = false;
-
-        if (sd_bus_message_read(msg, "sss", &name, &old_owner, &new_owner) < 0 || !isempty(new_owner))
-                return 0;
-        bus_reads_forget(m->bus_reads, name);
-        polkit_forget(m->polkit, name);
-        for (size_t i = m->n_holds; i > 0; i--)
-                if (streq(m->holds[i - 1]->bus_name, name)) {
-                        log_info("The holder %s left the bus.", name);
-                        remove_at(m, i - 1);
-                        released = true;
-                }
-        if (released)
-                manager_apply_in_force(m, NULL, "holder gone");
-        return 0;
-}
-
-int manager_watch_holders(Manager *m)
-{
-        return sd_bus_match_signal_async(m->bus, &m->name_slot, "org.freedesktop.DBus",
-                                         "/org/freedesktop/DBus", "org.freedesktop.DBus", "NameOwnerChanged",
-                                         on_name_owner_changed, NULL, m);
-}
-
 void manager_holds_free(Manager *m)
 {
         assert(m);
@@ -252,5 +229,4 @@ void manager_holds_free(Manager *m)
         free(m->holds);
         m->holds = NULL;
         m->n_holds = m->holds_allocated = 0;
-        m->name_slot = sd_bus_slot_unref(m->name_slot);
 }

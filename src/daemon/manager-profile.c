@@ -1,6 +1,6 @@
 /* SPDX-License-Identifier: GPL-2.0-or-later */
 /* Which profile is active: switching, reloading, restoring, and the one remembered across restarts. */
-#include "daemon/bus.h"
+#include "daemon/bus-signals.h"
 #include "daemon/manager.h"
 #include "shared/log.h"
 

@@ -6,7 +6,7 @@
  * daemon scans again. */
 #include <systemd/sd-login.h>
 
-#include "daemon/bus-attach.h"
+#include "daemon/bus-signals.h"
 #include "daemon/manager.h"
 #include "shared/log.h"
 
@@ -283,7 +283,7 @@ void manager_rules_thread_gone(Manager *m, unsigned pid, unsigned tid)
                 (void)journal_save(m->journal);
                 memmove(t, t + 1, sizeof(AttachedThread) * (m->n_rule_threads - i - 1));
                 m->n_rule_threads--;
-                bus_attach_emit_changed(m);
+                bus_emit_attached_threads_changed(m);
                 return;
         }
 }

@@ -7,7 +7,7 @@
 
 #include "core/systemd.h"
 #include "core/tasks.h"
-#include "daemon/bus-attach.h"
+#include "daemon/bus-signals.h"
 #include "daemon/bus-reads.h"
 #include "daemon/bus.h"
 #include "daemon/manager.h"
@@ -67,6 +67,7 @@ void manager_free(Manager *m)
         manager_holds_free(m);
         polkit_free(m->polkit);
         bus_reads_free(m->bus_reads);
+        sd_bus_slot_unref(m->name_slot);
         sd_bus_flush_close_unref(m->bus);
         uevent_monitor_free(m->uevents);
         manager_rules_free(m);
@@ -446,7 +447,7 @@ static int on_pass(sd_event_source *s, void *userdata)
 
         read_cache_clear(&m->reads);
         bus_emit_applied(m, strempty(reason));
-        bus_attach_emit_changed(m);
+        bus_emit_attached_threads_changed(m);
         finish(m);
         return 0;
 }
@@ -678,9 +679,6 @@ int manager_start(Manager *m)
                                               "PrepareForSleep", manager_on_sleep, NULL, m);
                 if (r < 0)
                         log_warning_errno(r, "Failed to watch for resume from suspend: %m, ignoring");
-                r = manager_watch_holders(m);
-                if (r < 0)
-                        return log_error_errno(r, "Failed to watch holders leaving the bus: %m");
         }
         if (!m->policy)
                 manager_schedule_pass(m, "start");

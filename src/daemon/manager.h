@@ -59,6 +59,7 @@ typedef struct Hold {
         char *reason;
         char *application_id;
         char *bus_name;      /* the holder's unique name: the hold ends when it leaves the bus */
+        sd_bus_track *track; /* follows bus_name; shared by the holds of one holder */
         uid_t uid;           /* the holder's user: counted against that user's share */
         uint64_t since_usec; /* CLOCK_REALTIME */
         uint64_t seq;        /* newer holds win ties */
@@ -77,6 +78,7 @@ typedef struct Polkit Polkit;
  *   manager-events.c   what uevents and resume mark dirty
  *   manager-reads.c    the expensive reads anyone may ask for (Plan, ListIrqs, Verify), cached
  *   bus.c              the D-Bus API, marshalling what this struct holds
+ *   bus-signals.c      every signal and PropertiesChanged the daemon emits
  *   bus-reads.c        the read-only methods: queued per caller, served after everything else
  *   polkit.c           who may call what: polkit's answers, asked without blocking */
 typedef struct Manager {
@@ -106,7 +108,7 @@ typedef struct Manager {
         Hold **holds;
         size_t n_holds, holds_allocated;
         uint64_t hold_seq;
-        sd_bus_slot *name_slot; /* NameOwnerChanged: holders leaving the bus */
+        sd_bus_slot *name_slot; /* NameOwnerChanged: callers leaving the bus (bus.c) */
         Polkit *polkit;
         SettingContext kinds;
         Dirty dirty;
@@ -194,7 +196,8 @@ int manager_load_profile(Manager *m, const char *name, Policy **ret, char **ret_
 #define HOLDS_PER_USER_MAX   32
 #define HOLDS_MAX            256
 /* -ENOENT/-EINVAL as manager_set_profile; -EDQUOT when bus_name holds HOLDS_PER_CALLER_MAX already,
- * -ENOSPC when uid holds HOLDS_PER_USER_MAX, -EUSERS when HOLDS_MAX are held. The hold ends with
+ * -ENOSPC when uid holds HOLDS_PER_USER_MAX, -EUSERS when HOLDS_MAX are held, -ENOTCONN when bus_name
+ * cannot be followed (it left the bus already). The hold ends with
  * ReleaseProfile or when bus_name leaves the bus. */
 int manager_hold(Manager *m, const char *profile, const char *reason, const char *application_id,
                  const char *bus_name, uid_t uid, uint32_t *ret_cookie, char **ret_error);
@@ -206,8 +209,6 @@ const Hold *manager_find_hold(const Manager *m, uint32_t cookie);
 char *manager_holds_summary(const Manager *m);
 /* The hold that wins, NULL when the base profile is in force. */
 const Hold *manager_winning_hold(const Manager *m);
-/* Starts watching bus names leave: their holds end, their waiting reads are dropped. */
-int manager_watch_holders(Manager *m);
 void manager_holds_free(Manager *m);
 
 /* manager-attach.c */

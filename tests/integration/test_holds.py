@@ -119,6 +119,20 @@ def test_a_holder_killed_with_sigkill_releases_its_hold(henv):
             os.kill(p, signal.SIGKILL)
 
 
+def test_a_holder_gone_before_its_hold_is_taken_holds_nothing(henv):
+    """Holders that disconnect right after asking: the bus delivers the call, then the holder's leaving.
+    A hold follows its holder's name from the moment it is taken (sd_bus_track asks the bus whether the
+    name still has an owner), so none of them outlives its holder."""
+    for _ in range(8):
+        c = Client(henv)
+        c.api.HoldProfile("hi", "", "app", ignore_reply=True)
+        c.conn.flush()
+        c.close()
+    assert wait_until(lambda: henv.rtctl_json("holds") == []), "a hold outlived its holder"
+    assert wait_until(lambda: stat_interval() == "2"), "the base profile did not come back"
+    assert henv.daemons[-1].running()
+
+
 def test_release_is_for_the_holder_or_an_admin(henv, clients):
     a = clients()
     cookie = a.api.HoldProfile("hi", "", "app", timeout=HANG_SECONDS)

@@ -10,17 +10,11 @@ static bool is_cpu_event(const Uevent *ev)
                                                streq(ev->action, "add") || streq(ev->action, "remove"));
 }
 
+/* CPUs came or went: the topology is reread once, when the pass this schedules (or a caller) next uses
+ * it, however many CPU events come before. */
 static void on_cpu_event(Manager *m, const char *reason)
 {
-        Topology *t = NULL;
-        int r = topology_load(m->topology, &t);
-
-        if (r < 0) {
-                log_warning_errno(r, "Failed to reread the CPU topology after %s: %m, ignoring", reason);
-                return;
-        }
-        topology_free(m->topology);
-        m->topology = t;
+        topology_cache_invalidate(&m->topology);
         manager_mark_cpu_tuners(m);
         manager_schedule_pass(m, reason);
         manager_schedule_settle(m);

@@ -40,10 +40,10 @@ static int pin_cpus(Manager *m, const char *cpus, bool *allow_isolated, CpuSet *
                 return 0;
         }
         if (streq(cpus, "all")) {
-                *ret = cpuset_dup(m->topology->online);
+                *ret = cpuset_dup(manager_topology(m)->online);
                 return 0;
         }
-        return cpuset_parse_list(cpus, m->topology->n_cpus, ret, ret_error) < 0 ? -EINVAL : 0;
+        return cpuset_parse_list(cpus, manager_topology(m)->n_cpus, ret, ret_error) < 0 ? -EINVAL : 0;
 }
 
 int manager_pin_irq(Manager *m, unsigned irq, const char *cpus, bool allow_isolated, char **ret_error)
@@ -64,7 +64,7 @@ int manager_pin_irq(Manager *m, unsigned irq, const char *cpus, bool allow_isola
                               manager_active_profile(m));
                 return -EOPNOTSUPP;
         }
-        r = irq_table_load(0, m->topology->n_cpus, &t);
+        r = irq_table_load(0, manager_topology(m)->n_cpus, &t);
         if (r < 0) {
                 *ret_error = xasprintf("Cannot read /proc/interrupts: %s", strerror(-r));
                 return r;
@@ -95,7 +95,7 @@ int manager_pin_irq(Manager *m, unsigned irq, const char *cpus, bool allow_isola
                 return -EXDEV;
         }
         online = cpuset_dup(set);
-        cpuset_and(online, m->topology->online);
+        cpuset_and(online, manager_topology(m)->online);
         if (cpuset_empty(online)) {
                 *ret_error = xasprintf("CPUs %s are offline", cpus);
                 return -ENXIO;
@@ -137,7 +137,7 @@ int manager_irqs(Manager *m, IrqTable **ret, double **ret_rates, char ***ret_thr
 
         assert(m);
 
-        r = irq_table_load(IRQ_LOAD_EFFECTIVE, m->topology->n_cpus, &t);
+        r = irq_table_load(IRQ_LOAD_EFFECTIVE, manager_topology(m)->n_cpus, &t);
         if (r < 0)
                 return r;
         rates = xmalloc0(sizeof(double) * (t->n + 1));

@@ -48,7 +48,7 @@ int manager_load_profile(Manager *m, const char *name, Policy **ret, char **ret_
         r = policy_load(m->search_path, name, &p, ret_error);
         if (r < 0)
                 return r;
-        r = policy_cpus(p, m->topology, &iso, &hk, ret_error);
+        r = policy_cpus(p, manager_topology(m), &iso, &hk, ret_error);
         if (r < 0)
                 return r;
         *ret = TAKE_PTR(p);

@@ -86,7 +86,7 @@ void manager_free(Manager *m)
         journal_free(m->journal);
         if (m->journal_lock >= 0)
                 close(m->journal_lock);
-        topology_free(m->topology);
+        topology_cache_clear(&m->topology);
         dirty_clear(&m->dirty);
         dirty_clear(&m->retry);
         status_clear(&m->status);
@@ -406,7 +406,7 @@ static int on_pass(sd_event_source *s, void *userdata)
 
         m->dirty = (Dirty){};
         manager_attach_input(m, &attach);
-        reconcile_pass_with(m->policy, m->topology, m->journal, &dirty, false,
+        reconcile_pass_with(m->policy, manager_topology(m), m->journal, &dirty, false,
                             &(PassInput){.attached = attach.pids,
                                          .n_attached = attach.n_pids,
                                          .threads = attach.threads,
@@ -421,9 +421,9 @@ static int on_pass(sd_event_source *s, void *userdata)
         logged = status_update(&m->status, &dirty, &res);
         /* The profile changed, or the CPUs: the boot arguments it wants may have too. */
         if (touches_cpus(&dirty) || !m->policy)
-                status_update_boot(&m->status, m->policy, m->topology);
+                status_update_boot(&m->status, m->policy, manager_topology(m));
         if (touches_cpus(&dirty) || !m->status.power)
-                status_refresh_power(&m->status, m->topology->online);
+                status_refresh_power(&m->status, manager_topology(m)->online);
         follow_up(m, &res);
 
         m->status.last_pass =
@@ -473,7 +473,7 @@ void manager_dry_run(Manager *m, const Policy *p, PassResult *ret)
         manager_attach_input(m, &attach);
         /* Behind Plan, Verify and Check, which anyone may call: PID 1 is never waited for there. */
         systemd_client_cache_only(m->kinds.systemd, true);
-        reconcile_pass_with(p, m->topology, m->journal, &all, true,
+        reconcile_pass_with(p, manager_topology(m), m->journal, &all, true,
                             &(PassInput){.attached = attach.pids,
                                          .n_attached = attach.n_pids,
                                          .threads = attach.threads,
@@ -654,7 +654,7 @@ int manager_start(Manager *m)
                 return r;
         /* A marker left from before this start is never a request to this daemon. */
         manager_handover_clear(m);
-        r = topology_load(NULL, &m->topology);
+        r = topology_cache_load(&m->topology);
         if (r < 0)
                 return log_error_errno(r, "Failed to read the CPU topology: %m");
         manager_load_attached(m);

@@ -12,6 +12,7 @@
 #include "core/reconcile.h"
 #include "core/topology.h"
 #include "tuners/registry.h"
+#include "daemon/topology-cache.h"
 #include "daemon/bus-attach.h" /* for bus.c's vtable, which the lead keeps */
 #include "daemon/manager-reads.h"
 #include "daemon/manager-status.h"
@@ -76,6 +77,7 @@ typedef struct Polkit Polkit;
  *   manager-rules.c    [Attach] rules: the /proc scan, process events, the active user
  *   manager-irq.c      IRQ pins and the IRQ listing
  *   manager-events.c   what uevents and resume mark dirty
+ *   topology-cache.c   the CPU topology, reread once per burst of CPU events
  *   manager-reads.c    the expensive reads anyone may ask for (Plan, ListIrqs, Verify), cached
  *   bus.c              the D-Bus API, marshalling what this struct holds
  *   bus-signals.c      every signal and PropertiesChanged the daemon emits
@@ -99,7 +101,7 @@ typedef struct Manager {
         char *profile_override; /* --profile */
         bool no_bus;
 
-        Topology *topology;
+        TopologyCache topology; /* through manager_topology(): CPU events only mark it stale */
         Journal *journal;
         int journal_lock; /* held for the daemon's life: no `rtctl restore` replays the journal meanwhile */
         Policy *policy;   /* in force; NULL: no tuning (after Restore, or before the first profile) */
@@ -162,6 +164,12 @@ void manager_schedule_pass(Manager *m, const char *reason);
 void manager_schedule_settle(Manager *m);
 /* Marks every tuner whose plan depends on the CPUs (hotplug, attached processes, resume). */
 void manager_mark_cpu_tuners(Manager *m);
+/* The CPU topology, reread first when CPU events marked it stale: once per burst of them, by the pass
+ * they scheduled or whatever reads it first. */
+static inline Topology *manager_topology(Manager *m)
+{
+        return topology_cache_get(&m->topology);
+}
 /* Queues a method call to be answered with (changes, failures) once the scheduled pass and what it
  * started (systemd jobs, retries) are done; answered at once when nothing is scheduled. */
 void manager_wait_for_pass(Manager *m, sd_bus_message *call);

@@ -1,6 +1,7 @@
 /* SPDX-License-Identifier: GPL-2.0-or-later */
 /* The loop: one pass at a time, run when the event queue drained, and what follows a pass (a retry, a
  * pass after systemd's jobs, answering the callers that wait for it). */
+#include <inttypes.h>
 #include <signal.h>
 #include <systemd/sd-daemon.h>
 #include <time.h>
@@ -531,7 +532,9 @@ static int on_reload_signal(sd_event_source *s, const struct signalfd_siginfo *s
 
         if (m->stopping)
                 return 0;
-        (void)sd_notify(false, "RELOADING=1");
+        /* MONOTONIC_USEC= is what Type=notify-reload (systemd 253) matches the reload by; older
+         * systemd ignores it. */
+        (void)sd_notifyf(false, "RELOADING=1\nMONOTONIC_USEC=%" PRIu64, now_usec(CLOCK_MONOTONIC));
         if (manager_reload(m, &err) < 0)
                 log_error("Reload failed, keeping the last good configuration:\n%s", err);
         (void)sd_notify(false, "READY=1");

@@ -3,6 +3,7 @@ import json
 import os
 import signal
 import subprocess
+import time
 
 import dbus
 
@@ -329,3 +330,19 @@ def test_stopping_refuses_every_change_until_the_restore_is_done(env):
         if d.running():
             os.kill(rtctld, signal.SIGTERM)
             d.proc.wait(60)
+
+
+def test_a_reload_is_bracketed_for_type_notify_reload(env):
+    """SIGHUP: RELOADING=1 with MONOTONIC_USEC= (what systemd 253's Type=notify-reload matches the reload
+    by), then READY=1 once the reload is done."""
+    env.profile("t", "[Profile]\n[Sysctl]\nvm.stat_interval=2\n")
+    d = env.start("--profile", "t")
+    before = time.clock_gettime_ns(time.CLOCK_MONOTONIC) // 1000
+    seen = len(d.messages)
+    d.proc.send_signal(signal.SIGHUP)
+    reloading = d.wait_notify("RELOADING=1")
+    fields = dict(line.split("=", 1) for line in reloading.splitlines() if "=" in line)
+    assert before <= int(fields["MONOTONIC_USEC"]) <= time.clock_gettime_ns(time.CLOCK_MONOTONIC) // 1000
+    assert wait_until(lambda: any("READY=1" in m for m in d.messages[d.messages.index(reloading) + 1:])), \
+        d.messages[seen:]
+    assert d.running()

@@ -84,41 +84,11 @@ static uint64_t now_realtime_usec(void)
         return (uint64_t)ts.tv_sec * 1000000 + (uint64_t)ts.tv_nsec / 1000;
 }
 
-static void remove_at(Manager *m, size_t i)
-{
-        Hold *h = m->holds[i];
-        uint32_t cookie = h->cookie;
-
-        log_info("Hold %u (%s for %s) ends.", cookie, h->profile, h->application_id);
-        memmove(&m->holds[i], &m->holds[i + 1], sizeof(Hold *) * (m->n_holds - i - 1));
-        m->n_holds--;
-        hold_free(h);
-        bus_emit_holds_changed(m, cookie);
-}
+static int on_holder_gone(sd_bus_track *track, void *userdata);
 
 /* A hold lasts as long as its holder's unique name: one sd_bus_track per holder, shared by its holds,
  * ends them all when the name leaves the bus. Adding the name asks the bus whether it still has an
  * owner, so a holder that left while polkit was asked is seen here and its hold never taken. */
-static int on_holder_gone(sd_bus_track *track, void *userdata)
-{
-        Manager *m = userdata;
-        bool released = false;
-
-        assert(track);
-        assert(m);
-
-        for (size_t i = m->n_holds; i > 0; i--)
-                if (m->holds[i - 1]->track == track) {
-                        if (!released)
-                                log_info("The holder %s left the bus.", m->holds[i - 1]->bus_name);
-                        remove_at(m, i - 1);
-                        released = true;
-                }
-        if (released)
-                manager_apply_in_force(m, NULL, "holder gone");
-        return 0;
-}
-
 static int track_holder(Manager *m, Hold *h)
 {
         int r;
@@ -199,6 +169,18 @@ int manager_hold(Manager *m, const char *profile, const char *reason, const char
         return 0;
 }
 
+static void remove_at(Manager *m, size_t i)
+{
+        Hold *h = m->holds[i];
+        uint32_t cookie = h->cookie;
+
+        log_info("Hold %u (%s for %s) ends.", cookie, h->profile, h->application_id);
+        memmove(&m->holds[i], &m->holds[i + 1], sizeof(Hold *) * (m->n_holds - i - 1));
+        m->n_holds--;
+        hold_free(h);
+        bus_emit_holds_changed(m, cookie);
+}
+
 int manager_release(Manager *m, uint32_t cookie)
 {
         assert(m);
@@ -218,6 +200,26 @@ void manager_release_all(Manager *m)
 
         while (m->n_holds > 0)
                 remove_at(m, m->n_holds - 1);
+}
+
+static int on_holder_gone(sd_bus_track *track, void *userdata)
+{
+        Manager *m = userdata;
+        bool released = false;
+
+        assert(track);
+        assert(m);
+
+        for (size_t i = m->n_holds; i > 0; i--)
+                if (m->holds[i - 1]->track == track) {
+                        if (!released)
+                                log_info("The holder %s left the bus.", m->holds[i - 1]->bus_name);
+                        remove_at(m, i - 1);
+                        released = true;
+                }
+        if (released)
+                manager_apply_in_force(m, NULL, "holder gone");
+        return 0;
 }
 
 void manager_holds_free(Manager *m)

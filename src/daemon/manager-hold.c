@@ -88,7 +88,7 @@ static int on_holder_gone(sd_bus_track *track, void *userdata);
 
 /* A hold lasts as long as its holder's unique name: one sd_bus_track per holder, shared by its holds,
  * ends them all when the name leaves the bus. Adding the name asks the bus whether it still has an
- * owner, so a holder that left while polkit was asked is seen here and its hold never taken. */
+ * owner, so a holder already gone when its call is served (it asked and left) never gets its hold. */
 static int track_holder(Manager *m, Hold *h)
 {
         int r;

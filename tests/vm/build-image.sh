@@ -235,6 +235,11 @@ install_rtctl() { # $1 = destdir
 install_guest() { # $1 = destdir: the in-VM test runner and its fixtures
 	local d=$1
 	install -D -m 0755 "$HERE/guest/rtctl-vmtest.py" "$d/usr/lib/rtctl-vmtest/rtctl-vmtest.py"
+	# the runner's modules (common helpers, one per feature), imported from beside it
+	local m
+	for m in "$HERE"/guest/vmtest_*.py; do
+		install -D -m 0644 "$m" "$d/usr/lib/rtctl-vmtest/$(basename "$m")"
+	done
 	install -D -m 0644 "$HERE/guest/rtctl-vmtest.service" "$d/etc/systemd/system/rtctl-vmtest.service"
 	mkdir -p "$d/etc/systemd/system/multi-user.target.wants"
 	ln -sf ../rtctl-vmtest.service "$d/etc/systemd/system/multi-user.target.wants/rtctl-vmtest.service"

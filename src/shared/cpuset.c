@@ -29,18 +29,17 @@ void cpuset_free(CpuSet *s)
         free(s);
 }
 
+/* cpuset_add, cpuset_has and cpuset_next state no assert(s): they are the innermost loop of an IRQ
+ * placement (hundreds of millions of calls on a 1,024-CPU machine), where the check cost 1.3% of a whole
+ * pass, and a NULL s faults on the next line anyway. */
 void cpuset_add(CpuSet *s, unsigned cpu)
 {
-        assert(s);
-
         if (cpu < s->size)
                 s->bits[cpu / BITS_PER_WORD] |= 1UL << (cpu % BITS_PER_WORD);
 }
 
 bool cpuset_has(const CpuSet *s, unsigned cpu)
 {
-        assert(s);
-
         return cpu < s->size && (s->bits[cpu / BITS_PER_WORD] >> (cpu % BITS_PER_WORD)) & 1;
 }
 
@@ -105,8 +104,6 @@ bool cpuset_intersects(const CpuSet *a, const CpuSet *b)
 int cpuset_next(const CpuSet *s, int after)
 {
         unsigned cpu = (unsigned)(after + 1);
-
-        assert(s);
 
         while (cpu < s->size) {
                 unsigned long w = s->bits[cpu / BITS_PER_WORD] >> (cpu % BITS_PER_WORD);

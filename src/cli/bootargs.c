@@ -243,6 +243,9 @@ int verb_bootargs(Cli *c, int argc, char *argv[])
         KernelFlavour k;
         int code, r;
 
+        assert(c);
+        assert(argv);
+
         while ((r = cli_next_option(&args)) > 0)
                 if (r == ARG_PROFILE)
                         profile = args.value;

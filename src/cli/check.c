@@ -116,6 +116,9 @@ int verb_check(Cli *c, int argc, char *argv[])
                         .options = options};
         int code = EXIT_NO_DAEMON, r;
 
+        assert(c);
+        assert(argv);
+
         while ((r = cli_next_option(&args)) > 0)
                 switch (r) {
                 case ARG_LOCAL:

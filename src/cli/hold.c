@@ -184,6 +184,9 @@ int verb_hold(Cli *c, int argc, char *argv[])
         int gate = -1, code, status, r;
         pid_t pid;
 
+        assert(c);
+        assert(argv);
+
         while ((r = cli_next_option(&args)) > 0)
                 if (r == ARG_PROFILE)
                         profile = args.value;
@@ -313,6 +316,9 @@ int verb_holds(Cli *c, int argc, char *argv[])
         _cleanup_strv_free_ char **cells = NULL;
         size_t n = 0;
         int code;
+
+        assert(c);
+        assert(argv);
 
         if (!cli_parse_args(&args, 0, 0))
                 return args.exit;

@@ -101,6 +101,9 @@ int verb_irq(Cli *c, int argc, char *argv[])
         unsigned irq;
         int r;
 
+        assert(c);
+        assert(argv);
+
         while ((r = cli_next_option(&args)) > 0)
                 if (r == ARG_ISOLATED)
                         isolated = true;

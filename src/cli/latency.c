@@ -531,6 +531,9 @@ int verb_latency(Cli *c, int argc, char *argv[])
         size_t n_runs = 1;
         int code, r, current = 0;
 
+        assert(c);
+        assert(argv);
+
         if (!parse_args(&args, &o))
                 return args.exit;
         r = topology_load(NULL, &topo);

@@ -27,6 +27,9 @@ int verb_profile(Cli *c, int argc, char *argv[])
         sd_bus_message *reply = NULL;
         int code;
 
+        assert(c);
+        assert(argv);
+
         if (!cli_parse_args(&args, 0, 1))
                 return args.exit;
         if (args.n_operands == 0) {
@@ -91,6 +94,9 @@ int verb_restore(Cli *c, int argc, char *argv[])
         PassResult res;
         size_t lost;
         int code, r;
+
+        assert(c);
+        assert(argv);
 
         if (!cli_parse_args(&args, 0, 0))
                 return args.exit;
@@ -206,6 +212,9 @@ int verb_plan(Cli *c, int argc, char *argv[])
         PassResult res;
         int code, r;
 
+        assert(c);
+        assert(argv);
+
         while ((r = cli_next_option(&args)) > 0)
                 if (r == ARG_PROFILE)
                         profile = args.value;
@@ -272,6 +281,9 @@ int verb_attach(Cli *c, int argc, char *argv[])
         sd_bus_message *reply = NULL;
         unsigned pid;
         int code;
+
+        assert(c);
+        assert(argv);
 
         if (!cli_parse_args(&args, 1, 1))
                 return args.exit;

@@ -190,6 +190,9 @@ int verb_status(Cli *c, int argc, char *argv[])
         unsigned changes = 0, failed = 0;
         int code;
 
+        assert(c);
+        assert(argv);
+
         if (!cli_parse_args(&args, 0, 0))
                 return args.exit;
         if ((code = read_string_prop(c, "ActiveProfile", &profile)) != EXIT_OK ||
@@ -321,6 +324,9 @@ int verb_profiles(Cli *c, int argc, char *argv[])
         sd_bus_message *reply = NULL;
         size_t rows = 0;
         int code;
+
+        assert(c);
+        assert(argv);
 
         if (!cli_parse_args(&args, 0, 0))
                 return args.exit;

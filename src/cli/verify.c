@@ -16,6 +16,9 @@ int verb_verify(Cli *c, int argc, char *argv[])
         size_t rows = 0, drifted = 0;
         int code, r;
 
+        assert(c);
+        assert(argv);
+
         if (!cli_parse_args(&args, 0, 0))
                 return args.exit;
         code = cli_call(c, "Verify", &reply, false, NULL);

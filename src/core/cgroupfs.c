@@ -104,6 +104,13 @@ int cgroup_move_thread(const char *dir, unsigned tid)
         return write_id(dir, "tasks", tid);
 }
 
+int cgroup_move_thread_v2(const char *dir, unsigned tid)
+{
+        assert(dir);
+
+        return write_id(dir, "cgroup.threads", tid);
+}
+
 bool cgroup_slice_populated(const char *unit)
 {
         assert(unit);

@@ -29,6 +29,8 @@ int cgroup_move(const char *dir, unsigned pid);
 /* Moves one thread into the cgroup directory (v1's tasks file: v1 lets the threads of a process sit in
  * different cpusets). */
 int cgroup_move_thread(const char *dir, unsigned tid);
+/* Moves one thread within its threaded subtree (v2's cgroup.threads). */
+int cgroup_move_thread_v2(const char *dir, unsigned tid);
 
 /* True when the cgroup of slice unit ("a-b.slice": /a.slice/a-b.slice) still holds a process: stopping
  * the slice would kill it (logged). */

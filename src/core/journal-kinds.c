@@ -202,7 +202,7 @@ static bool runtime_original(JournalCheck *c, const SettingKind *kind, const cha
                 member_origin_clear(&o);
                 return ok;
         }
-        if (kind == &setting_kind_thread) { /* "CPUSET CPULIST" */
+        if (kind == &setting_kind_thread) { /* "CPUSET CPULIST" (v1), "CGROUP" (v2) */
                 _cleanup_free_ char *cpuset = xstrndup(original, strcspn(original, " "));
                 return cgroup_name(cpuset);
         }
@@ -213,7 +213,7 @@ static bool runtime_object(JournalCheck *c, const SettingKind *kind, const char 
 {
         static const char *const member[] = {"cpuset", "cgroup", NULL},
                                  *const affinity[] = {"affinity", NULL}, *const sched[] = {"sched", NULL},
-                                 *const thread[] = {"cpuset", NULL};
+                                 *const thread[] = {"cpuset", "cgroup", NULL};
 
         if (kind == &setting_kind_file)
                 return (within(object, "/proc/sys") || within(object, "/sys") || in_cgroup(c, object)) &&

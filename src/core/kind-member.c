@@ -28,8 +28,24 @@ static int member_read(SettingContext *ctx, const char *object, const char *hint
         return 0;
 }
 
+/* Where a desired value sends the process. "PATH/" (a process whose threads the cpuset tuner places one
+ * by one in the threaded subtree PATH): into PATH's housekeeping child where it has one, else PATH, so
+ * that no thread of it waits in PATH itself, which has every CPU. */
+static char *member_target(const char *mount, const char *value)
+{
+        size_t n = strlen(value);
+        _cleanup_free_ char *tree = NULL, *hk = NULL;
+
+        if (n < 2 || value[n - 1] != '/')
+                return xstrdup(value);
+        tree = xstrndup(value, n - 1);
+        hk = xasprintf("%s%s/housekeeping", mount, tree);
+        return sys_exists(hk) ? xasprintf("%s/housekeeping", tree) : TAKE_PTR(tree);
+}
+
 static int member_write(SettingContext *ctx, const char *object, const char *value)
 {
+        _cleanup_free_ char *target = NULL;
         CgroupInfo info;
         unsigned pid;
         int r;
@@ -40,16 +56,17 @@ static int member_write(SettingContext *ctx, const char *object, const char *val
         r = cgroup_discover(&info);
         if (r < 0)
                 return r;
-        if (info.mode == CGROUP_V2 && info.systemd) {
-                cgroup_info_clear(&info);
-                r = member_write_systemd(ctx, object, pid, value);
-                return r == -ESRCH ? -ENOENT : r;
-        }
         if (info.mode == CGROUP_NONE) {
                 cgroup_info_clear(&info);
                 return -EOPNOTSUPP;
         }
-        _cleanup_free_ char *dir = xasprintf("%s%s", info.mount, streq(value, "/") ? "" : value);
+        target = member_target(info.mount, value);
+        if (info.mode == CGROUP_V2 && info.systemd) {
+                cgroup_info_clear(&info);
+                r = member_write_systemd(ctx, object, pid, target);
+                return r == -ESRCH ? -ENOENT : r;
+        }
+        _cleanup_free_ char *dir = xasprintf("%s%s", info.mount, streq(target, "/") ? "" : target);
         cgroup_info_clear(&info);
         r = cgroup_move(dir, pid);
         /* A process that exited is gone, as a vanished file is. */

@@ -1,5 +1,7 @@
 /* SPDX-License-Identifier: GPL-2.0-or-later */
-/* Setting kinds for tasks: a process's CPU affinity, and a thread's cpuset and affinity. */
+/* Setting kinds for tasks: a process's CPU affinity, and a thread's cpuset and affinity (cgroup v1) or
+ * its cgroup in a threaded subtree (v2, where the cgroup's CPUs are the thread's: the kernel sets them
+ * on the move, within the affinity the thread asked for itself since 6.2). */
 #include <sched.h>
 
 #include "core/cgroupfs.h"
@@ -98,7 +100,7 @@ const SettingKind setting_kind_affinity = {
     .equal = affinity_equal,
 };
 
-/* "/proc/PID/task/TID/cpuset" */
+/* "/proc/PID/task/TID/cpuset" (cgroup v1) or "/proc/PID/task/TID/cgroup" (v2) */
 static int tid_of(const char *object, unsigned *ret)
 {
         unsigned pid;
@@ -107,6 +109,62 @@ static int tid_of(const char *object, unsigned *ret)
         if (kind_pid_of(object, &pid) < 0 || !t || sscanf(t, "/task/%u/", ret) != 1)
                 return -EINVAL;
         return 0;
+}
+
+static bool thread_v2(const char *object)
+{
+        return endswith(object, "/cgroup");
+}
+
+/* The unified hierarchy's line of /proc/PID/task/TID/cgroup: "0::/path". */
+static int thread_read_v2(const char *object, char **ret)
+{
+        _cleanup_free_ char *s = NULL;
+        int r;
+
+        r = sys_read(object, &s);
+        if (r < 0)
+                return r == -ESRCH ? -ENOENT : r;
+        for (char *line = strtok(s, "\n"); line; line = strtok(NULL, "\n"))
+                if (startswith(line, "0::")) {
+                        *ret = xstrdup(line + 3);
+                        return 0;
+                }
+        return -ENODATA;
+}
+
+/* cgroup.threads moves one thread, within its threaded domain only: the target's parent. A thread
+ * outside it has left with its process (a restore that put the process home took it along): gone. */
+static int thread_write_v2(const char *object, const char *value)
+{
+        _cleanup_free_ char *now = NULL, *domain = NULL, *dir = NULL;
+        const char *slash = strrchr(value, '/');
+        CgroupInfo info;
+        unsigned tid;
+        int r;
+
+        r = tid_of(object, &tid);
+        if (r < 0)
+                return r;
+        if (!slash || slash == value)
+                return -EINVAL;
+        domain = xstrndup(value, (size_t)(slash - value));
+        r = thread_read_v2(object, &now);
+        if (r < 0)
+                return r;
+        if (!streq(now, domain) && !(startswith(now, domain) && now[strlen(domain)] == '/'))
+                return -ENOENT;
+        r = cgroup_discover(&info);
+        if (r < 0)
+                return r;
+        if (info.mode != CGROUP_V2) {
+                cgroup_info_clear(&info);
+                return -EOPNOTSUPP;
+        }
+        dir = xasprintf("%s%s", info.mount, value);
+        cgroup_info_clear(&info);
+        r = cgroup_move_thread_v2(dir, tid);
+        return r == -ESRCH ? -ENOENT : r;
 }
 
 /* "CPUSET CPULIST" -> the cpuset, and the CPU list when there is one. */
@@ -129,6 +187,8 @@ static int thread_read(SettingContext *ctx, const char *object, const char *hint
         r = tid_of(object, &tid);
         if (r < 0)
                 return r;
+        if (thread_v2(object))
+                return thread_read_v2(object, ret);
         r = sys_read(object, &cpuset);
         if (r < 0)
                 return r == -ESRCH ? -ENOENT : r;
@@ -150,6 +210,8 @@ static int thread_write(SettingContext *ctx, const char *object, const char *val
         unsigned tid;
         int r;
 
+        if (thread_v2(object))
+                return thread_write_v2(object, value);
         r = tid_of(object, &tid);
         if (r < 0)
                 return r;

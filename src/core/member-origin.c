@@ -113,11 +113,22 @@ static bool restored_near(const char *current, const char *origin)
         return n > 0 && strncmp(current, origin, n) == 0 && origin[n] == '/';
 }
 
+/* A desired path that ends in a slash: anywhere in that cgroup or below it (a process whose threads
+ * are placed one by one in a threaded subtree; its leader may be in any of them). */
+static bool within_tree(const char *current, const char *desired)
+{
+        size_t n = desired ? strlen(desired) : 0;
+
+        if (!current || n < 2 || desired[n - 1] != '/')
+                return false;
+        return strncmp(current, desired, n - 1) == 0 && (current[n - 1] == 0 || current[n - 1] == '/');
+}
+
 bool member_origin_equal(const char *current, const char *desired)
 {
         const char *p = member_origin_path(current), *want = member_origin_path(desired);
 
-        return setting_equal_folded(p, want) ||
+        return setting_equal_folded(p, want) || within_tree(p, want) ||
                (desired && startswith(desired, "cgroup:") && restored_near(p, want));
 }
 
@@ -285,10 +296,18 @@ int member_write_systemd(SettingContext *ctx, const char *object, unsigned pid, 
         assert(value);
 
         if (startswith(value, "/rtctl.slice/")) {
-                const char *scope = strrchr(value, '/') + 1;
+                /* "/rtctl.slice/SCOPE[/SUB]": systemd makes the scope with its first process; the
+                 * others join it, in SUB below it (a cgroup of the scope's delegated subtree). */
+                const char *rest = value + strlen("/rtctl.slice/");
+                size_t n = strcspn(rest, "/");
+                _cleanup_free_ char *scope = xstrndup(rest, n);
+                const char *sub = rest[n] ? rest + n + 1 : "";
+
+                if (!endswith(scope, ".scope"))
+                        return -EINVAL;
                 r = systemd_start_scope(ctx->systemd, scope, "rtctl.slice", pid, object);
                 if (r == -EEXIST || r == -EIO) /* the scope exists: join it */
-                        r = systemd_attach(ctx->systemd, scope, "", pid);
+                        r = systemd_attach(ctx->systemd, scope, sub, pid);
                 return r;
         }
         if (member_origin_parse(value, &o) < 0) {

@@ -129,9 +129,27 @@ static void states_applied(void *const *states, const Plan *plan)
                         tuner_nth(i)->state_applied(states[i], plan);
 }
 
+static void plan_restore(Journal *journal, const JournalEntry *e, int t, unsigned phase, PassResult *ret)
+{
+        Setting *s = plan_add(&ret->plan, e->kind, t >= 0 ? tuner_nth((size_t)t)->name : "unknown", phase,
+                              xstrdup(e->object), xstrdup(e->original));
+
+        s->restore = true;
+        /* Not the process that was changed: nothing of its to put back, and nothing to write. */
+        if (journal_entry_task_gone(e)) {
+                s->result = SETTING_GONE;
+                s->message = xstrdup(e->starttime ? "gone (its PID now names another process), "
+                                                    "nothing to restore"
+                                                  : "recorded without its process's start time, "
+                                                    "so a reused PID cannot be told apart: left alone");
+        }
+}
+
 /* Journalled objects of wholly replanned tuners that the plan no longer sets go back to their
  * originals, newest first, after everything else: a profile switch goes straight from the old values to
- * the new ones, and only what the new profile leaves alone is restored. */
+ * the new ones, and only what the new profile leaves alone is restored. Processes go home first (kind
+ * member): a cgroup rtctl made can only go once nobody is in it, and on cgroup v2 a process's threads
+ * went into rtctl's threaded subtree after the process itself. */
 static void plan_restores(Journal *journal, const Dirty *dirty, PassResult *ret)
 {
         g_autoptr(GHashTable) wanted = g_hash_table_new(g_str_hash, g_str_equal);
@@ -141,28 +159,19 @@ static void plan_restores(Journal *journal, const Dirty *dirty, PassResult *ret)
                 g_hash_table_add(wanted, ret->plan.settings[i].object);
                 phase = MAX(phase, ret->plan.settings[i].phase + 1);
         }
-        for (size_t i = journal_size(journal); i-- > 0;) {
-                const JournalEntry *e = journal_entry(journal, i);
-                int t = tuner_index_by_name(e->tuner);
-                Setting *s;
+        for (int members = 1; members >= 0; members--)
+                for (size_t i = journal_size(journal); i-- > 0;) {
+                        const JournalEntry *e = journal_entry(journal, i);
+                        int t = tuner_index_by_name(e->tuner);
 
-                if (t >= 0 && (!dirty->full[t] || ret->plan_failed[t]))
-                        continue;
-                if (g_hash_table_contains(wanted, e->object))
-                        continue;
-                s = plan_add(&ret->plan, e->kind, t >= 0 ? tuner_nth((size_t)t)->name : "unknown", phase,
-                             xstrdup(e->object), xstrdup(e->original));
-                s->restore = true;
-                /* Not the process that was changed: nothing of its to put back, and nothing to write. */
-                if (journal_entry_task_gone(e)) {
-                        s->result = SETTING_GONE;
-                        s->message =
-                            xstrdup(e->starttime ? "gone (its PID now names another process), "
-                                                   "nothing to restore"
-                                                 : "recorded without its process's start time, "
-                                                   "so a reused PID cannot be told apart: left alone");
+                        if ((e->kind == &setting_kind_member) != (bool)members)
+                                continue;
+                        if (t >= 0 && (!dirty->full[t] || ret->plan_failed[t]))
+                                continue;
+                        if (g_hash_table_contains(wanted, e->object))
+                                continue;
+                        plan_restore(journal, e, t, phase, ret);
                 }
-        }
 }
 
 /* Restored objects, and those that went with their device, leave the journal; what is busy (a cpufreq

@@ -19,8 +19,16 @@ enum {
         PHASE_CPUS,
         PHASE_FLAGS,
         PHASE_MOVE,
+        /* cgroup v2's domain for attached processes (below): made in steps, each needing the last */
+        PHASE_V2_DIRS,
+        PHASE_V2_TYPE,
+        PHASE_V2_SUBTREE,
+        PHASE_V2_CPUS,
+        PHASE_V2_EXCL,
+        PHASE_V2_EXCL2,
+        PHASE_V2_PARTITION,
         PHASE_ATTACH,
-        PHASE_PARTITION,
+        PHASE_THREADS,
 };
 
 typedef struct CpusetConfig {
@@ -106,26 +114,6 @@ static void plan_attach_v1(const PlanContext *ctx, const CpuSet *iso, Plan *plan
         plan_threads_v1(ctx, plan);
 }
 
-/* On v2 the threads of a process share one cgroup (threaded subtrees aside, whose root must hold the
- * whole process), and an isolated partition's CPUs belong to the partition alone: a thread outside it
- * cannot be given them, and a local partition needs a partition root above it that owns the
- * housekeeping CPUs as well. See rtctl.profile(5). */
-static void note_threads_v2(const PlanContext *ctx, PlanNotes *notes)
-{
-        _cleanup_strv_free_ char **rules = NULL;
-
-        for (size_t i = 0; i < ctx->n_threads; i++) {
-                if (strv_contains(rules, ctx->threads[i].rule))
-                        continue;
-                strv_push(&rules, xstrdup(ctx->threads[i].rule));
-                plan_notes_add(
-                    notes, "cpuset", xasprintf("attach:%s", ctx->threads[i].rule),
-                    xstrdup("single threads cannot be placed on cgroup v2: every thread of a process "
-                            "shares its cgroup, and no thread outside the isolated partition may "
-                            "use its CPUs; Threads=all attaches the whole process"));
-        }
-}
-
 static int plan_v1(const PlanContext *ctx, const CgroupInfo *cg, bool attach_only, Plan *plan,
                    PlanNotes *notes)
 {
@@ -175,50 +163,167 @@ static int plan_v1(const PlanContext *ctx, const CgroupInfo *cg, bool attach_onl
         return 0;
 }
 
-/* cgroup v2 with systemd: systemd owns the tree, so housekeeping is AllowedCPUs= (at run time) on every
- * top-level unit, and the isolated CPUs are a transient slice of ours whose cgroup is made an isolated
- * partition: through systemd's own CPUSetPartition= where the running systemd's slices have that
- * property (found in its introspection data, not by version), else by writing cpuset.cpus.partition, the
- * one file there older systemd leaves alone. An attached process
- * gets a transient scope in that slice; systemd only creates the slice's cgroup once something runs in
- * it, so the partition follows the first attached process. daemon-reload keeps run-time properties; the
- * partition file is read back every pass, and "isolated invalid (reason)" is a failure carrying the
- * kernel's reason. A dash in a slice name means nesting to systemd: the slice is plain rtctl.slice. */
-#define ISOLATED_SLICE "rtctl.slice"
+/* cgroup v2. The threads of one process can sit in different cgroups only inside a threaded subtree
+ * (cgroup-v2.rst, "Threads"): a domain cgroup becomes a threaded domain when a child of it is made
+ * `threaded` (cgroup.type), every process of the subtree belongs to that domain, and cgroup.threads
+ * moves one thread between cgroups of the same domain. cpuset is a threaded controller. So every
+ * attached process goes into one domain of ours with two threaded children:
+ *
+ *   DOMAIN                the threaded domain: rtctl.slice/rtctl-attached.scope (a transient scope
+ *                         with Delegate=yes, so systemd leaves what is below it to us) or, without
+ *                         systemd, /rtctl-attached; its CPUs are every online CPU
+ *   DOMAIN/housekeeping   threaded, the housekeeping CPUs: the other threads of processes attached by
+ *                         thread
+ *   DOMAIN/isolated       threaded, the isolated CPUs: the wanted threads, and processes attached whole
+ *
+ * A thread is born in its creator's cgroup. Where the kernel has cpuset.cpus.exclusive (6.7 and later:
+ * judged by the file), DOMAIN/isolated also becomes a remote isolated partition: its CPUs leave the
+ * scheduler's balancing domains. That needs the CPUs in cpuset.cpus.exclusive of every ancestor below
+ * the root. A local partition would need its parent to be a partition root that owns the housekeeping
+ * CPUs too, and no thread outside it may use its CPUs: so on 6.1 there is no partition, the isolated
+ * CPUs stay in the balancing domain (nothing else is allowed on them), and `isolcpus=domain` through
+ * rtctl bootargs takes them out. The status says which. One domain for all processes, because only one
+ * partition can own the isolated CPUs. */
+#define V2_HK  "housekeeping"
+#define V2_ISO "isolated"
 
-static void plan_attach_v2_systemd(const PlanContext *ctx, const CgroupInfo *cg, Plan *plan,
-                                   PlanNotes *notes)
+typedef struct V2Domain {
+        const char *mount;
+        const char *rel;    /* as /proc/PID/cgroup names it: "/rtctl.slice/rtctl-attached.scope" */
+        const char *parent; /* the ancestor below the root that needs cpuset.cpus.exclusive, or NULL */
+        bool exists;
+} V2Domain;
+
+static char *v2_dir(const V2Domain *d, const char *child)
 {
+        return child ? xasprintf("%s%s/%s", d->mount, d->rel, child) : xasprintf("%s%s", d->mount, d->rel);
+}
+
+/* The threaded children, their CPUs, and the partition where the kernel has one to give. */
+static void plan_v2_domain(const PlanContext *ctx, const V2Domain *d, const CpuSet *iso, const CpuSet *hk,
+                           Plan *plan, PlanNotes *notes)
+{
+        _cleanup_free_ char *domain = v2_dir(d, NULL), *isolist = cpuset_format_list(iso);
+        _cleanup_free_ char *excl = xasprintf("%s/cpuset.cpus.exclusive", domain);
+        bool partition = sys_exists(excl);
+
+        for (int i = 0; i < 2; i++) {
+                const char *child = i ? V2_ISO : V2_HK;
+                _cleanup_free_ char *dir = v2_dir(d, child);
+                add(plan, &setting_kind_cgroup, PHASE_V2_DIRS, xstrdup(dir), xstrdup("present"));
+                add(plan, &setting_kind_file, PHASE_V2_TYPE, xasprintf("%s/cgroup.type", dir),
+                    xstrdup("threaded"));
+                add(plan, &setting_kind_cpulist, PHASE_V2_CPUS, xasprintf("%s/cpuset.cpus", dir),
+                    i ? xstrdup(isolist) : cpuset_format_list(hk));
+        }
+        add(plan, &setting_kind_subtree, PHASE_V2_SUBTREE, xasprintf("%s/cgroup.subtree_control", domain),
+            xstrdup("cpuset"));
+        if (!partition) {
+                plan_notes_add(
+                    notes, "cpuset", xasprintf("%s/cpuset.cpus.partition", domain),
+                    xstrdup("no isolated partition: this kernel has no cpuset.cpus.exclusive (it came "
+                            "with 6.7), so the isolated CPUs stay in the scheduler's load balancing "
+                            "(nothing else is allowed on them, but the balancer still looks at them); "
+                            "isolcpus=domain (rtctl bootargs) takes them out"));
+                return;
+        }
+        if (d->parent)
+                add(plan, &setting_kind_file, PHASE_V2_EXCL,
+                    xasprintf("%s%s/cpuset.cpus.exclusive", d->mount, d->parent), xstrdup(isolist));
+        add(plan, &setting_kind_file, PHASE_V2_EXCL, xstrdup(excl), xstrdup(isolist));
+        add(plan, &setting_kind_file, PHASE_V2_EXCL2,
+            xasprintf("%s/" V2_ISO "/cpuset.cpus.exclusive", domain), xstrdup(isolist));
+        add(plan, &setting_kind_partition, PHASE_V2_PARTITION,
+            xasprintf("%s/" V2_ISO "/cpuset.cpus.partition", domain), xstrdup("isolated"));
+}
+
+static bool has_pid(const unsigned *pids, size_t n, unsigned pid)
+{
+        for (size_t i = 0; i < n; i++)
+                if (pids[i] == pid)
+                        return true;
+        return false;
+}
+
+/* Processes attached whole go into DOMAIN/isolated; those attached by thread into the domain (its
+ * housekeeping child, where it is: the desired path's trailing slash says "anywhere below"), and then
+ * each of their threads where the rule wants it. Until the domain exists (systemd makes the scope with
+ * the first process, and its job ends after this pass), only the processes move. */
+static void plan_attach_v2(const PlanContext *ctx, const V2Domain *d, Plan *plan, PlanNotes *notes)
+{
+        _cleanup_cpuset_ CpuSet *iso = cpuset_dup(ctx->isolated), *hk = cpuset_dup(ctx->housekeeping);
+        _cleanup_free_ unsigned *by_thread = NULL;
+        size_t n_by_thread = 0, allocated = 0;
+
+        if (ctx->n_attached == 0 && ctx->n_threads == 0)
+                return;
+        cpuset_and(iso, ctx->topology->online);
+        cpuset_and(hk, ctx->topology->online);
+        if (cpuset_empty(iso) || cpuset_empty(hk))
+                return; /* redone when a CPU comes back */
+        if (d->exists)
+                plan_v2_domain(ctx, d, iso, hk, plan, notes);
         for (size_t i = 0; i < ctx->n_attached; i++)
                 add(plan, &setting_kind_member, PHASE_ATTACH, xasprintf("/proc/%u/cgroup", ctx->attached[i]),
-                    xasprintf("/" ISOLATED_SLICE "/rtctl-attached-%u.scope", ctx->attached[i]));
-        note_threads_v2(ctx, notes);
-        if (ctx->n_attached == 0)
+                    d->exists ? xasprintf("%s/" V2_ISO, d->rel) : xstrdup(d->rel));
+        for (size_t i = 0; i < ctx->n_threads; i++) {
+                const AttachedThread *t = &ctx->threads[i];
+                if (has_pid(by_thread, n_by_thread, t->pid))
+                        continue;
+                GREEDY_REALLOC(by_thread, allocated, n_by_thread + 1);
+                by_thread[n_by_thread++] = t->pid;
+                add(plan, &setting_kind_member, PHASE_ATTACH, xasprintf("/proc/%u/cgroup", t->pid),
+                    xasprintf("%s/", d->rel));
+        }
+        if (!d->exists)
                 return;
-        if (ctx->kinds && setting_context_unit_partition(ctx->kinds))
-                add(plan, &setting_kind_unit_partition, PHASE_PARTITION,
-                    xstrdup("systemd:" ISOLATED_SLICE ":CPUSetPartition"), xstrdup("isolated"));
-        else
-                add(plan, &setting_kind_partition, PHASE_PARTITION,
-                    xasprintf("%s/" ISOLATED_SLICE "/cpuset.cpus.partition", cg->mount),
-                    xstrdup("isolated"));
+        for (size_t i = 0; i < ctx->n_threads; i++) {
+                const AttachedThread *t = &ctx->threads[i];
+                add(plan, &setting_kind_thread, PHASE_THREADS,
+                    xasprintf("/proc/%u/task/%u/cgroup", t->pid, t->tid),
+                    xasprintf("%s/%s", d->rel, t->isolate ? V2_ISO : V2_HK));
+        }
+}
+
+/* cgroup v2 with systemd: systemd owns the tree, so housekeeping is AllowedCPUs= (at run time) on every
+ * top-level unit but ours, rtctl.slice, which gets every CPU and holds the attached processes' domain, a
+ * transient scope with Delegate=yes. systemd creates a scope with its first process, so the domain's
+ * children follow in the pass after that job. A dash in a slice name means nesting to systemd: the
+ * slice is plain rtctl.slice. */
+#define ISOLATED_SLICE "rtctl.slice"
+#define ATTACHED_SCOPE "rtctl-attached.scope"
+
+static void v2_systemd_domain(const CgroupInfo *cg, V2Domain *ret)
+{
+        _cleanup_free_ char *dir = xasprintf("%s/" ISOLATED_SLICE "/" ATTACHED_SCOPE, cg->mount);
+
+        *ret = (V2Domain){
+            .mount = cg->mount,
+            .rel = "/" ISOLATED_SLICE "/" ATTACHED_SCOPE,
+            .parent = "/" ISOLATED_SLICE,
+            .exists = sys_exists(dir),
+        };
 }
 
 static int plan_v2_systemd(const PlanContext *ctx, const CgroupInfo *cg, bool attach_only, Plan *plan,
                            PlanNotes *notes)
 {
         _cleanup_closedir_ DIR *d = NULL;
-        _cleanup_free_ char *hk = cpuset_format_list(ctx->housekeeping),
-                            *iso = cpuset_format_list(ctx->isolated);
+        _cleanup_cpuset_ CpuSet *all = cpuset_dup(ctx->housekeeping);
+        _cleanup_free_ char *hk = cpuset_format_list(ctx->housekeeping), *every = NULL;
         struct dirent *de;
+        V2Domain domain;
 
+        v2_systemd_domain(cg, &domain);
         if (attach_only) {
-                plan_attach_v2_systemd(ctx, cg, plan, notes);
+                plan_attach_v2(ctx, &domain, plan, notes);
                 return 0;
         }
         d = sys_opendir(cg->mount);
         if (!d)
                 return -errno;
+        cpuset_or(all, ctx->isolated);
+        every = cpuset_format_list(all);
         add(plan, &setting_kind_slice, PHASE_DIRS, xstrdup("systemd:" ISOLATED_SLICE), xstrdup("present"));
         while ((de = readdir(d))) {
                 if (de->d_type != DT_DIR || streq(de->d_name, ISOLATED_SLICE) ||
@@ -228,47 +333,41 @@ static int plan_v2_systemd(const PlanContext *ctx, const CgroupInfo *cg, bool at
                     xasprintf("systemd:%s:AllowedCPUs", de->d_name), xstrdup(hk));
         }
         add(plan, &setting_kind_unit_cpus, PHASE_CPUS, xstrdup("systemd:" ISOLATED_SLICE ":AllowedCPUs"),
-            xstrdup(iso));
-        plan_attach_v2_systemd(ctx, cg, plan, notes);
+            TAKE_PTR(every));
+        plan_attach_v2(ctx, &domain, plan, notes);
         return 0;
 }
 
 /* cgroup v2 without systemd: the same split through cgroupfs. rtctl-housekeeping takes every process of
  * the root cgroup that can move (v2 keeps kernel threads in the root: the kthread tuner sets their
- * CPUs), rtctl-isolated is an isolated partition for attached processes. */
-static void plan_attach_v2_cgroupfs(const PlanContext *ctx, Plan *plan, PlanNotes *notes)
-{
-        for (size_t i = 0; i < ctx->n_attached; i++)
-                add(plan, &setting_kind_member, PHASE_ATTACH, xasprintf("/proc/%u/cgroup", ctx->attached[i]),
-                    xstrdup("/" ISOLATED_CG));
-        note_threads_v2(ctx, notes);
-}
+ * CPUs), rtctl-attached is the attached processes' domain, with every CPU. */
+#define ATTACHED_CG "rtctl-attached"
 
 static int plan_v2_cgroupfs(const PlanContext *ctx, const CgroupInfo *cg, bool attach_only, Plan *plan,
                             PlanNotes *notes)
 {
         const char *root = cg->mount;
         _cleanup_free_ char *hk_dir = xasprintf("%s/" HOUSEKEEPING_CG, root);
-        _cleanup_free_ char *iso_dir = xasprintf("%s/" ISOLATED_CG, root);
+        _cleanup_free_ char *dom_dir = xasprintf("%s/" ATTACHED_CG, root);
+        _cleanup_cpuset_ CpuSet *all = cpuset_dup(ctx->housekeeping);
+        V2Domain domain = {.mount = root, .rel = "/" ATTACHED_CG, .exists = true};
 
         if (attach_only) {
-                plan_attach_v2_cgroupfs(ctx, plan, notes);
+                plan_attach_v2(ctx, &domain, plan, notes);
                 return 0;
         }
-
+        cpuset_or(all, ctx->isolated);
         add(plan, &setting_kind_subtree, PHASE_DIRS, xasprintf("%s/cgroup.subtree_control", root),
             xstrdup("cpuset"));
         add(plan, &setting_kind_cgroup, PHASE_DIRS, xstrdup(hk_dir), xstrdup("present"));
-        add(plan, &setting_kind_cgroup, PHASE_DIRS, xstrdup(iso_dir), xstrdup("present"));
+        add(plan, &setting_kind_cgroup, PHASE_DIRS, xstrdup(dom_dir), xstrdup("present"));
         add(plan, &setting_kind_cpulist, PHASE_CPUS, xasprintf("%s/cpuset.cpus", hk_dir),
             cpuset_format_list(ctx->housekeeping));
-        add(plan, &setting_kind_cpulist, PHASE_CPUS, xasprintf("%s/cpuset.cpus", iso_dir),
-            cpuset_format_list(ctx->isolated));
-        add(plan, &setting_kind_partition, PHASE_FLAGS, xasprintf("%s/cpuset.cpus.partition", iso_dir),
-            xstrdup("isolated"));
+        add(plan, &setting_kind_cpulist, PHASE_CPUS, xasprintf("%s/cpuset.cpus", dom_dir),
+            cpuset_format_list(all));
         add(plan, &setting_kind_procs, PHASE_MOVE, xasprintf("%s/cgroup.procs", hk_dir),
             xasprintf("all from %s", root));
-        plan_attach_v2_cgroupfs(ctx, plan, notes);
+        plan_attach_v2(ctx, &domain, plan, notes);
         return 0;
 }
 

@@ -53,7 +53,18 @@ static const Setting *find(const char *object)
                 CHECK_STREQ(s_ ? s_->desired : NULL, want_desired);                                         \
         } while (0)
 
-TEST(v2_without_systemd_uses_cgroupfs_partitions)
+static bool noted(const char *what)
+{
+        for (size_t i = 0; i < res.notes.n; i++)
+                if (strstr(res.notes.items[i].reason, what))
+                        return true;
+        return false;
+}
+
+/* Without systemd: rtctl-housekeeping takes the root's processes, rtctl-attached is the threaded domain
+ * of the attached processes, whole ones in its isolated child. No cpuset.cpus.exclusive (6.1): no
+ * partition, and a note says what that costs. */
+TEST(v2_without_systemd_uses_a_threaded_domain)
 {
         _cleanup_free_ char *root = tree("v2", "cgroup2 /sys/fs/cgroup cgroup2 rw,nosuid 0 0\n");
         unsigned attached[] = {100};
@@ -67,12 +78,19 @@ TEST(v2_without_systemd_uses_cgroupfs_partitions)
         const Setting *sub = find("/sys/fs/cgroup/cgroup.subtree_control");
         CHECK_STREQ(sub ? sub->current : NULL, "no cpuset");
         CHECK_PLANNED("/sys/fs/cgroup/rtctl-housekeeping", "present");
-        CHECK_PLANNED("/sys/fs/cgroup/rtctl-isolated", "present");
+        CHECK_PLANNED("/sys/fs/cgroup/rtctl-attached", "present");
         CHECK_PLANNED("/sys/fs/cgroup/rtctl-housekeeping/cpuset.cpus", "0-2");
-        CHECK_PLANNED("/sys/fs/cgroup/rtctl-isolated/cpuset.cpus", "3");
-        CHECK_PLANNED("/sys/fs/cgroup/rtctl-isolated/cpuset.cpus.partition", "isolated");
+        CHECK_PLANNED("/sys/fs/cgroup/rtctl-attached/cpuset.cpus", "0-3");
+        CHECK_PLANNED("/sys/fs/cgroup/rtctl-attached/isolated", "present");
+        CHECK_PLANNED("/sys/fs/cgroup/rtctl-attached/isolated/cgroup.type", "threaded");
+        CHECK_PLANNED("/sys/fs/cgroup/rtctl-attached/isolated/cpuset.cpus", "3");
+        CHECK_PLANNED("/sys/fs/cgroup/rtctl-attached/housekeeping/cgroup.type", "threaded");
+        CHECK_PLANNED("/sys/fs/cgroup/rtctl-attached/housekeeping/cpuset.cpus", "0-2");
+        CHECK_PLANNED("/sys/fs/cgroup/rtctl-attached/cgroup.subtree_control", "cpuset");
+        CHECK(find("/sys/fs/cgroup/rtctl-attached/isolated/cpuset.cpus.partition") == NULL);
+        CHECK(noted("no isolated partition"));
         CHECK_PLANNED("/sys/fs/cgroup/rtctl-housekeeping/cgroup.procs", "all from /sys/fs/cgroup");
-        CHECK_PLANNED("/proc/100/cgroup", "/rtctl-isolated");
+        CHECK_PLANNED("/proc/100/cgroup", "/rtctl-attached/isolated");
         /* Kernel threads stay in the v2 root: their CPUs go through affinity. */
         CHECK_PLANNED("/proc/2/affinity", "0-2");
         CHECK(find("/proc/100/affinity") == NULL);
@@ -103,45 +121,73 @@ TEST(no_cpuset_controller_is_a_note)
         _cleanup_free_ char *root = tree("none", "proc /proc proc rw 0 0\n");
 
         plan(root, NULL, 0);
-        bool noted = false;
-        for (size_t i = 0; i < res.notes.n; i++)
-                noted = noted || strstr(res.notes.items[i].reason, "no cpuset controller");
-        CHECK(noted);
+        CHECK(noted("no cpuset controller"));
         CHECK_INTEQ(res.stats.failed, 0);
 }
 
-/* cgroup v2 under systemd: the isolated slice becomes a partition through systemd's CPUSetPartition= when
- * the running systemd's slices have that property, else by writing its cpuset.cpus.partition. Whether
- * they have it is what systemd's introspection data answers (systemd_has_property()); here it is given,
- * both ways. */
-TEST(v2_systemd_partition_through_the_property_where_systemd_has_it)
+/* cgroup v2 under systemd: rtctl.slice has every CPU, the other top-level units the housekeeping ones.
+ * systemd makes the attached processes' scope with the first of them; once it is there, its threaded
+ * children follow, and where the kernel has cpuset.cpus.exclusive the isolated child becomes a remote
+ * isolated partition (the exclusive CPUs written on every ancestor below the root first). */
+TEST(v2_systemd_threaded_scope_and_remote_partition)
 {
         _cleanup_free_ char *root = tree("v2-systemd", "cgroup2 /sys/fs/cgroup cgroup2 rw,nosuid 0 0\n");
         unsigned attached[] = {100};
-        SettingContext kinds;
 
         test_write(root, "run/systemd/system/.exists", "");
         test_write(root, "sys/fs/cgroup/cgroup.controllers", "cpuset cpu io memory pids\n");
         test_write(root, "sys/fs/cgroup/system.slice/cgroup.procs", "100\n");
         test_write(root, "sys/fs/cgroup/init.scope/cgroup.procs", "1\n");
         test_write(root, "proc/100/cgroup", "0::/system.slice\n");
-        setting_context_init(&kinds, NULL);
 
-        kinds.unit_partition = 1;
-        plan_with(root, attached, 1, &kinds);
-        CHECK_PLANNED("systemd:rtctl.slice:CPUSetPartition", "isolated");
-        CHECK(find("/sys/fs/cgroup/rtctl.slice/cpuset.cpus.partition") == NULL);
-        /* The rest of the split is the same either way. */
+        /* No scope yet: the process goes into it (systemd makes it), nothing below it is planned. */
+        plan(root, attached, 1);
         CHECK_PLANNED("systemd:system.slice:AllowedCPUs", "0-2");
-        CHECK_PLANNED("systemd:rtctl.slice:AllowedCPUs", "3");
-        CHECK_PLANNED("/proc/100/cgroup", "/rtctl.slice/rtctl-attached-100.scope");
-
-        kinds.unit_partition = 0;
-        plan_with(root, attached, 1, &kinds);
-        CHECK_PLANNED("/sys/fs/cgroup/rtctl.slice/cpuset.cpus.partition", "isolated");
+        CHECK_PLANNED("systemd:init.scope:AllowedCPUs", "0-2");
+        CHECK_PLANNED("systemd:rtctl.slice:AllowedCPUs", "0-3");
+        CHECK_PLANNED("/proc/100/cgroup", "/rtctl.slice/rtctl-attached.scope");
+        CHECK(find("/sys/fs/cgroup/rtctl.slice/rtctl-attached.scope/isolated") == NULL);
         CHECK(find("systemd:rtctl.slice:CPUSetPartition") == NULL);
-        CHECK_PLANNED("systemd:system.slice:AllowedCPUs", "0-2");
-        setting_context_clear(&kinds);
+
+        /* The scope is there, on a kernel with cpuset.cpus.exclusive. */
+        test_write(root, "sys/fs/cgroup/rtctl.slice/rtctl-attached.scope/cgroup.procs", "100\n");
+        test_write(root, "sys/fs/cgroup/rtctl.slice/rtctl-attached.scope/cpuset.cpus.exclusive", "\n");
+        test_write(root, "sys/fs/cgroup/rtctl.slice/cpuset.cpus.exclusive", "\n");
+        plan(root, attached, 1);
+        CHECK_PLANNED("/proc/100/cgroup", "/rtctl.slice/rtctl-attached.scope/isolated");
+        CHECK_PLANNED("/sys/fs/cgroup/rtctl.slice/rtctl-attached.scope/isolated", "present");
+        CHECK_PLANNED("/sys/fs/cgroup/rtctl.slice/rtctl-attached.scope/isolated/cgroup.type", "threaded");
+        CHECK_PLANNED("/sys/fs/cgroup/rtctl.slice/rtctl-attached.scope/housekeeping/cpuset.cpus", "0-2");
+        CHECK_PLANNED("/sys/fs/cgroup/rtctl.slice/cpuset.cpus.exclusive", "3");
+        CHECK_PLANNED("/sys/fs/cgroup/rtctl.slice/rtctl-attached.scope/cpuset.cpus.exclusive", "3");
+        CHECK_PLANNED("/sys/fs/cgroup/rtctl.slice/rtctl-attached.scope/isolated/cpuset.cpus.exclusive", "3");
+        CHECK_PLANNED("/sys/fs/cgroup/rtctl.slice/rtctl-attached.scope/isolated/cpuset.cpus.partition",
+                      "isolated");
+        CHECK(!noted("no isolated partition"));
+}
+
+/* A process attached by thread on v2: the process into the scope (anywhere below it), each thread into
+ * the child its rule says. */
+TEST(v2_threads_placed_one_by_one)
+{
+        _cleanup_free_ char *root = tree("v2-threads", "cgroup2 /sys/fs/cgroup cgroup2 rw,nosuid 0 0\n");
+        AttachedThread threads[] = {
+            {.pid = 100, .tid = 100, .comm = "pipewire", .rule = "pipewire", .isolate = false},
+            {.pid = 100, .tid = 101, .comm = "data-loop.0", .rule = "pipewire", .isolate = true},
+        };
+        _cleanup_policy_ Policy *p = test_profile("[Profile]\nDescription=i\n[CPU]\nIsolate=3\n");
+
+        test_write(root, "run/systemd/system/.exists", "");
+        test_write(root, "sys/fs/cgroup/cgroup.controllers", "cpuset cpu io memory pids\n");
+        test_write(root, "sys/fs/cgroup/rtctl.slice/rtctl-attached.scope/cgroup.procs", "\n");
+        test_write(root, "proc/100/cgroup", "0::/user.slice\n");
+        pass_result_clear(&res);
+        test_pass_policy(root, p, NULL, &(PassInput){.threads = threads, .n_threads = 2}, &res);
+        CHECK_PLANNED("/proc/100/cgroup", "/rtctl.slice/rtctl-attached.scope/");
+        CHECK_PLANNED("/proc/100/task/101/cgroup", "/rtctl.slice/rtctl-attached.scope/isolated");
+        CHECK_PLANNED("/proc/100/task/100/cgroup", "/rtctl.slice/rtctl-attached.scope/housekeeping");
+        CHECK(noted("no isolated partition"));
+        CHECK(!noted("cannot be placed"));
 }
 
 /* What systemd_has_property() looks for in the running manager's introspection data, as sd-bus prints
@@ -172,7 +218,6 @@ TEST(cpuset_partition_property_found_in_introspection_data)
         CHECK(!systemd_introspection_has("", iface, "CPUSetPartition", "s"));
 }
 
-TEST_MAIN(T(v2_without_systemd_uses_cgroupfs_partitions), T(v1_uses_cpusets),
-          T(no_cpuset_controller_is_a_note),
-          T(v2_systemd_partition_through_the_property_where_systemd_has_it),
-          T(cpuset_partition_property_found_in_introspection_data))
+TEST_MAIN(T(v2_without_systemd_uses_a_threaded_domain), T(v1_uses_cpusets),
+          T(no_cpuset_controller_is_a_note), T(v2_systemd_threaded_scope_and_remote_partition),
+          T(v2_threads_placed_one_by_one), T(cpuset_partition_property_found_in_introspection_data))

@@ -56,13 +56,25 @@ int cgroup_discover(CgroupInfo *ret)
         return 0;
 }
 
+static int read_ids(const char *dir, const char *file, unsigned **ret, size_t *ret_n);
+
 int cgroup_procs(const char *dir, unsigned **ret, size_t *ret_n)
+{
+        return read_ids(dir, "cgroup.procs", ret, ret_n);
+}
+
+int cgroup_threads(const char *dir, unsigned **ret, size_t *ret_n)
+{
+        return read_ids(dir, "cgroup.threads", ret, ret_n);
+}
+
+static int read_ids(const char *dir, const char *file, unsigned **ret, size_t *ret_n)
 {
         assert(dir);
         assert(ret);
         assert(ret_n);
 
-        _cleanup_free_ char *path = xasprintf("%s/cgroup.procs", dir), *s = NULL;
+        _cleanup_free_ char *path = xasprintf("%s/%s", dir, file), *s = NULL;
         _cleanup_strv_free_ char **l = NULL;
         unsigned *pids;
         size_t n = 0;

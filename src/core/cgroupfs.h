@@ -24,6 +24,8 @@ void cgroup_info_clear(CgroupInfo *c);
 
 /* The processes of a cgroup directory (kernel path), from cgroup.procs. */
 int cgroup_procs(const char *dir, unsigned **ret, size_t *ret_n);
+/* The threads of a cgroup directory, from cgroup.threads (v2). */
+int cgroup_threads(const char *dir, unsigned **ret, size_t *ret_n);
 /* Moves one process into the cgroup directory. */
 int cgroup_move(const char *dir, unsigned pid);
 /* Moves one thread into the cgroup directory (v1's tasks file: v1 lets the threads of a process sit in

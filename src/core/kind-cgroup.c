@@ -58,11 +58,20 @@ static int cgroup_remove(SettingContext *ctx, const char *dir)
                 if (!sys_exists(dir))
                         return 0;
                 r = cgroup_procs(dir, &pids, &n);
-                if (r < 0)
+                if (r == -EOPNOTSUPP) {
+                        /* A threaded cgroup (v2) lists no processes: its threads go to the parent,
+                         * within their threaded domain. */
+                        r = cgroup_threads(dir, &pids, &n);
+                        if (r < 0)
+                                return r;
+                        for (size_t i = 0; i < n; i++)
+                                (void)cgroup_move_thread_v2(parent, pids[i]);
+                } else if (r < 0)
                         return r;
-                for (size_t i = 0; i < n; i++)
-                        if (cgroup_move(parent, pids[i]) >= 0) /* ESRCH: it exited */
-                                irq_thread_rejoin(ctx, pids[i]);
+                else
+                        for (size_t i = 0; i < n; i++)
+                                if (cgroup_move(parent, pids[i]) >= 0) /* ESRCH: it exited */
+                                        irq_thread_rejoin(ctx, pids[i]);
                 if (rmdir(path) >= 0)
                         return 0;
                 r = -errno;

@@ -5,6 +5,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "core/cgroupfs.h"
 #include "core/member-origin.h"
 #include "core/systemd.h"
 #include "core/tasks.h"
@@ -297,18 +298,26 @@ int member_write_systemd(SettingContext *ctx, const char *object, unsigned pid, 
 
         if (startswith(value, "/rtctl.slice/")) {
                 /* "/rtctl.slice/SCOPE[/SUB]": systemd makes the scope with its first process; the
-                 * others join it, in SUB below it (a cgroup of the scope's delegated subtree). */
+                 * others join it, in SUB below it (a cgroup of the scope's delegated subtree). A SUB
+                 * not made yet: busy, tried again. */
                 const char *rest = value + strlen("/rtctl.slice/");
-                size_t n = strcspn(rest, "/");
-                _cleanup_free_ char *scope = xstrndup(rest, n);
-                const char *sub = rest[n] ? rest + n + 1 : "";
+                _cleanup_free_ char *scope = xstrndup(rest, strcspn(rest, "/"));
 
                 if (!endswith(scope, ".scope"))
                         return -EINVAL;
+                /* It is rtctld's own, delegated scope: joining it is a write to its cgroup. */
+                _cleanup_free_ char *top = xasprintf("/sys/fs/cgroup/rtctl.slice/%s", scope),
+                                    *dir = xasprintf("/sys/fs/cgroup%s", value);
+                if (sys_exists(top)) {
+                        r = cgroup_move(dir, pid);
+                        if (r != -ENOENT)
+                                return r;
+                        if (sys_exists(top))
+                                return -EBUSY;
+                }
                 r = systemd_start_scope(ctx->systemd, scope, "rtctl.slice", pid, object);
-                if (r == -EEXIST || r == -EIO) /* the scope exists: join it */
-                        r = systemd_attach(ctx->systemd, scope, sub, pid);
-                return r;
+                /* The unit is still there while systemd removes it, once its last process left. */
+                return r == -EEXIST || r == -EIO ? -EBUSY : r;
         }
         if (member_origin_parse(value, &o) < 0) {
                 /* A plain path, journalled before origins were recorded. */

@@ -508,7 +508,7 @@ def snapshot():
         if v is not None:
             s["sysctl/kernel.%s" % k] = v
     s["workqueue/cpumask"] = read("/sys/devices/virtual/workqueue/cpumask")
-    for k in ("cpuset.cpus.partition", "cpuset.cpus", "cgroup.subtree_control"):
+    for k in ("cpuset.cpus.partition", "cpuset.cpus", "cpuset.cpus.exclusive", "cgroup.subtree_control"):
         for p in sorted(glob.glob("/sys/fs/cgroup/*/" + k) + glob.glob("/sys/fs/cgroup/" + k)):
             s["cgroup" + p[len("/sys/fs/cgroup"):]] = read(p)
     return s
@@ -538,3 +538,45 @@ def test(name, timeout=TEST_TIMEOUT, own_run=False):
         TESTS.append((name, fn))
         return fn
     return deco
+
+
+ATTACHED_SCOPE = "/rtctl.slice/rtctl-attached.scope"
+
+
+def remote_partition_possible():
+    """Whether this kernel has cpuset.cpus.exclusive (6.7 and later): then rtctl makes the isolated
+    threaded child a remote isolated partition; on 6.1 there is none."""
+    return os.path.exists("/sys/fs/cgroup/rtctl.slice/cpuset.cpus.exclusive") or \
+        os.path.exists("/sys/fs/cgroup/system.slice/cpuset.cpus.exclusive")
+
+
+def v2_isolation_problems(iso, hk, pid=None):
+    """What differs from rtctl's cgroup v2 split for isolated CPUs iso and housekeeping hk (sets): the
+    top-level units on hk, rtctl.slice on both, process pid (attached whole) in the scope's isolated
+    threaded child and every thread of it on iso, and where the kernel can, that child a valid remote
+    isolated partition. [] when all is so."""
+    bad = []
+    for unit in ("user.slice", "system.slice", "init.scope"):
+        got = unit_prop(unit, "AllowedCPUs").get("AllowedCPUs")
+        if cpu_set(got) != hk:
+            bad.append("%s AllowedCPUs=%s" % (unit, got))
+    got = unit_prop("rtctl.slice", "AllowedCPUs").get("AllowedCPUs")
+    if cpu_set(got) != (iso | hk) & online_cpus():
+        bad.append("rtctl.slice AllowedCPUs=%s" % got)
+    if pid is not None:
+        where = cgroup_of(pid)
+        if where != ATTACHED_SCOPE + "/isolated":
+            bad.append("attached process %d in %s" % (pid, where))
+        for t in os.listdir("/proc/%d/task" % pid) if os.path.isdir("/proc/%d/task" % pid) else []:
+            cpus = read("/proc/%d/task/%s/status" % (pid, t)) or ""
+            line = [l for l in cpus.splitlines() if l.startswith("Cpus_allowed_list:")]
+            if line and cpu_set(line[0].split(":", 1)[1].strip()) != iso & online_cpus():
+                bad.append("thread %s of %d on %s" % (t, pid, line[0].split(":", 1)[1].strip()))
+        if remote_partition_possible():
+            part = read("/sys/fs/cgroup" + ATTACHED_SCOPE + "/isolated/cpuset.cpus.partition")
+            if part != "isolated":
+                bad.append("isolated child's cpuset.cpus.partition=%r" % part)
+            got = read("/sys/fs/cgroup/cpuset.cpus.isolated")
+            if cpu_set(got or "") != iso & online_cpus():
+                bad.append("/sys/fs/cgroup/cpuset.cpus.isolated=%r" % got)
+    return bad

@@ -275,8 +275,14 @@ static void plan_attach_v2(const PlanContext *ctx, const V2Domain *d, Plan *plan
                 add(plan, &setting_kind_member, PHASE_ATTACH, xasprintf("/proc/%u/cgroup", t->pid),
                     xasprintf("%s/", d->rel));
         }
-        if (!d->exists)
+        if (!d->exists) {
+                /* Wanted once systemd made the scope: a setting after the moves makes this pass wait
+                 * for that job, and the pass after it plans the children. */
+                if (d->parent)
+                        add(plan, &setting_kind_subtree, PHASE_THREADS,
+                            xasprintf("%s%s/cgroup.subtree_control", d->mount, d->rel), xstrdup("cpuset"));
                 return;
+        }
         for (size_t i = 0; i < ctx->n_threads; i++) {
                 const AttachedThread *t = &ctx->threads[i];
                 add(plan, &setting_kind_thread, PHASE_THREADS,

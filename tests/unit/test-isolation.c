@@ -147,6 +147,10 @@ TEST(v2_systemd_threaded_scope_and_remote_partition)
         CHECK_PLANNED("systemd:rtctl.slice:AllowedCPUs", "0-3");
         CHECK_PLANNED("/proc/100/cgroup", "/rtctl.slice/rtctl-attached.scope");
         CHECK(find("/sys/fs/cgroup/rtctl.slice/rtctl-attached.scope/isolated") == NULL);
+        /* ...but a setting after the move, so the pass waits for systemd's job and the next one follows. */
+        const Setting *wait = find("/sys/fs/cgroup/rtctl.slice/rtctl-attached.scope/cgroup.subtree_control");
+        const Setting *move = find("/proc/100/cgroup");
+        CHECK(wait && move && wait->phase > move->phase);
         CHECK(find("systemd:rtctl.slice:CPUSetPartition") == NULL);
 
         /* The scope is there, on a kernel with cpuset.cpus.exclusive. */

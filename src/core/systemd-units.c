@@ -296,9 +296,12 @@ static int scope_props(sd_bus_message *m, const void *userdata)
 {
         const ScopeProps *p = userdata;
 
-        return sd_bus_message_append(m, "(sv)(sv)(sv)", "Description", "s",
-                                     "Process attached to the isolated CPUs by rtctl", "Slice", "s",
-                                     p->slice, "PIDs", "au", 1, p->pid);
+        /* Delegated, with the cpuset controller: rtctld makes the threaded children below it
+         * (tuners/cpuset.c), and systemd leaves them alone. */
+        return sd_bus_message_append(m, "(sv)(sv)(sv)(sv)(sv)", "Description", "s",
+                                     "Processes attached to the isolated CPUs by rtctl", "Slice", "s",
+                                     p->slice, "PIDs", "au", 1, p->pid, "Delegate", "b", 1,
+                                     "DelegateControllers", "as", 1, "cpuset");
 }
 
 int systemd_start_scope(SystemdClient *c, const char *unit, const char *slice, unsigned pid,

@@ -145,11 +145,23 @@ static void plan_restore(Journal *journal, const JournalEntry *e, int t, unsigne
         }
 }
 
+/* The order restores run in: processes go home first (kind member: a cgroup rtctl made can only go once
+ * nobody is in it, and on cgroup v2 a process's threads went into rtctl's threaded subtree after the
+ * process itself), then the directories rtctl made go (with what lies in them: a partition that holds
+ * exclusive CPUs its ancestors list), then everything else. */
+static int restore_rank(const JournalEntry *e)
+{
+        if (e->kind == &setting_kind_member)
+                return 0;
+        if (e->kind->owns_children && streq(e->original, "absent"))
+                return 1;
+        return 2;
+}
+
 /* Journalled objects of wholly replanned tuners that the plan no longer sets go back to their
- * originals, newest first, after everything else: a profile switch goes straight from the old values to
- * the new ones, and only what the new profile leaves alone is restored. Processes go home first (kind
- * member): a cgroup rtctl made can only go once nobody is in it, and on cgroup v2 a process's threads
- * went into rtctl's threaded subtree after the process itself. */
+ * originals, newest first within each rank (above), after everything else: a profile switch goes
+ * straight from the old values to the new ones, and only what the new profile leaves alone is
+ * restored. */
 static void plan_restores(Journal *journal, const Dirty *dirty, PassResult *ret)
 {
         g_autoptr(GHashTable) wanted = g_hash_table_new(g_str_hash, g_str_equal);
@@ -159,12 +171,12 @@ static void plan_restores(Journal *journal, const Dirty *dirty, PassResult *ret)
                 g_hash_table_add(wanted, ret->plan.settings[i].object);
                 phase = MAX(phase, ret->plan.settings[i].phase + 1);
         }
-        for (int members = 1; members >= 0; members--)
+        for (int rank = 0; rank < 3; rank++)
                 for (size_t i = journal_size(journal); i-- > 0;) {
                         const JournalEntry *e = journal_entry(journal, i);
                         int t = tuner_index_by_name(e->tuner);
 
-                        if ((e->kind == &setting_kind_member) != (bool)members)
+                        if (restore_rank(e) != rank)
                                 continue;
                         if (t >= 0 && (!dirty->full[t] || ret->plan_failed[t]))
                                 continue;

@@ -141,6 +141,37 @@ TEST(apply_journal_restore_after_restart)
         journal_free(j);
 }
 
+/* Processes go home before the cgroups rtctl made go, and those before anything else: on cgroup v2 a
+ * remote partition in a directory rtctl made holds exclusive CPUs its ancestors list, and those lists
+ * can only shrink once it is gone. Newest first within each. */
+TEST(restore_order_processes_then_made_cgroups_then_the_rest)
+{
+        Journal *j = NULL;
+        PassResult res;
+        const char *order[] = {"/proc/4242/cgroup", "/sys/fs/cgroup/rtctl-b", "/sys/fs/cgroup/rtctl-a",
+                               "/sys/fs/cgroup/rtctl-x/cpuset.cpus.exclusive", TIMER};
+        size_t k = 0;
+
+        make_tree();
+        j = open_journal(journal_file);
+        journal_remember(j, &setting_kind_file, "sysctl", TIMER, "1");
+        journal_remember(j, &setting_kind_cgroup, "cpuset", "/sys/fs/cgroup/rtctl-a", "absent");
+        journal_remember(j, &setting_kind_file, "cpuset", "/sys/fs/cgroup/rtctl-x/cpuset.cpus.exclusive",
+                         "");
+        journal_remember(j, &setting_kind_cgroup, "cpuset", "/sys/fs/cgroup/rtctl-b", "absent");
+        journal_remember(j, &setting_kind_member, "cpuset", "/proc/4242/cgroup", "/user.slice");
+        pass(NULL, j, true, &res);
+        for (size_t i = 0; i < res.plan.n && k < ELEMENTSOF(order); i++)
+                if (res.plan.settings[i].restore) {
+                        CHECK_STREQ(res.plan.settings[i].object, order[k]);
+                        k++;
+                }
+        CHECK_INTEQ(k, ELEMENTSOF(order));
+        pass_result_clear(&res);
+        journal_free(j);
+        unlink(journal_file);
+}
+
 TEST(second_pass_writes_nothing)
 {
         _cleanup_policy_ Policy *a = NULL;
@@ -304,7 +335,7 @@ TEST(registry_places_every_tuner_by_its_id)
         CHECK(tuner_nth(_TUNER_MAX) == NULL);
 }
 
-TEST_MAIN(T(apply_journal_restore_after_restart), T(second_pass_writes_nothing),
-          T(switch_goes_straight_and_restores_only_what_is_left), T(dry_run_writes_nothing),
-          T(failure_is_per_setting), T(no_write_without_journal), T(including_profile_rules_come_first),
-          T(registry_places_every_tuner_by_its_id))
+TEST_MAIN(T(apply_journal_restore_after_restart), T(restore_order_processes_then_made_cgroups_then_the_rest),
+          T(second_pass_writes_nothing), T(switch_goes_straight_and_restores_only_what_is_left),
+          T(dry_run_writes_nothing), T(failure_is_per_setting), T(no_write_without_journal),
+          T(including_profile_rules_come_first), T(registry_places_every_tuner_by_its_id))

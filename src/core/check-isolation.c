@@ -3,6 +3,8 @@
  * movable process off the isolated CPUs, every movable IRQ's effective affinity (where the interrupt
  * controller really delivers it, not the requested mask) on housekeeping CPUs, and the workqueue
  * masks without isolated CPUs. */
+#include <sched.h>
+
 #include "core/check-internal.h"
 #include "core/irqs.h"
 #include "core/topology.h"
@@ -177,6 +179,91 @@ static void check_workqueues(Audit *a, const AuditOptions *o, unsigned n_cpus)
                           NULL);
 }
 
+/* Whether a thread is where rtctl puts the threads it isolates: the isolated child of its cgroup v2
+ * domain, or the isolated v1 cpuset. */
+static bool thread_isolated_by_rtctl(unsigned pid, const char *tid)
+{
+        _cleanup_free_ char *v2 = xasprintf("/proc/%u/task/%s/cgroup", pid, tid),
+                            *v1 = xasprintf("/proc/%u/task/%s/cpuset", pid, tid), *s = NULL;
+
+        if (sys_read(v1, &s) >= 0 && streq(strstrip(s), "/rtctl-isolated"))
+                return true;
+        free(s);
+        s = NULL;
+        return sys_read(v2, &s) >= 0 && (strstr(s, "0::/rtctl.slice/rtctl-attached.scope/isolated\n") ||
+                                         strstr(s, "0::/rtctl-attached/isolated\n"));
+}
+
+static const char *policy_name(int policy)
+{
+        switch (policy & ~SCHED_RESET_ON_FORK) {
+        case SCHED_FIFO:
+                return "SCHED_FIFO";
+        case SCHED_RR:
+                return "SCHED_RR";
+        case 6: /* SCHED_DEADLINE */
+                return "SCHED_DEADLINE";
+        default:
+                return "not real-time";
+        }
+}
+
+/* Per process, which of its threads rtctl put on the isolated CPUs, with what tells them apart (name
+ * and scheduling policy, what [Attach] rules choose by), and how many stay on housekeeping. */
+static void check_isolated_threads(Audit *a, TaskScan *tasks)
+{
+        size_t n_tasks;
+        const TaskInfo *t = task_scan_all(tasks, &n_tasks);
+        _cleanup_free_ char *list = NULL;
+        unsigned n = 0;
+
+        for (size_t i = 0; i < n_tasks; i++) {
+                _cleanup_free_ char *dir = xasprintf("/proc/%u/task", t[i].pid), *these = NULL;
+                _cleanup_closedir_ DIR *d = NULL;
+                unsigned isolated = 0, others = 0;
+                struct dirent *de;
+
+                if (t[i].flags & PF_KTHREAD || !(d = sys_opendir(dir)))
+                        continue;
+                while ((de = readdir(d))) {
+                        _cleanup_free_ char *comm_path = NULL, *comm = NULL, *item = NULL;
+                        unsigned tid;
+
+                        if (safe_atou(de->d_name, &tid) < 0)
+                                continue;
+                        if (!thread_isolated_by_rtctl(t[i].pid, de->d_name)) {
+                                others++;
+                                continue;
+                        }
+                        comm_path = xasprintf("/proc/%u/task/%u/comm", t[i].pid, tid);
+                        if (sys_read(comm_path, &comm) < 0)
+                                continue;
+                        int policy = sched_getscheduler((pid_t)tid);
+                        item = xasprintf("%s%s%s (TID %u, %s)", strempty(these), these ? ", " : "",
+                                         strstrip(comm), tid, policy_name(policy));
+                        free(these);
+                        these = TAKE_PTR(item);
+                        isolated++;
+                }
+                if (!isolated)
+                        continue;
+                _cleanup_free_ char *item =
+                    xasprintf("%s (PID %u): %s isolated, %u other thread%s on housekeeping", t[i].comm,
+                              t[i].pid, these, others, others == 1 ? "" : "s");
+                list_add(&list, n++, item);
+        }
+        if (n)
+                audit_add(a, "isolated-threads", "info",
+                          xasprintf("%u process%s with threads on the isolated CPUs: %s", n,
+                                    n == 1 ? "" : "es", list),
+                          NULL);
+        else
+                audit_add(a, "isolated-threads", "info",
+                          xstrdup("no thread is on the isolated CPUs yet (an [Attach] rule, rtctl attach or "
+                                  "rtctl run puts them there)"),
+                          NULL);
+}
+
 void audit_isolation(Audit *a, const AuditOptions *o, TaskScan *tasks)
 {
         _cleanup_topology_ Topology *topo = NULL;
@@ -197,6 +284,7 @@ void audit_isolation(Audit *a, const AuditOptions *o, TaskScan *tasks)
         audit_add(a, "isolation", "info", xasprintf("isolated CPUs %s (%s)", cpus, o->isolated_source),
                   NULL);
         check_tasks(a, o, tasks, topo->n_cpus);
+        check_isolated_threads(a, tasks);
         check_irqs(a, o, topo->n_cpus);
         check_workqueues(a, o, topo->n_cpus);
 }

@@ -48,6 +48,7 @@ int manager_new(Manager **ret)
         }
         status_init(&m->status);
         m->journal_lock = -EBADF;
+        m->policy_watch.fd = -EBADF;
         m->polkit = polkit_new();
         setting_context_init(&m->kinds, m->event);
         for (size_t i = 0; i < tuners_n(); i++)

@@ -287,6 +287,18 @@ static bool parse_hex(const char **p, const char *end, unsigned long long *ret)
         return true;
 }
 
+/* A number as the kernel prints a syscall's argument or result: "0x1f" (older kernels, and pointers) or
+ * "31"; "-22" sets *ret_negative. */
+static bool parse_number(const char **p, const char *end, unsigned long long *ret, bool *ret_negative)
+{
+        *ret_negative = *p < end && **p == '-';
+        if (*ret_negative)
+                (*p)++;
+        if (end - *p >= 2 && strneq(*p, "0x", 2))
+                return parse_hex(p, end, ret);
+        return parse_uint(p, end, ret);
+}
+
 static const char *find(const char *s, const char *end, const char *what)
 {
         size_t n = strlen(what);
@@ -304,6 +316,7 @@ int sched_trace_parse_line(const char *line, size_t len, unsigned *ret_caller, u
 {
         const char *end = line + len, *ev = NULL, *p, *bracket, *dash;
         unsigned long long tid, v;
+        bool negative;
 
         assert(line);
         assert(ret_caller);
@@ -347,19 +360,19 @@ int sched_trace_parse_line(const char *line, size_t len, unsigned *ret_caller, u
                 return 0;
         if (end - p >= 6 && strneq(p, "(pid: ", 6)) {
                 p += 6;
-                if (!parse_hex(&p, end, &v))
+                if (!parse_number(&p, end, &v, &negative))
                         return 0;
                 *ret_caller = (unsigned)tid;
-                /* pid_t printed as unsigned long: a negative one (EINVAL) names nobody. */
-                *ret_target = v > INT_MAX ? (unsigned)tid : (unsigned)v;
+                /* A negative pid (printed as such, or as unsigned long) is EINVAL: it names nobody. */
+                *ret_target = negative || v > INT_MAX ? (unsigned)tid : (unsigned)v;
                 return 1;
         }
         if (end - p >= 4 && strneq(p, " -> ", 4)) {
                 p += 4;
-                if (!parse_hex(&p, end, &v))
+                if (!parse_number(&p, end, &v, &negative))
                         return 0;
                 *ret_caller = (unsigned)tid;
-                *ret_ret = (long long)v;
+                *ret_ret = negative ? -1 : (long long)v;
                 return 2;
         }
         return 0;

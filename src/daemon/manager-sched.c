@@ -5,6 +5,7 @@
  * succeeded makes its target thread's process be evaluated against the rules. Where the kernel has no
  * such tracepoints (or no tracefs), a process that creates a thread is looked at again 10 ms, 100 ms
  * and 1 s later, and then no more: with nothing pending there is no timer. */
+#include "daemon/bus-signals.h"
 #include "daemon/manager.h"
 #include "shared/log.h"
 
@@ -51,6 +52,7 @@ static void use_recheck(Manager *m, char *why)
         free(w->why);
         w->why = why;
         w->method = POLICY_WATCH_RECHECK;
+        bus_emit_policy_events_changed(m);
 }
 
 static int start_tracepoints(Manager *m)
@@ -88,6 +90,7 @@ static int start_tracepoints(Manager *m)
         free(w->why);
         w->why = NULL;
         w->method = POLICY_WATCH_TRACEPOINTS;
+        bus_emit_policy_events_changed(m);
         log_info("Following real-time threads through the sched_setscheduler/sched_setattr tracepoints "
                  "(tracefs instance " SCHED_TRACE_INSTANCE ").");
         return 0;
@@ -119,7 +122,10 @@ void manager_sched_stop(Manager *m)
         w->journal = NULL;
         free(w->why);
         w->why = NULL;
-        w->method = POLICY_WATCH_NONE;
+        if (w->method != POLICY_WATCH_NONE) {
+                w->method = POLICY_WATCH_NONE;
+                bus_emit_policy_events_changed(m);
+        }
 }
 
 void manager_sched_update(Manager *m)

@@ -217,7 +217,17 @@ static const char TRACE[] =
     " rtkit-daemon-800     [000] ..... 100.000004: sys_sched_setscheduler -> 0xffffffffffffffff\n"
     "  a- b [1] -77   [003] d..1.  100.000005: sys_sched_setattr(pid: 0x0000004d, uattr: 0x1, flags: 0x0)\n"
     "  a- b [1] -77   [003] d..1.  100.000006: sys_sched_setattr -> 0x0\n"
-    "          x-9       [000] .....  100.000007: sys_sched_setattr -> 0x0\n";
+    "          x-9       [000] .....  100.000007: sys_sched_setattr -> 0x0\n"
+    /* 6.18 prints integer arguments in decimal */
+    "         python3-21737   [000] ..... 25399.540319: sys_sched_setscheduler(pid: 0, policy: 1, param: "
+    "0x7ffd597068a4)\n"
+    "         python3-21737   [000] .N... 25399.540329: sys_sched_setscheduler -> 0x0\n"
+    "         python3-21738   [000] ..... 25399.540319: sys_sched_setscheduler(pid: 21740, policy: 1, "
+    "param: 0x7ffd597068a4)\n"
+    "         python3-21738   [000] .N... 25399.540329: sys_sched_setscheduler -> 0x0\n"
+    "         python3-21739   [000] ..... 25399.540319: sys_sched_setscheduler(pid: -1, policy: 1, param: "
+    "0x0)\n"
+    "         python3-21739   [000] .N... 25399.540329: sys_sched_setscheduler -> -22\n";
 
 TEST(trace_lines)
 {
@@ -242,10 +252,12 @@ TEST(trace_lines)
 
         /* Whole: chrt's call on itself, and the one on 77 (a comm full of look-alikes); rtkit's failed,
          * and an exit with no enter is nothing. */
-        CHECK_INTEQ(sched_events_parse(&st, TRACE, strlen(TRACE), collect, got), 2);
-        CHECK_INTEQ(got[0], 2);
+        CHECK_INTEQ(sched_events_parse(&st, TRACE, strlen(TRACE), collect, got), 4);
+        CHECK_INTEQ(got[0], 4);
         CHECK_INTEQ(got[1], 4242);
         CHECK_INTEQ(got[2], 77);
+        CHECK_INTEQ(got[3], 21737);
+        CHECK_INTEQ(got[4], 21740);
         CHECK_INTEQ(st.n_pending, 0);
 
         /* Cut at every byte: the same. */
@@ -254,8 +266,9 @@ TEST(trace_lines)
                 unsigned g2[16] = {};
                 sched_events_parse(&s2, TRACE, cut, collect, g2);
                 sched_events_parse(&s2, TRACE + cut, strlen(TRACE) - cut, collect, g2);
-                CHECK_INTEQ(g2[0], 2);
+                CHECK_INTEQ(g2[0], 4);
                 CHECK_INTEQ(g2[1], 4242);
+                CHECK_INTEQ(g2[4], 21740);
         }
 
         /* Calls whose exit never comes stay bounded. */

@@ -157,3 +157,33 @@ def test_a_killed_daemons_tracefs_goes_with_restore_and_with_the_next_start(env)
     assert os.path.ismount(machine.TRACEFS) == mounted_before
     assert env.rtctl_json("status")["policy_events"] == ""
     assert d.stop() == 0
+
+
+# rtctld where the kernel offers no tracefs: in a mount namespace of its own where tmpfs covers both
+# places tracefs is found, and without CAP_SYS_ADMIN, so it cannot mount tracefs itself.
+NO_TRACEFS = ["unshare", "-m", "--propagation", "slave", "sh", "-c",
+              "mount -t tmpfs none /sys/kernel/tracing && mount -t tmpfs none /sys/kernel/debug && "
+              "exec setpriv --bounding-set=-sys_admin --inh-caps=-sys_admin \"$@\"", "sh"]
+
+
+def test_without_tracepoints_a_thread_is_rechecked_after_creation_only(env, rt_probes):
+    env.profile("rt", RULES)
+    d = env.start("--profile", "rt", wrapper=NO_TRACEFS)
+    method = env.rtctl_json("status")["policy_events"]
+    assert method.startswith("re-check after thread creation: "), method
+    assert INSTANCE not in instances()
+    # Set within the 1 s re-check of its threads' creation: seen.
+    p = rt_probes()
+    p.command("sched", 0, "fifo")
+    assert wait_until(lambda: placement(p.pid, p.tids[0]) == ISOLATED, timeout=BOUND)
+    assert placement(p.pid, p.tids[1]) == HOUSEKEEPING
+    # Set later, with no thread created since: not seen (nothing polls)...
+    time.sleep(1.5)
+    p.command("sched", 1, "fifo")
+    time.sleep(1.5)
+    assert placement(p.pid, p.tids[1]) == HOUSEKEEPING
+    # ...until the process creates a thread: then it and the new thread (real-time, as its creator) go.
+    child = int(p.command("spawn", 1, "rt-child")[0])
+    assert wait_until(lambda: placement(p.pid, p.tids[1]) == ISOLATED and placement(p.pid, child) == ISOLATED,
+                      timeout=BOUND)
+    assert d.stop() == 0, d.output()

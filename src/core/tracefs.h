@@ -45,7 +45,8 @@ int sched_trace_restore_dir(const char *runtime_dir, char **ret_error);
 
 /* The parser of trace_pipe's text. Lines come whole or cut at any byte; a call is "finished" when its
  * exit line follows its enter line on the same thread. Forged lines (a thread's comm holds anything)
- * can at most make rtctld look at a thread: what it does is decided by reading the thread. */
+ * can at most make rtctld look at a thread: what it does is decided by reading the thread. The same holds
+ * for a pid argument given inside another PID namespace (a container's), which names another thread here. */
 #define SCHED_TRACE_PENDING 64
 #define SCHED_TRACE_LINE    512
 typedef struct SchedTrace {

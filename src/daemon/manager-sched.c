@@ -83,9 +83,9 @@ static int start_tracepoints(Manager *m)
                 use_recheck(m, xasprintf("its events cannot be followed (%s)", strerror(-r)));
                 return r;
         }
-        /* Below the proc connector's events (a thread's creation comes before its policy change) and
-         * above the pass, so that one pass takes both. */
-        (void)sd_event_source_set_priority(w->source, SD_EVENT_PRIORITY_NORMAL + 6);
+        /* Where the proc connector's events are, below the pass: a storm of policy changes (a
+         * program that toggles one in a loop) delays no pass, and each match costs one. */
+        (void)sd_event_source_set_priority(w->source, SD_EVENT_PRIORITY_IDLE + 10);
         (void)sd_event_source_set_description(w->source, "policy-events");
         free(w->why);
         w->why = NULL;

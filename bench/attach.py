@@ -41,7 +41,7 @@ Match=comm:rtctl-probe user:0
 Threads=rt-bench
 [Attach rt]
 Match=comm:rtctl-rtprobe user:0
-Threads=realtime
+Threads=%(rt_threads)s
 [Attach poller]
 Match=comm:rtctl-poller user:0
 Threads=all
@@ -102,6 +102,9 @@ def main():
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--runs", type=int, default=200)
     ap.add_argument("--rt-runs", type=int, default=200)
+    ap.add_argument("--rt-threads", default="realtime",
+                    help="the rule's Threads= (\"realtime never-*\": the process stays matched between runs, so "
+                    "its thread goes back by an attach pass, not by the whole replan of a process that left)")
     ap.add_argument("--json", default=None)
     args = ap.parse_args()
     if os.geteuid() != 0:
@@ -112,7 +115,7 @@ def main():
     e2e, passes, procs = [], [], []
     rt_e2e, rt_passes = [], []
     kernel = []
-    with bench_env("attach", PROFILE) as (env, left):
+    with bench_env("attach", PROFILE % {"rt_threads": args.rt_threads}) as (env, left):
         try:
             env.start("--profile", "attach")
             poller = subprocess.Popen([sys.executable, "-c", POLLER], stdin=subprocess.PIPE, stdout=subprocess.PIPE,

@@ -485,7 +485,8 @@ unsigned attach_maps_graphs(const char *maps)
                 const char *path;
                 unsigned graph;
         } markers[] = {
-            /* PipeWire's buffers and its clients': memfd_create("pipewire-memfd") */
+            /* PipeWire's buffers and its clients': memfd_create("pipewire-memfd:flags=...,type=...,
+             * size=..."), which the kernel prints as "/memfd:NAME (deleted)" */
             {"/memfd:pipewire-memfd", ATTACH_GRAPH_PIPEWIRE},
             /* jack2's shared memory registry, mapped by jackd and by every client of it */
             {"/dev/shm/jack-shm-registry", ATTACH_GRAPH_JACK},
@@ -499,7 +500,7 @@ unsigned attach_maps_graphs(const char *maps)
                 for (size_t i = 0; path && i < ELEMENTSOF(markers); i++) {
                         size_t len = strlen(markers[i].path);
                         if ((size_t)(eol - path) >= len && strneq(path, markers[i].path, len) &&
-                            (path + len == eol || path[len] == ' '))
+                            (path + len == eol || path[len] == ' ' || path[len] == ':'))
                                 graphs |= markers[i].graph;
                 }
                 l = *eol ? eol + 1 : eol;

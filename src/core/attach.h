@@ -104,7 +104,8 @@ int attach_thread_policy(unsigned pid, unsigned tid, int *ret);
 /* The policy field of a stat line's text ("pid (comm) state ... policy ..."); -EBADMSG if it has none. */
 int attach_stat_policy(const char *stat, int *ret);
 /* Which graphs (ATTACH_GRAPH_*) a /proc/PID/maps text shows mapped: PipeWire's memfds
- * ("/memfd:pipewire-memfd"), jack2's shared memory registry ("/dev/shm/jack-shm-registry"). */
+ * ("/memfd:pipewire-memfd:flags=...,type=2,size=16384 (deleted)"), jack2's shared memory registry
+ * ("/dev/shm/jack-shm-registry"). */
 unsigned attach_maps_graphs(const char *maps);
 /* The process (thread group) a thread belongs to, from /proc/TID/status; -ENOENT when it is gone. */
 int attach_thread_tgid(unsigned tid, unsigned *ret);

@@ -162,7 +162,8 @@ def sched_trace(corpus):
         corpus.add("sched-trace", lines[i] + lines[i + 1])
     corpus.add("sched-trace", "".join(lines))
     corpus.add("sched-trace", "7 (a) (b) S" + " 1" * 37 + " 1 0 0\n")
-    corpus.add("sched-trace", "7f00-7f10 rw-s 00000000 00:01 5 /memfd:pipewire-memfd (deleted)\n"
+    corpus.add("sched-trace", "7f00-7f10 rw-s 00000000 00:01 5 /memfd:pipewire-memfd:flags=0x0000000f,type=2,"
+               "size=16384 (deleted)\n"
                "7f00-7f10 rw-s 00000000 00:19 9 /dev/shm/jack-shm-registry\n")
 
 

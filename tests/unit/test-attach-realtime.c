@@ -132,12 +132,18 @@ TEST(stat_policy_and_maps)
 
         CHECK_INTEQ(attach_maps_graphs("7f00-7f10 rw-s 00000000 00:01 5 /memfd:pipewire-memfd (deleted)\n"),
                     ATTACH_GRAPH_PIPEWIRE);
+        /* PipeWire 0.3.65 as Debian 12 maps it (the VM tier's pw-jack client) */
+        CHECK_INTEQ(
+            attach_maps_graphs("7f3c2a1e5000-7f3c2a1e9000 rw-s 00000000 00:01 2055 "
+                               "/memfd:pipewire-memfd:flags=0x0000000f,type=2,size=16384 (deleted)\n"),
+            ATTACH_GRAPH_PIPEWIRE);
         CHECK_INTEQ(attach_maps_graphs("7f00-7f10 rw-s 00000000 00:19 9 /dev/shm/jack-shm-registry\n"
                                        "7f10-7f20 r-xp 00000000 08:01 3 /usr/lib/libjack.so.0\n"),
                     ATTACH_GRAPH_JACK);
         /* Only the whole name: a file that starts so is not it, nor one that names it later. */
         CHECK_INTEQ(attach_maps_graphs("7f00-7f10 rw-s 00000000 00:19 9 /dev/shm/jack-shm-registry2\n"
-                                       "7f00-7f10 rw-s 00000000 00:19 9 /tmp/x/memfd:pipewire-memfd\n"),
+                                       "7f00-7f10 rw-s 00000000 00:19 9 /tmp/x/memfd:pipewire-memfd\n"
+                                       "7f00-7f10 rw-s 00000000 00:01 9 /memfd:pipewire-memfdx (deleted)\n"),
                     0);
         CHECK_INTEQ(attach_maps_graphs(""), 0);
 }

@@ -220,7 +220,16 @@ int sched_trace_restore(Journal *j, int fd)
         /* Newest first: the instance inside the mount before the mount. */
         for (size_t i = journal_size(j); i-- > 0;) {
                 const JournalEntry *e = journal_entry(j, i);
-                int r = e->kind->write(NULL, e->object, e->original);
+                int r;
+
+                /* This journal holds tracefs alone: anything else in it was planted, never replayed. */
+                if (e->kind != &setting_kind_tracefs_instance && e->kind != &setting_kind_tracefs_mount) {
+                        g_hash_table_add(done, e->object);
+                        if (ret == 0)
+                                ret = -EBADMSG;
+                        continue;
+                }
+                r = e->kind->write(NULL, e->object, e->original);
                 if (r < 0 && ret == 0)
                         ret = r;
                 if (r >= 0)

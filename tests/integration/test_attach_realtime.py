@@ -65,6 +65,10 @@ def test_a_thread_turning_fifo_later_goes_alone_and_its_child_with_it(env, rt_pr
     assert placement(p.pid, p.pid) == HOUSEKEEPING
     assert placement(p.pid, p.tids[1]) == HOUSEKEEPING
     assert (p.pid, p.tids[0], "rt", "realtime") in attached(env)
+    text = env.rtctl("status", check=True).stdout
+    assert "Real-time threads: policy changes seen by tracepoints" in text, text
+    assert any(line.split()[:2] == [str(p.pid), str(p.tids[0])] and line.split()[-1] == "realtime"
+               for line in text.splitlines()), text
     # A thread the real-time one creates is born in its cpuset with its policy: it stays.
     child = int(p.command("spawn", 0, "rt-child")[0])
     assert wait_until(lambda: (p.pid, child, "rt", "realtime") in attached(env), timeout=BOUND)

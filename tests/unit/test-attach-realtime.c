@@ -334,6 +334,19 @@ TEST(tracefs_journal)
                 CHECK_INTEQ(journal_size(j), 0);
                 journal_free(j);
         }
+        /* Another kind's entry, valid in the pass's journal, is no business of this one: dropped. */
+        test_write(root, "proc/sys/kernel/sched_rt_runtime_us", "950000\n");
+        test_write(root, "run/" SCHED_TRACE_JOURNAL,
+                   "{\"version\":1,\"entries\":[{\"kind\":\"file\",\"object\":\"/proc/sys/kernel/"
+                   "sched_rt_runtime_us\",\"original\":\"-1\",\"tuner\":\"sysctl\"}]}");
+        free(err);
+        err = NULL;
+        CHECK_INTEQ(sched_trace_restore_dir(runtime, &err), -EBADMSG);
+        {
+                _cleanup_free_ char *v = NULL;
+                CHECK_INTEQ(sys_read("/proc/sys/kernel/sched_rt_runtime_us", &v), 0);
+                CHECK_STREQ(v, "950000");
+        }
         sysroot_set("");
 }
 

@@ -350,6 +350,15 @@ int sched_trace_parse_line(const char *line, size_t len, unsigned *ret_caller, u
         p = bracket - 1;
         while (p > line && p[-1] == ' ')
                 p--;
+        /* "comm-TID (TGID) [CPU]" where the record-tgid option is on. */
+        if (p > line && p[-1] == ')') {
+                while (p > line && p[-1] != '(')
+                        p--;
+                if (p == line)
+                        return 0;
+                for (p--; p > line && p[-1] == ' ';)
+                        p--;
+        }
         dash = p;
         while (dash > line && isdigit((unsigned char)dash[-1]))
                 dash--;

@@ -250,6 +250,18 @@ TEST(trace_lines)
                                            61, &caller, &target, &ret),
                     2);
         CHECK(ret != 0);
+        /* record-tgid on: "comm-TID (TGID) [CPU]" */
+        {
+                const char *l =
+                    "   pw-data-loop-341   (    338) [001] ..... 1.0: sys_sched_setattr(pid: 0, u";
+                CHECK_INTEQ(sched_trace_parse_line(l, strlen(l), &caller, &target, &ret), 1);
+                CHECK_INTEQ(caller, 341);
+                l = "   pw-data-loop-341   (-------) [001] ..... 1.0: sys_sched_setattr -> 0x0";
+                CHECK_INTEQ(sched_trace_parse_line(l, strlen(l), &caller, &target, &ret), 2);
+                CHECK_INTEQ(caller, 341);
+                l = "no-open-341 ) [001] ..... 1.0: sys_sched_setattr -> 0x0";
+                CHECK_INTEQ(sched_trace_parse_line(l, strlen(l), &caller, &target, &ret), 0);
+        }
         CHECK_INTEQ(sched_trace_parse_line("x-12 [000] ..... 1.0: sys_sched_setparam -> 0x0", 46, &caller,
                                            &target, &ret),
                     0);

@@ -403,6 +403,11 @@ static void on_line(SchedTrace *st, const char *line, size_t len, size_t *finish
         long long ret = 0;
         int kind = sched_trace_parse_line(line, len, &caller, &target, &ret);
 
+        if (kind == 0 && len > 4 && strneq(line, "CPU:", 4) && find(line, line + len, " [LOST ")) {
+                st->lost = true;
+                return;
+        }
+
         if (kind == 1) {
                 size_t i;
                 for (i = 0; i < st->n_pending && st->pending[i].caller != caller; i++)

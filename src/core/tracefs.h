@@ -58,6 +58,7 @@ typedef struct SchedTrace {
         char line[SCHED_TRACE_LINE];
         size_t line_len;
         bool line_overflow; /* the line being gathered is longer than any of ours: skipped */
+        bool lost;          /* the buffer overflowed ("CPU:N [LOST M EVENTS]"): the reader resets it */
 } SchedTrace;
 
 /* One line, without its newline. 1: enter (caller, target set), 2: exit (caller, ret set), 0: neither. */

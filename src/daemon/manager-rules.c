@@ -392,6 +392,15 @@ void manager_rules_policy_changed(Manager *m, unsigned tid)
         evaluate(m, pid, NULL);
 }
 
+void manager_rules_rescan(Manager *m, const char *why)
+{
+        assert(m);
+        assert(why);
+
+        if (!m->stopping)
+                rescan(m, why);
+}
+
 void manager_rules_recheck(Manager *m, unsigned pid)
 {
         assert(m);

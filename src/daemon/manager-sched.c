@@ -40,6 +40,12 @@ static int on_trace(sd_event_source *s, int fd, uint32_t revents, void *userdata
                 }
                 (void)sched_events_parse(&w->trace, buf, (size_t)n, on_finished_call, m);
         }
+        if (w->trace.lost) {
+                w->trace.lost = false;
+                log_warning(
+                    "Policy-change events were lost (the trace buffer overflowed); scanning /proc again.");
+                manager_rules_rescan(m, "policy-change events lost");
+        }
         return 0;
 }
 

@@ -286,6 +286,8 @@ bool manager_rule_whole(const Manager *m, const RuleMatch *x);
 void manager_rules_policy_changed(Manager *m, unsigned tid);
 /* A process is looked at again (the re-check method's timer). */
 void manager_rules_recheck(Manager *m, unsigned pid);
+/* Events were lost: every process is looked at again. */
+void manager_rules_rescan(Manager *m, const char *why);
 
 /* manager-sched.c */
 /* Follows policy changes while the policy in force has a Threads=realtime rule, else stops (removing

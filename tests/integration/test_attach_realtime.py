@@ -101,14 +101,15 @@ def test_a_jack_client_gets_its_process_thread_isolated(env):
 Match=graph:jack user:0
 Threads=realtime
 """)
-    env.start("--profile", "jack")
+    d = env.start("--profile", "jack")
     shm_before = set(os.listdir("/dev/shm"))
     environ = dict(os.environ, JACK_NO_AUDIO_RESERVATION="1", JACK_DEFAULT_SERVER="rtctl-rt-test")
     jackd = subprocess.Popen(["jackd", "-n", "rtctl-rt-test", "-R", "-P", "10", "-d", "dummy", "-r", "48000",
                               "-p", "256"], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, env=environ)
     client = None
     try:
-        assert subprocess.run(["jack_wait", "-w", "-t", "30"], env=environ, capture_output=True).returncode == 0
+        waited = subprocess.run(["jack_wait", "-w", "-t", "30"], env=environ, capture_output=True, text=True)
+        assert waited.returncode == 0, waited.stdout + waited.stderr
         client = subprocess.Popen(["jack_simple_client"], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
                                   env=environ)
 
@@ -123,9 +124,11 @@ Threads=realtime
             rt = [t for t in threads() if policy(t) in (1, 2)]
             return rt and all(placement(client.pid, t) == (ISOLATED if t in rt else HOUSEKEEPING)
                               for t in threads())
-        assert wait_until(split, timeout=BOUND), [(t, policy(t), placement(client.pid, t)) for t in threads()]
+        assert wait_until(split, timeout=BOUND), ([(t, policy(t), placement(client.pid, t)) for t in threads()],
+                                                  d.output()[-3000:])
         assert len(threads()) > 1
-        assert any(a[0] == client.pid and a[3] == "realtime" for a in attached(env))
+        assert wait_until(lambda: any(a[0] == client.pid and a[3] == "realtime" for a in attached(env)),
+                          timeout=BOUND), (attached(env), d.output()[-3000:])
     finally:
         if client:
             client.kill()

@@ -289,6 +289,11 @@ TEST(trace_lines)
                 CHECK_INTEQ(g2[4], 21740);
         }
 
+        /* The kernel says when the buffer overflowed. */
+        CHECK(!st.lost);
+        sched_events_parse(&st, "CPU:1 [LOST 17 EVENTS]\n", 23, collect, got);
+        CHECK(st.lost);
+
         /* Calls whose exit never comes stay bounded. */
         st = (SchedTrace){};
         for (unsigned i = 1; i <= 1000; i++) {

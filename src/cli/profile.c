@@ -3,6 +3,7 @@
 #include "cli/args.h"
 #include "cli/local.h"
 #include "core/daemon-conf.h"
+#include "core/tracefs.h"
 
 static int print_result(Cli *c, const char *what, sd_bus_message *reply)
 {
@@ -130,6 +131,11 @@ int verb_restore(Cli *c, int argc, char *argv[])
         if (local_pass(NULL, false, &res, &journal, &err) < 0) {
                 fprintf(stderr, "Cannot restore: %s\n", err);
                 return EXIT_FAILED;
+        }
+        /* What a killed rtctld made in tracefs for Threads=realtime (its own journal). */
+        if (sched_trace_restore_dir(runtime, &err) < 0) {
+                fprintf(stderr, "%s\n", err);
+                res.stats.failed++;
         }
         for (size_t i = 0; i < res.plan.n; i++)
                 if (res.plan.settings[i].result == SETTING_FAILED) {

@@ -139,23 +139,25 @@ static json_object *power_json(char **cells, size_t rows)
         return a;
 }
 
-#define ATTACHED_COLUMNS 4
+#define ATTACHED_COLUMNS 5
 
-/* AttachedThreads as table cells (PID, TID or "all", name, rule); an older daemon without it gives none. */
+/* AttachedThreads as table cells (PID, TID or "all", name, rule, why); an older daemon without it gives
+ * none. */
 static void read_attached_threads(Cli *c, char ***ret, size_t *ret_n)
 {
         sd_bus_message *reply = NULL;
-        const char *comm, *rule;
+        const char *comm, *rule, *why;
         uint32_t pid, tid;
 
-        if (cli_get_property(c, "AttachedThreads", "a(uuss)", &reply, true) != EXIT_OK)
+        if (cli_get_property(c, "AttachedThreads", "a(uusss)", &reply, true) != EXIT_OK)
                 return;
-        if (sd_bus_message_enter_container(reply, 'a', "(uuss)") >= 0)
-                while (sd_bus_message_read(reply, "(uuss)", &pid, &tid, &comm, &rule) > 0) {
+        if (sd_bus_message_enter_container(reply, 'a', "(uusss)") >= 0)
+                while (sd_bus_message_read(reply, "(uusss)", &pid, &tid, &comm, &rule, &why) > 0) {
                         strv_push(ret, xasprintf("%u", pid));
                         strv_push(ret, tid ? xasprintf("%u", tid) : xstrdup("all"));
                         strv_push(ret, xstrdup(comm));
                         strv_push(ret, xstrdup(rule));
+                        strv_push(ret, xstrdup(why));
                         (*ret_n)++;
                 }
         sd_bus_message_unref(reply);
@@ -173,6 +175,7 @@ static json_object *attached_json(char **cells, size_t rows)
                                        json_object_new_int(streq(row[1], "all") ? 0 : atoi(row[1])));
                 json_object_object_add(o, "comm", json_object_new_string(row[2]));
                 json_object_object_add(o, "rule", json_object_new_string(row[3]));
+                json_object_object_add(o, "why", json_object_new_string(row[4]));
                 json_object_array_add(a, o);
         }
         return a;
@@ -217,6 +220,13 @@ int verb_status(Cli *c, int argc, char *argv[])
         _cleanup_strv_free_ char **attached = NULL;
         size_t n_attached = 0;
         read_attached_threads(c, &attached, &n_attached);
+        _cleanup_free_ char *policy_events = NULL;
+        if (cli_get_property(c, "PolicyEvents", "s", &reply, true) == EXIT_OK) {
+                const char *s = NULL;
+                if (sd_bus_message_read(reply, "s", &s) >= 0)
+                        policy_events = xstrdup(s);
+                sd_bus_message_unref(reply);
+        }
         _cleanup_free_ char *why = NULL;
         if (cli_get_property(c, "IsolationReason", "s", &reply, true) == EXIT_OK) {
                 const char *s = NULL;
@@ -260,6 +270,7 @@ int verb_status(Cli *c, int argc, char *argv[])
                 json_object_object_add(o, "cpus", power_json(power, n_power));
                 json_object_object_add(o, "dma_latency_request_us", json_object_new_int(dma));
                 json_object_object_add(o, "attached_by_rules", attached_json(attached, n_attached));
+                json_object_object_add(o, "policy_events", json_object_new_string(strempty(policy_events)));
                 json_object_object_add(o, "reboot_pending", json_object_new_boolean(reboot_pending));
                 cli_print_json(o);
         } else {
@@ -297,9 +308,13 @@ int verb_status(Cli *c, int argc, char *argv[])
                         printf("\n");
                         cli_print_table(power_columns, POWER_COLUMNS, power, n_power);
                 }
+                if (!isempty(policy_events)) {
+                        _cleanup_free_ char *shown = text_escape(policy_events);
+                        printf("Real-time threads: policy changes seen by %s\n", shown);
+                }
                 if (n_attached) {
                         printf("\nOn the isolated CPUs by [Attach] rules:\n");
-                        cli_print_table((const char *const[]){"PID", "TID", "NAME", "RULE"},
+                        cli_print_table((const char *const[]){"PID", "TID", "NAME", "RULE", "WHY"},
                                         ATTACHED_COLUMNS, attached, n_attached);
                 }
                 if (n_failures) {

@@ -1,7 +1,9 @@
 /* SPDX-License-Identifier: GPL-2.0-or-later */
 #include <ctype.h>
 #include <fnmatch.h>
+#include <limits.h>
 #include <pwd.h>
+#include <sched.h>
 
 #include "core/attach.h"
 #include "shared/sysfs.h"
@@ -21,7 +23,7 @@ static void rule_clear(AttachRule *r)
                 term_clear(&r->terms[i]);
         free(r->terms);
         free(r->name);
-        free(r->threads);
+        strv_free(r->thread_globs);
 }
 
 void attach_rules_free(AttachRules *r)
@@ -70,8 +72,9 @@ static int parse_term(const char *word, AttachTerm *ret, char **ret_error)
         AttachTerm t = {};
 
         if (!colon || colon == word || !colon[1]) {
-                *ret_error =
-                    xasprintf("'%s' is not a condition: expected comm:GLOB, exe:PATH or user:NAME", word);
+                *ret_error = xasprintf("'%s' is not a condition: expected comm:GLOB, exe:PATH, user:NAME or "
+                                       "graph:pipewire|jack",
+                                       word);
                 return -EINVAL;
         }
         key = xstrndup(word, (size_t)(colon - word));
@@ -81,8 +84,10 @@ static int parse_term(const char *word, AttachTerm *ret, char **ret_error)
                 t.kind = ATTACH_EXE;
         else if (streq(key, "user"))
                 t.kind = ATTACH_USER;
+        else if (streq(key, "graph"))
+                t.kind = ATTACH_GRAPH;
         else {
-                *ret_error = xasprintf("unknown condition '%s': expected comm:, exe: or user:", key);
+                *ret_error = xasprintf("unknown condition '%s': expected comm:, exe:, user: or graph:", key);
                 return -EINVAL;
         }
         if (colon[1] == '|' || endswith(word, "|") || strstr(word, "||")) {
@@ -92,7 +97,16 @@ static int parse_term(const char *word, AttachTerm *ret, char **ret_error)
         alts = strv_split(colon + 1, "|");
         for (char **a = alts; a && *a; a++) {
                 int r = 0;
-                if (t.kind != ATTACH_USER && (*ret_error = glob_error(*a)))
+                if (t.kind == ATTACH_GRAPH) {
+                        if (streq(*a, "pipewire"))
+                                t.graphs |= ATTACH_GRAPH_PIPEWIRE;
+                        else if (streq(*a, "jack"))
+                                t.graphs |= ATTACH_GRAPH_JACK;
+                        else {
+                                *ret_error = xasprintf("graph:%s: the graphs are pipewire and jack", *a);
+                                r = -EINVAL;
+                        }
+                } else if (t.kind != ATTACH_USER && (*ret_error = glob_error(*a)))
                         r = -EINVAL;
                 else if (t.kind == ATTACH_USER)
                         r = parse_user(*a, &t, ret_error);
@@ -130,6 +144,40 @@ static bool rule_names_users(const AttachRule *r)
         return false;
 }
 
+/* Threads=: all alone, or alternatives: realtime and thread-name globs. */
+static bool parse_threads(const ConfKey *k, AttachRule *r, char ***errors)
+{
+        _cleanup_strv_free_ char **alts = strv_split(k->value, " \t");
+        bool ok = true;
+
+        for (char **a = alts; a && *a; a++) {
+                char *bad;
+                if (streq(*a, "all")) {
+                        if (strv_length(alts) > 1) {
+                                rule_error(
+                                    errors, k,
+                                    xstrdup("all is the whole process: it takes no other alternative"));
+                                ok = false;
+                        }
+                        r->all = true;
+                } else if (streq(*a, "realtime"))
+                        r->realtime = true;
+                else if ((bad = glob_error(*a))) {
+                        rule_error(errors, k, bad);
+                        ok = false;
+                } else if (!comm_glob_ok(*a)) {
+                        rule_error(
+                            errors, k,
+                            xasprintf("%s can never match: the kernel keeps %d characters of a thread "
+                                      "name",
+                                      *a, COMM_MAX));
+                        ok = false;
+                } else
+                        strv_push(&r->thread_globs, xstrdup(*a));
+        }
+        return ok;
+}
+
 static bool parse_rule(ConfSection *s, const char *name, AttachRule *ret, char ***errors)
 {
         ConfKey *match = conf_key(s, "Match"), *threads = conf_key(s, "Threads");
@@ -165,23 +213,11 @@ static bool parse_rule(ConfSection *s, const char *name, AttachRule *ret, char *
                 ok = false;
         }
         if (!threads || isempty(threads->value)) {
-                strv_push(errors, conf_section_error(s, "Threads= is missing: a thread-name glob, or all "
-                                                        "for the whole process"));
+                strv_push(errors, conf_section_error(s, "Threads= is missing: realtime, thread-name globs, "
+                                                        "or all for the whole process"));
                 ok = false;
-        } else if (!streq(threads->value, "all")) {
-                char *bad = glob_error(threads->value);
-                if (bad) {
-                        rule_error(errors, threads, bad);
-                        ok = false;
-                } else if (!comm_glob_ok(threads->value)) {
-                        rule_error(
-                            errors, threads,
-                            xasprintf("can never match: the kernel keeps %d characters of a thread name",
-                                      COMM_MAX));
-                        ok = false;
-                } else
-                        r.threads = xstrdup(threads->value);
-        }
+        } else if (!parse_threads(threads, &r, errors))
+                ok = false;
         if (!ok) {
                 rule_clear(&r);
                 return false;
@@ -216,6 +252,7 @@ AttachRules *attach_rules_parse(Conf *conf, char ***errors)
                 rules->rules[rules->n++] = r;
                 for (size_t t = 0; t < r.n_terms; t++)
                         rules->uses_active |= r.terms[t].active;
+                rules->uses_realtime |= r.realtime;
         }
         if (rules->n == 0) {
                 attach_rules_free(rules);
@@ -228,7 +265,7 @@ void attach_proc_init(AttachProc *p, unsigned pid, const char *comm)
 {
         assert(p);
 
-        *p = (AttachProc){.pid = pid};
+        *p = (AttachProc){.pid = pid, .realtime = -1};
         if (comm) {
                 snprintf(p->comm, sizeof p->comm, "%s", comm);
                 p->have_comm = true;
@@ -313,9 +350,43 @@ static bool user_matches(const AttachTerm *t, AttachProc *p, const uid_t *active
         return false;
 }
 
+static bool proc_realtime(AttachProc *p)
+{
+        if (p->realtime < 0) {
+                _cleanup_free_ char *dir = xasprintf("/proc/%u/task", p->pid);
+                _cleanup_closedir_ DIR *d = sys_opendir(dir);
+                struct dirent *de;
+                unsigned tid;
+                int policy;
+
+                p->realtime = 0;
+                while (d && (de = readdir(d)))
+                        if (safe_atou(de->d_name, &tid) >= 0 &&
+                            attach_thread_policy(p->pid, tid, &policy) >= 0 &&
+                            attach_policy_realtime(policy)) {
+                                p->realtime = 1;
+                                break;
+                        }
+        }
+        return p->realtime > 0;
+}
+
+static unsigned proc_graphs(AttachProc *p)
+{
+        if (!p->have_graphs) {
+                _cleanup_free_ char *path = xasprintf("/proc/%u/maps", p->pid), *maps = NULL;
+                p->have_graphs = true;
+                if (sys_read(path, &maps) >= 0)
+                        p->graphs = attach_maps_graphs(maps);
+        }
+        return p->graphs;
+}
+
 static bool term_matches(const AttachTerm *t, AttachProc *p, const uid_t *active, size_t n_active)
 {
         switch (t->kind) {
+        case ATTACH_GRAPH:
+                return (proc_graphs(p) & t->graphs) != 0;
         case ATTACH_COMM:
                 return any_glob(t->globs, proc_comm(p));
         case ATTACH_EXE:
@@ -326,8 +397,15 @@ static bool term_matches(const AttachTerm *t, AttachProc *p, const uid_t *active
         return false;
 }
 
+/* Whether a rule needs a real-time thread in the process: its only alternative is realtime. */
+static bool realtime_only(const AttachRule *r)
+{
+        return r->realtime && !r->all && !r->thread_globs;
+}
+
 /* Cheapest first, whatever order the file lists them in: comm often comes with the event, exe is one
- * readlink, the user one parsed file. */
+ * readlink, the user one parsed file, the thread test (a realtime-only rule) one stat per thread, and
+ * graph: the process's whole memory map, last. */
 static bool rule_matches(const AttachRule *r, AttachProc *p, const uid_t *active, size_t n_active)
 {
         static const AttachTermKind order[] = {ATTACH_COMM, ATTACH_EXE, ATTACH_USER};
@@ -336,6 +414,11 @@ static bool rule_matches(const AttachRule *r, AttachProc *p, const uid_t *active
                 for (size_t i = 0; i < r->n_terms; i++)
                         if (r->terms[i].kind == order[o] && !term_matches(&r->terms[i], p, active, n_active))
                                 return false;
+        if (realtime_only(r) && !proc_realtime(p))
+                return false;
+        for (size_t i = 0; i < r->n_terms; i++)
+                if (r->terms[i].kind == ATTACH_GRAPH && !term_matches(&r->terms[i], p, active, n_active))
+                        return false;
         return true;
 }
 
@@ -350,11 +433,127 @@ int attach_rules_match(const AttachRules *r, AttachProc *p, const uid_t *active,
         return -1;
 }
 
-bool attach_rule_wants_thread(const AttachRule *rule, const char *thread_comm)
+bool attach_policy_realtime(int policy)
 {
+        policy &= ~SCHED_RESET_ON_FORK;
+        return policy == SCHED_FIFO || policy == SCHED_RR || policy == 6 /* SCHED_DEADLINE */;
+}
+
+int attach_stat_policy(const char *stat, int *ret)
+{
+        const char *p = strrchr(stat, ')');
+        unsigned long long policy;
+        char *end;
+
+        assert(ret);
+
+        /* "pid (comm) state ...": comm may hold anything, the last ')' ends it; policy is field 41. */
+        if (!p)
+                return -EBADMSG;
+        p++;
+        for (int field = 2; field < 41; field++) {
+                if (*p != ' ')
+                        return -EBADMSG;
+                p++;
+                if (field < 40)
+                        p += strcspn(p, " \n");
+        }
+        if (!isdigit((unsigned char)*p))
+                return -EBADMSG;
+        errno = 0;
+        policy = strtoull(p, &end, 10);
+        if (errno || policy > INT_MAX || (*end != ' ' && *end != '\n' && *end))
+                return -EBADMSG;
+        *ret = (int)policy;
+        return 0;
+}
+
+int attach_thread_policy(unsigned pid, unsigned tid, int *ret)
+{
+        _cleanup_free_ char *path = xasprintf("/proc/%u/task/%u/stat", pid, tid), *s = NULL;
+        int r;
+
+        r = sys_read(path, &s);
+        if (r < 0)
+                return r;
+        return attach_stat_policy(s, ret);
+}
+
+unsigned attach_maps_graphs(const char *maps)
+{
+        static const struct {
+                const char *path;
+                unsigned graph;
+        } markers[] = {
+            /* PipeWire's buffers and its clients': memfd_create("pipewire-memfd:flags=...,type=...,
+             * size=..."), which the kernel prints as "/memfd:NAME (deleted)" */
+            {"/memfd:pipewire-memfd", ATTACH_GRAPH_PIPEWIRE},
+            /* jack2's shared memory registry, mapped by jackd and by every client of it */
+            {"/dev/shm/jack-shm-registry", ATTACH_GRAPH_JACK},
+        };
+        unsigned graphs = 0;
+
+        assert(maps);
+
+        for (const char *l = maps; *l;) {
+                const char *eol = strchrnul(l, '\n'), *path = memchr(l, '/', (size_t)(eol - l));
+                for (size_t i = 0; path && i < ELEMENTSOF(markers); i++) {
+                        size_t len = strlen(markers[i].path);
+                        if ((size_t)(eol - path) >= len && strneq(path, markers[i].path, len) &&
+                            (path + len == eol || path[len] == ' ' || path[len] == ':'))
+                                graphs |= markers[i].graph;
+                }
+                l = *eol ? eol + 1 : eol;
+        }
+        return graphs;
+}
+
+int attach_thread_tgid(unsigned tid, unsigned *ret)
+{
+        _cleanup_free_ char *path = xasprintf("/proc/%u/status", tid), *s = NULL;
+        const char *line;
+        int r;
+
+        assert(ret);
+
+        r = sys_read(path, &s);
+        if (r < 0)
+                return r == -ESRCH ? -ENOENT : r;
+        line = strstr(s, "\nTgid:");
+        if (!line || sscanf(line + 6, "%u", ret) != 1)
+                return -EBADMSG;
+        return 0;
+}
+
+unsigned attach_rule_wants_thread(const AttachRule *rule, const char *thread_comm, int policy)
+{
+        unsigned why = 0;
+
         assert(rule);
 
-        return !rule->threads || fnmatch(rule->threads, thread_comm, 0) == 0;
+        if (rule->all)
+                return ATTACH_WHY_ALL;
+        if (rule->realtime && attach_policy_realtime(policy))
+                why |= ATTACH_WHY_REALTIME;
+        for (char **g = rule->thread_globs; thread_comm && g && *g; g++)
+                if (fnmatch(*g, thread_comm, 0) == 0) {
+                        why |= ATTACH_WHY_NAME;
+                        break;
+                }
+        return why;
+}
+
+const char *attach_why_string(unsigned why)
+{
+        if (why & ATTACH_WHY_ALL)
+                return "all";
+        if ((why & ATTACH_WHY_REALTIME) && (why & ATTACH_WHY_NAME))
+                return "realtime,name";
+        if (why & ATTACH_WHY_REALTIME)
+                return "realtime";
+        if (why & ATTACH_WHY_NAME)
+                return "name";
+        return "";
 }
 
 int attach_list_threads(const AttachRule *rule, unsigned pid, AttachedThread **threads, size_t *n,
@@ -375,17 +574,21 @@ int attach_list_threads(const AttachRule *rule, unsigned pid, AttachedThread **t
                 _cleanup_free_ char *path = NULL, *comm = NULL;
                 AttachedThread *t;
                 unsigned tid;
+                int policy = SCHED_OTHER;
 
                 if (safe_atou(de->d_name, &tid) < 0)
                         continue;
                 path = xasprintf("/proc/%u/task/%u/comm", pid, tid);
                 if (sys_read(path, &comm) < 0)
                         continue; /* it ended meanwhile */
+                if (rule->realtime && attach_thread_policy(pid, tid, &policy) < 0)
+                        continue;
                 GREEDY_REALLOC(*threads, *allocated, *n + 1);
                 t = &(*threads)[(*n)++];
                 *t = (AttachedThread){.pid = pid, .tid = tid, .rule = rule->name};
                 snprintf(t->comm, sizeof t->comm, "%s", comm);
-                t->isolate = attach_rule_wants_thread(rule, t->comm);
+                t->why = attach_rule_wants_thread(rule, t->comm, policy);
+                t->isolate = t->why != 0;
         }
         return 0;
 }

@@ -9,6 +9,7 @@
 #include "core/journal-read.h"
 #include "core/member-origin.h"
 #include "core/resctrl.h"
+#include "core/tracefs.h"
 #include "shared/sysfs.h"
 
 /* Every path component is a plain name: no "", "." or "..", nothing a person or a path walk reads two
@@ -206,6 +207,11 @@ static bool runtime_original(JournalCheck *c, const SettingKind *kind, const cha
                 _cleanup_free_ char *cpuset = xstrndup(original, strcspn(original, " "));
                 return cgroup_name(cpuset);
         }
+        /* What rtctld made in tracefs is only ever taken away again. */
+        if (kind == &setting_kind_tracefs_instance)
+                return streq(original, "absent");
+        if (kind == &setting_kind_tracefs_mount)
+                return streq(original, "unmounted");
         return true;
 }
 
@@ -255,6 +261,8 @@ static bool runtime_object(JournalCheck *c, const SettingKind *kind, const char 
                 return within(object, "/sys/kernel/debug/sched/features");
         if (kind == &setting_kind_resctrl_group || kind == &setting_kind_schemata)
                 return within(object, RESCTRL_ROOT);
+        if (kind == &setting_kind_tracefs_instance || kind == &setting_kind_tracefs_mount)
+                return tracefs_journal_object(kind, object);
         return false;
 }
 

@@ -4,6 +4,7 @@
 
 #include "core/setting.h"
 #include "core/systemd.h"
+#include "core/tracefs.h"
 #include "shared/sysfs.h"
 
 void setting_context_init(SettingContext *c, sd_event *event)
@@ -188,13 +189,18 @@ void setting_kinds_register(const SettingKind *const *kinds, size_t n)
 const SettingKind *setting_kind_from_name(const char *name)
 {
         static const SettingKind *const kinds[] = {
-            &setting_kind_file,           &setting_kind_choice,        &setting_kind_cpulist,
-            &setting_kind_cpumask,        &setting_kind_cgroup,        &setting_kind_procs,
-            &setting_kind_member,         &setting_kind_affinity,      &setting_kind_unit_cpus,
-            &setting_kind_slice,          &setting_kind_partition,     &setting_kind_subtree,
-            &setting_kind_sched,          &setting_kind_service,       &setting_kind_pmqos,
-            &setting_kind_irq_affinity,   &setting_kind_thread,        &setting_kind_sched_feature,
-            &setting_kind_unit_partition, &setting_kind_resctrl_group, &setting_kind_schemata,
+            &setting_kind_file,           &setting_kind_choice,
+            &setting_kind_cpulist,        &setting_kind_cpumask,
+            &setting_kind_cgroup,         &setting_kind_procs,
+            &setting_kind_member,         &setting_kind_affinity,
+            &setting_kind_unit_cpus,      &setting_kind_slice,
+            &setting_kind_partition,      &setting_kind_subtree,
+            &setting_kind_sched,          &setting_kind_service,
+            &setting_kind_pmqos,          &setting_kind_irq_affinity,
+            &setting_kind_thread,         &setting_kind_sched_feature,
+            &setting_kind_unit_partition, &setting_kind_resctrl_group,
+            &setting_kind_schemata,       &setting_kind_tracefs_instance,
+            &setting_kind_tracefs_mount,
         };
 
         for (size_t i = 0; i < ELEMENTSOF(kinds); i++)

@@ -18,28 +18,6 @@ static const char *const files[_TIMERLAT_FILES] = {
 /* The option that makes the tracer dispatch its own per-CPU threads (6.3+); off, nothing is measured. */
 #define WORKLOAD_OPTION "OSNOISE_WORKLOAD"
 
-int tracefs_find(char **ret_dir)
-{
-        _cleanup_free_ char *mounts = NULL;
-        _cleanup_strv_free_ char **lines = NULL;
-
-        if (sys_read("/proc/mounts", &mounts) >= 0) {
-                lines = strv_split(mounts, "\n");
-                for (char **l = lines; l && *l; l++) {
-                        char dev[256], dir[4096], type[64];
-                        if (sscanf(*l, "%255s %4095s %63s", dev, dir, type) == 3 && streq(type, "tracefs")) {
-                                *ret_dir = xstrdup(dir);
-                                return 0;
-                        }
-                }
-        }
-        if (sys_exists("/sys/kernel/tracing/available_tracers")) {
-                *ret_dir = xstrdup("/sys/kernel/tracing");
-                return 0;
-        }
-        return -ENOENT;
-}
-
 static char *path_of(const char *dir, unsigned file)
 {
         return xasprintf("%s/%s", dir, files[file]);

@@ -3,6 +3,7 @@
 
 #include <stdint.h>
 
+#include "core/tracefs.h"
 #include "shared/cpuset.h"
 
 /* The kernel's timerlat tracer (Documentation/trace/timerlat-tracer.rst), as rtctl latency drives it:
@@ -27,9 +28,6 @@ typedef struct TimerlatState {
         char *saved[_TIMERLAT_FILES]; /* NULL: the kernel has no such file */
 } TimerlatState;
 
-/* Where tracefs is mounted (from /proc/mounts; else /sys/kernel/tracing if it holds tracefs's files).
- * -ENOENT when it is not mounted anywhere. */
-int tracefs_find(char **ret_dir);
 /* 0 when the tracefs at dir offers timerlat; -EOPNOTSUPP with a sentence saying why not. */
 int timerlat_probe(const char *dir, char **ret_why);
 

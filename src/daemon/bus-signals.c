@@ -58,3 +58,12 @@ void bus_emit_attached_threads_changed(Manager *m)
                 (void)sd_bus_emit_properties_changed(m->bus, RTCTL_BUS_PATH, RTCTL_BUS_IFACE,
                                                      "AttachedThreads", NULL);
 }
+
+void bus_emit_policy_events_changed(Manager *m)
+{
+        assert(m);
+
+        if (m->bus)
+                (void)sd_bus_emit_properties_changed(m->bus, RTCTL_BUS_PATH, RTCTL_BUS_IFACE, "PolicyEvents",
+                                                     NULL);
+}

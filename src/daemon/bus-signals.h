@@ -19,3 +19,5 @@ void bus_emit_base_profile_changed(Manager *m);
 void bus_emit_holds_changed(Manager *m, uint32_t released);
 /* What [Attach] rules placed changed. */
 void bus_emit_attached_threads_changed(Manager *m);
+/* How policy changes are followed changed (PolicyEvents). */
+void bus_emit_policy_events_changed(Manager *m);

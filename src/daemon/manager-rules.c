@@ -76,8 +76,8 @@ static void evaluate(Manager *m, unsigned pid, const char *comm)
                 return;
         }
         if (x && x->rule == (unsigned)rule && x->starttime == t.starttime) {
-                /* Renamed but still matched: its threads' names may say something new. */
-                if (rule_of(m, x)->threads)
+                /* Renamed, or a policy changed, but still matched: its threads may say something new. */
+                if (!rule_of(m, x)->all)
                         schedule_attach(m, rule_of(m, x)->name);
                 return;
         }
@@ -102,7 +102,7 @@ static void evaluate(Manager *m, unsigned pid, const char *comm)
         snprintf(x->comm, sizeof x->comm, "%.15s", t.comm);
         _cleanup_free_ char *name = text_escape(t.comm);
         log_info("Process %u (%s) matches rule %s: %s.", pid, name, rule_of(m, x)->name,
-                 rule_of(m, x)->threads ? rule_of(m, x)->threads : "the whole process");
+                 rule_of(m, x)->all ? "the whole process" : "by thread");
         schedule_attach(m, rule_of(m, x)->name);
 }
 
@@ -156,7 +156,7 @@ static void on_proc_event(const ProcEvent *ev, void *userdata)
         case PROC_EV_COMM:
                 if (ev->tid == ev->pid)
                         evaluate(m, ev->pid, ev->comm);
-                else if ((x = find_match(m, ev->pid)) && rule_of(m, x)->threads)
+                else if ((x = find_match(m, ev->pid)) && !rule_of(m, x)->all)
                         schedule_attach(m, rule_of(m, x)->name);
                 break;
         case PROC_EV_FORK:
@@ -164,8 +164,12 @@ static void on_proc_event(const ProcEvent *ev, void *userdata)
                         /* A child runs its parent's program until it execs: it may match the same rule. */
                         if (find_match(m, ev->parent_pid))
                                 evaluate(m, ev->pid, NULL);
-                } else if ((x = find_match(m, ev->pid)) && rule_of(m, x)->threads)
-                        schedule_attach(m, rule_of(m, x)->name);
+                } else {
+                        /* A thread inherits its creator's policy: the pass reads the new one's at once. */
+                        if ((x = find_match(m, ev->pid)) && !rule_of(m, x)->all)
+                                schedule_attach(m, rule_of(m, x)->name);
+                        manager_sched_thread_created(m, ev->pid);
+                }
                 break;
         case PROC_EV_EXIT:
                 if (ev->tid == ev->pid && (x = find_match(m, ev->pid))) {
@@ -225,6 +229,7 @@ static void watch_logins(Manager *m)
 
 static void stop_watching(Manager *m)
 {
+        manager_sched_stop(m);
         proc_monitor_free(m->procs);
         m->procs = NULL;
         m->login_source = sd_event_source_disable_unref(m->login_source);
@@ -255,6 +260,7 @@ void manager_rules_apply(Manager *m)
         }
         if (rules(m)->uses_active)
                 watch_logins(m);
+        manager_sched_update(m);
         refresh_active_users(m);
         rescan(m, "attach rules");
 }
@@ -318,7 +324,7 @@ void manager_attach_input(Manager *m, AttachInput *ret)
         m->n_matches = w;
         for (size_t i = 0; i < m->n_matches; i++) {
                 const RuleMatch *x = &m->matches[i];
-                if (rule_of(m, x)->threads || has_pid(ret->pids, ret->n_pids, x->pid))
+                if (!rule_of(m, x)->all || has_pid(ret->pids, ret->n_pids, x->pid))
                         continue;
                 GREEDY_REALLOC(ret->pids, ret->pids_allocated, ret->n_pids + 1);
                 ret->pids[ret->n_pids++] = x->pid;
@@ -326,7 +332,7 @@ void manager_attach_input(Manager *m, AttachInput *ret)
         /* A process attached whole (by the user or a rule) needs no thread of it placed. */
         for (size_t i = 0; i < m->n_matches; i++) {
                 const RuleMatch *x = &m->matches[i];
-                if (rule_of(m, x)->threads && !has_pid(ret->pids, ret->n_pids, x->pid))
+                if (!rule_of(m, x)->all && !has_pid(ret->pids, ret->n_pids, x->pid))
                         (void)attach_list_threads(rule_of(m, x), x->pid, &ret->threads, &ret->n_threads,
                                                   &ret->threads_allocated);
         }
@@ -371,5 +377,34 @@ bool manager_rule_whole(const Manager *m, const RuleMatch *x)
         assert(m);
         assert(x);
 
-        return rule_of(m, x)->threads == NULL;
+        return rule_of(m, x)->all;
+}
+
+void manager_rules_policy_changed(Manager *m, unsigned tid)
+{
+        unsigned pid;
+
+        assert(m);
+
+        if (m->stopping || !rules(m) || attach_thread_tgid(tid, &pid) < 0)
+                return;
+        log_debug("Thread %u of process %u changed its scheduling policy.", tid, pid);
+        evaluate(m, pid, NULL);
+}
+
+void manager_rules_rescan(Manager *m, const char *why)
+{
+        assert(m);
+        assert(why);
+
+        if (!m->stopping)
+                rescan(m, why);
+}
+
+void manager_rules_recheck(Manager *m, unsigned pid)
+{
+        assert(m);
+
+        if (!m->stopping && rules(m))
+                evaluate(m, pid, NULL);
 }

@@ -48,6 +48,7 @@ int manager_new(Manager **ret)
         }
         status_init(&m->status);
         m->journal_lock = -EBADF;
+        m->policy_watch.fd = -EBADF;
         m->polkit = polkit_new();
         setting_context_init(&m->kinds, m->event);
         for (size_t i = 0; i < tuners_n(); i++)
@@ -657,6 +658,12 @@ int manager_start(Manager *m)
                 return r;
         /* A marker left from before this start is never a request to this daemon. */
         manager_handover_clear(m);
+        /* A killed daemon's tracefs instance (and mount) go now; a realtime rule makes them anew. */
+        if (sched_trace_restore_dir(m->runtime_dir, &err) < 0) {
+                log_warning("%s", err);
+                free(err);
+                err = NULL;
+        }
         r = topology_cache_load(&m->topology);
         if (r < 0)
                 return log_error_errno(r, "Failed to read the CPU topology: %m");

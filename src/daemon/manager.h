@@ -11,6 +11,7 @@
 #include "core/policy.h"
 #include "core/reconcile.h"
 #include "core/topology.h"
+#include "core/tracefs.h"
 #include "tuners/registry.h"
 #include "daemon/topology-cache.h"
 #include "daemon/bus-attach.h" /* for bus.c's vtable, which the lead keeps */
@@ -27,6 +28,32 @@ typedef struct Attached {
         unsigned long long starttime;
         uid_t uid; /* who attached it: counted against that user's share */
 } Attached;
+
+/* How rtctld learns that a thread's scheduling policy changed (manager-sched.c). */
+typedef enum PolicyWatchMethod {
+        POLICY_WATCH_NONE,        /* no rule says Threads=realtime */
+        POLICY_WATCH_TRACEPOINTS, /* sched_setscheduler/sched_setattr's syscall tracepoints */
+        POLICY_WATCH_RECHECK,     /* a bounded re-check after a thread is created */
+} PolicyWatchMethod;
+
+/* A process to look at again after it created a thread (the re-check method). */
+typedef struct PolicyRecheck {
+        unsigned pid;
+        unsigned stage; /* index of the next delay */
+        uint64_t due;   /* CLOCK_MONOTONIC µs */
+} PolicyRecheck;
+
+typedef struct PolicyWatch {
+        PolicyWatchMethod method;
+        char *why; /* why the re-check method is used */
+        Journal *journal;
+        int fd; /* the instance's trace_pipe */
+        sd_event_source *source;
+        SchedTrace trace;
+        PolicyRecheck *rechecks;
+        size_t n_rechecks, rechecks_allocated;
+        sd_event_source *timer; /* only while a re-check is pending */
+} PolicyWatch;
 
 /* A process an [Attach] rule matched: found by a scan or a process event, never saved. */
 typedef struct RuleMatch {
@@ -131,6 +158,7 @@ typedef struct Manager {
         size_t n_active_uids, active_uids_allocated;
         AttachedThread *rule_threads; /* the threads rules put on the isolated CPUs in the last pass */
         size_t n_rule_threads, rule_threads_allocated;
+        PolicyWatch policy_watch;      /* policy changes, while a rule says Threads=realtime */
         void *tuner_state[_TUNER_MAX]; /* each tuner's (Tuner.state_new), by TunerId */
         Waiter *waiting;               /* calls answered when the pass and what it started are done */
         size_t n_waiting, waiting_allocated;
@@ -254,6 +282,22 @@ void manager_rules_note_pass(Manager *m, const AttachInput *in);
 void attach_input_clear(AttachInput *a);
 const char *manager_rule_name(const Manager *m, const RuleMatch *x);
 bool manager_rule_whole(const Manager *m, const RuleMatch *x);
+/* A thread's scheduling policy may have changed: its process is evaluated against the rules again. */
+void manager_rules_policy_changed(Manager *m, unsigned tid);
+/* A process is looked at again (the re-check method's timer). */
+void manager_rules_recheck(Manager *m, unsigned pid);
+/* Events were lost: every process is looked at again. */
+void manager_rules_rescan(Manager *m, const char *why);
+
+/* manager-sched.c */
+/* Follows policy changes while the policy in force has a Threads=realtime rule, else stops (removing
+ * what it made in tracefs). */
+void manager_sched_update(Manager *m);
+void manager_sched_stop(Manager *m);
+/* The re-check method: process pid created a thread; look at it again 10 ms, 100 ms and 1 s later. */
+void manager_sched_thread_created(Manager *m, unsigned pid);
+/* "tracepoints", "re-check after thread creation: WHY", "" (not followed). */
+char *manager_sched_method(const Manager *m);
 
 /* manager-irq.c */
 /* A run-time IRQ placement, kept until restore or a profile change. cpus "" drops it. -ENOENT no such

@@ -145,6 +145,28 @@ def proc_events(corpus):
         corpus.add("proc-events", m)
 
 
+def sched_trace(corpus):
+    """trace_pipe of rtctld's tracefs instance: sched_setscheduler/sched_setattr enter and exit lines as
+    6.18 prints them (decimal arguments) and as older kernels do (hex), a failed call, a forged comm."""
+    lines = [
+        "         python3-21737   [000] ..... 25399.540319: sys_sched_setscheduler(pid: 0, policy: 1, "
+        "param: 0x7ffd597068a4)\n",
+        "         python3-21737   [000] .N... 25399.540329: sys_sched_setscheduler -> 0x0\n",
+        " rtkit-daemon-800     [001] ..... 100.000002: sys_sched_setscheduler(pid: 0x00001389, policy: "
+        "0x40000002, param: 0x7ffc)\n",
+        " rtkit-daemon-800     [001] ..... 100.000004: sys_sched_setscheduler -> 0xffffffffffffffff\n",
+        "  a- b [1] -77   [003] d..1.  100.000005: sys_sched_setattr(pid: 77, uattr: 0x1, flags: 0)\n",
+        "  a- b [1] -77   [003] d..1.  100.000006: sys_sched_setattr -> 0x0\n",
+    ]
+    for i in range(0, len(lines), 2):
+        corpus.add("sched-trace", lines[i] + lines[i + 1])
+    corpus.add("sched-trace", "".join(lines))
+    corpus.add("sched-trace", "7 (a) (b) S" + " 1" * 37 + " 1 0 0\n")
+    corpus.add("sched-trace", "7f00-7f10 rw-s 00000000 00:01 5 /memfd:pipewire-memfd:flags=0x0000000f,type=2,"
+               "size=16384 (deleted)\n"
+               "7f00-7f10 rw-s 00000000 00:19 9 /dev/shm/jack-shm-registry\n")
+
+
 def journals(corpus, build):
     """What the unit tests leave in their scratch directories, and a journal of every shape rtctl writes."""
     fixtures = os.path.join(build, "tests/unit/fixtures")
@@ -199,6 +221,7 @@ def main():
             uevents(corpus, machine)
     profiles(corpus)
     proc_events(corpus)
+    sched_trace(corpus)
     journals(corpus, build)
     for name in sorted(corpus.counts):
         print(f"{name}: {len(os.listdir(os.path.join(args.out, name)))} seeds")

@@ -104,6 +104,20 @@ def spread_irqs_like_boot(settle=3.0):
     return moved
 
 
+TRACEFS = "/sys/kernel/tracing"
+
+
+def tracefs_state():
+    """tracefs mounted or not, and its instances (global in the kernel, seen through a mount made in a
+    private mount namespace when nothing has tracefs mounted): rtctld's Threads=realtime makes one."""
+    s = {"tracefs": "mounted" if os.path.ismount(TRACEFS) else "not mounted"}
+    p = subprocess.run(["unshare", "-m", "--propagation", "private", "sh", "-c",
+                        "mount -t tracefs nodev %s 2>/dev/null; ls %s/instances" % (TRACEFS, TRACEFS)],
+                       capture_output=True, text=True)
+    s["tracefs instances"] = " ".join(sorted(p.stdout.split())) if p.returncode == 0 else "unreadable"
+    return s
+
+
 def snapshot():
     """What rtctl can touch, as a dict of path -> value. Equal before and after a test module, or the
     module left something behind."""
@@ -138,6 +152,7 @@ def snapshot():
     # debugfs mounted or not (a test that mounts it unmounts it), and the scheduler's knobs where the
     # kernel lets them be read (lockdown refuses every debugfs read: nothing rtctl could change then).
     s["debugfs"] = "mounted" if os.path.ismount(DEBUGFS) else "not mounted"
+    s.update(tracefs_state())
     for k in SCHED_KNOBS:
         v = read(DEBUGFS + "/sched/" + k)
         if v is not None:

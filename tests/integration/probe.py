@@ -9,6 +9,11 @@ order). Commands, one per line, each answered with "ok" once done:
     rename N NAME      worker N renames itself with prctl(PR_SET_NAME), as an audio server's thread does;
                        answered "ok T" with T the CLOCK_MONOTONIC ns taken just before the prctl call
     pin N CPUS         worker N sets its own affinity (comma-separated CPUs)
+    sched N POLICY     worker N sets its own scheduling policy (fifo, rr, other) with
+                       sched_setscheduler(2), as rtkit or pthread_setschedparam do; answered "ok T"
+                       with T the CLOCK_MONOTONIC ns taken just before the call
+    spawn N NAME       worker N starts a thread named NAME (it inherits N's policy) that sleeps;
+                       answered "ok TID"
     exit
 """
 import ctypes
@@ -39,6 +44,23 @@ def worker(inbox, tids, index, ready):
             set_name(arg)
         elif cmd == "pin":
             os.sched_setaffinity(0, {int(c) for c in arg.split(",")})
+        elif cmd == "sched":
+            policy = {"fifo": os.SCHED_FIFO, "rr": os.SCHED_RR, "other": os.SCHED_OTHER}[arg]
+            param = os.sched_param(10 if policy != os.SCHED_OTHER else 0)
+            done.t0 = time.monotonic_ns()
+            os.sched_setscheduler(0, policy, param)
+        elif cmd == "spawn":
+            born = threading.Semaphore(0)
+            box = []
+
+            def child(name=arg):
+                box.append(threading.get_native_id())
+                set_name(name)
+                born.release()
+                threading.Event().wait()
+            threading.Thread(target=child, daemon=True).start()
+            born.acquire()
+            done.t0 = box[0]
         elif cmd == "exit":
             done.set()
             return

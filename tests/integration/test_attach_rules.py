@@ -59,11 +59,11 @@ HOUSEKEEPING = ("/rtctl-housekeeping", "0")
 class Probe:
     """probe.py: a process named name with worker threads that rename themselves on request."""
 
-    def __init__(self, name, threads=2, user=None):
+    def __init__(self, name, threads=2, user=None, wrapper=()):
         # As another user, the probe's source goes on the command line: the checkout may be closed to it.
         with open(PROBE) as f:
-            argv = [sys.executable, "-c", f.read()] if user is not None else [sys.executable, PROBE]
-        self.proc = subprocess.Popen(argv + [name, str(threads)], stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+            argv = [sys.executable, "-c", f.read()] if user is not None or wrapper else [sys.executable, PROBE]
+        self.proc = subprocess.Popen(list(wrapper) + argv + [name, str(threads)], stdin=subprocess.PIPE, stdout=subprocess.PIPE,
                                      text=True, user=user, cwd="/")
         info = json.loads(self.proc.stdout.readline())
         self.pid, self.tids = info["pid"], info["tids"]

@@ -46,10 +46,12 @@ TEST(parse_terms_and_threads)
                 return;
         CHECK_INTEQ(p->attach->n, 2);
         CHECK_STREQ(p->attach->rules[0].name, "pw");
-        CHECK_STREQ(p->attach->rules[0].threads, "data-loop*");
+        CHECK_INTEQ(strv_length(p->attach->rules[0].thread_globs), 1);
+        CHECK_STREQ(p->attach->rules[0].thread_globs[0], "data-loop*");
+        CHECK(!p->attach->rules[0].realtime && !p->attach->rules[0].all);
         CHECK_INTEQ(p->attach->rules[0].n_terms, 3);
         CHECK_INTEQ(strv_length(p->attach->rules[0].terms[1].globs), 2);
-        CHECK(p->attach->rules[1].threads == NULL);
+        CHECK(p->attach->rules[1].all);
         CHECK_INTEQ(p->attach->rules[1].terms[1].kind, ATTACH_USER);
         CHECK_INTEQ(p->attach->rules[1].terms[1].n_uids, 1);
         CHECK(p->attach->rules[1].terms[1].active);
@@ -261,10 +263,11 @@ TEST(threads_by_name)
         for (size_t i = 0; i < n; i++) {
                 CHECK_STREQ(t[i].rule, "pw");
                 CHECK_INTEQ(t[i].isolate, t[i].tid == 202);
+                CHECK_INTEQ(t[i].why, t[i].tid == 202 ? ATTACH_WHY_NAME : 0);
                 if (t[i].tid == 202)
                         CHECK_STREQ(t[i].comm, "data-loop.0");
         }
-        CHECK(attach_rule_wants_thread(&p->attach->rules[1], "anything"));
+        CHECK_INTEQ(attach_rule_wants_thread(&p->attach->rules[1], "anything", 0), ATTACH_WHY_ALL);
         CHECK_INTEQ(attach_list_threads(&p->attach->rules[0], 999, &t, &n, &allocated), -ENOENT);
         free(t);
         sysroot_set("");

@@ -1,0 +1,196 @@
+"""Threads=realtime on the real kernel (cgroup v1 cpusets here, cpu1 isolated): a thread that turns
+SCHED_FIFO long after it was created is seen through the sched_setscheduler tracepoint (rtctld's tracefs
+instance) and placed alone; a thread it creates inherits the policy and goes too; back at SCHED_OTHER it
+goes back. A JACK client matched by graph:jack gets its real-time thread placed. What rtctld makes in
+tracefs goes with stop, `rtctl restore` after a SIGKILL, and the next start."""
+import os
+import signal
+import subprocess
+import time
+
+import pytest
+
+import machine
+from conftest import NOBODY, wait_until
+from test_attach_rules import HOUSEKEEPING, ISOLATE, ISOLATED, Probe, placement, two_cpus_and_v1  # noqa: F401
+
+INSTANCE = "rtctl-attach"
+# A placement is rtctld's work of a few ms; on this loaded 2-CPU host with one CPU isolated the bound is
+# generous, but far below the hang limit: a missed event would wait forever.
+BOUND = 20
+
+RULES = ISOLATE + """
+[Attach rt]
+Match=comm:rtctl-rt user:%d
+Threads=realtime
+""" % NOBODY
+
+
+@pytest.fixture
+def rt_probes():
+    made = []
+
+    def make(name="rtctl-rt", threads=2, user=NOBODY):
+        # SCHED_FIFO as an unprivileged user needs RLIMIT_RTPRIO (limits.conf's grant) or CAP_SYS_NICE
+        # (what rtkit has): this host's root may not raise the limit (no CAP_SYS_RESOURCE), so the probe
+        # keeps CAP_SYS_NICE as user nobody.
+        p = Probe(name, threads, wrapper=["setpriv", "--reuid=%d" % user, "--regid=%d" % user, "--clear-groups",
+                                          "--inh-caps=+sys_nice", "--ambient-caps=+sys_nice"])
+        made.append(p)
+        return p
+    yield make
+    for p in made:
+        p.stop()
+
+
+def instances():
+    return machine.tracefs_state()["tracefs instances"].split()
+
+
+def attached(env):
+    return {(a["pid"], a["tid"], a["rule"], a["why"]) for a in env.rtctl_json("status")["attached_by_rules"]}
+
+
+def test_a_thread_turning_fifo_later_goes_alone_and_its_child_with_it(env, rt_probes):
+    env.profile("rt", RULES)
+    d = env.start("--profile", "rt")
+    assert env.rtctl_json("status")["policy_events"] == "tracepoints"
+    assert INSTANCE in instances()
+    p = rt_probes()
+    # Longer than every re-check after the threads' creation would wait: only the event can see this.
+    time.sleep(1.5)
+    assert all(placement(p.pid, t) == HOUSEKEEPING for t in p.threads())
+    p.command("sched", 0, "fifo")
+    assert wait_until(lambda: placement(p.pid, p.tids[0]) == ISOLATED, timeout=BOUND)
+    assert placement(p.pid, p.pid) == HOUSEKEEPING
+    assert placement(p.pid, p.tids[1]) == HOUSEKEEPING
+    assert (p.pid, p.tids[0], "rt", "realtime") in attached(env)
+    text = env.rtctl("status", check=True).stdout
+    assert "Real-time threads: policy changes seen by tracepoints" in text, text
+    assert any(line.split()[:2] == [str(p.pid), str(p.tids[0])] and line.split()[-1] == "realtime"
+               for line in text.splitlines()), text
+    # A thread the real-time one creates is born in its cpuset with its policy: it stays.
+    child = int(p.command("spawn", 0, "rt-child")[0])
+    assert wait_until(lambda: (p.pid, child, "rt", "realtime") in attached(env), timeout=BOUND)
+    assert placement(p.pid, child) == ISOLATED
+    # Back at SCHED_OTHER: back to housekeeping; its child is still real-time and stays.
+    p.command("sched", 0, "other")
+    assert wait_until(lambda: placement(p.pid, p.tids[0]) == HOUSEKEEPING, timeout=BOUND)
+    assert placement(p.pid, child) == ISOLATED
+    assert env.rtctl_json("status")["failures"] == []
+    # Stop removes the instance (and the tracefs mount rtctld made, which the snapshot checks).
+    assert d.stop() == 0, d.output()
+    assert INSTANCE not in instances()
+    assert placement(p.pid, p.tids[0])[0] != "/rtctl-isolated"
+
+
+def test_a_process_whose_last_rt_thread_leaves_is_no_longer_matched(env, rt_probes):
+    env.profile("rt", RULES)
+    env.start("--profile", "rt")
+    p = rt_probes()
+    p.command("sched", 1, "rr")
+    assert wait_until(lambda: placement(p.pid, p.tids[1]) == ISOLATED, timeout=BOUND)
+    p.command("sched", 1, "other")
+    assert wait_until(lambda: placement(p.pid, p.tids[1])[1] == "0", timeout=BOUND)
+    assert wait_until(lambda: attached(env) == set(), timeout=BOUND)
+
+
+def test_a_jack_client_gets_its_process_thread_isolated(env):
+    env.profile("jack", ISOLATE + """
+[Attach jack-clients]
+Match=graph:jack user:0
+Threads=realtime
+""")
+    d = env.start("--profile", "jack")
+    shm_before = set(os.listdir("/dev/shm"))
+    environ = dict(os.environ, JACK_NO_AUDIO_RESERVATION="1", JACK_DEFAULT_SERVER="rtctl-rt-test")
+    jackd = subprocess.Popen(["jackd", "-n", "rtctl-rt-test", "-R", "-P", "10", "-d", "dummy", "-r", "48000",
+                              "-p", "256"], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, env=environ)
+    client = None
+    try:
+        waited = subprocess.run(["jack_wait", "-w", "-t", "30"], env=environ, capture_output=True, text=True)
+        assert waited.returncode == 0, waited.stdout + waited.stderr
+        client = subprocess.Popen(["jack_simple_client"], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+                                  env=environ)
+
+        def threads():
+            return [int(t) for t in os.listdir("/proc/%d/task" % client.pid)]
+
+        def policy(t):
+            st = machine.read("/proc/%d/task/%d/stat" % (client.pid, t)) or ""
+            return int(st.rsplit(")", 1)[1].split()[38]) if st else -1
+
+        def split():
+            rt = [t for t in threads() if policy(t) in (1, 2)]
+            return rt and all(placement(client.pid, t) == (ISOLATED if t in rt else HOUSEKEEPING)
+                              for t in threads())
+        assert wait_until(split, timeout=BOUND), ([(t, policy(t), placement(client.pid, t)) for t in threads()],
+                                                  d.output()[-3000:])
+        assert len(threads()) > 1
+        assert wait_until(lambda: any(a[0] == client.pid and a[3] == "realtime" for a in attached(env)),
+                          timeout=BOUND), (attached(env), d.output()[-3000:])
+    finally:
+        if client:
+            client.kill()
+            client.wait()
+        jackd.send_signal(signal.SIGTERM)
+        jackd.wait(60)
+        for f in set(os.listdir("/dev/shm")) - shm_before:
+            if f.startswith("jack"):
+                path = os.path.join("/dev/shm", f)
+                subprocess.run(["rm", "-rf", path])
+
+
+def test_a_killed_daemons_tracefs_goes_with_restore_and_with_the_next_start(env):
+    mounted_before = os.path.ismount(machine.TRACEFS)
+    env.profile("rt", RULES)
+    env.profile("plain", ISOLATE)
+    d = env.start("--profile", "rt")
+    assert INSTANCE in instances()
+    d.stop(signal.SIGKILL)
+    assert INSTANCE in instances()
+    assert os.path.exists(os.path.join(env.run, "tracefs.json"))
+    r = env.rtctl("restore")
+    assert r.returncode == 0, r.stdout + r.stderr
+    assert INSTANCE not in instances()
+    assert os.path.ismount(machine.TRACEFS) == mounted_before
+    assert not os.path.exists(os.path.join(env.run, "tracefs.json"))
+    # Killed again: a start under a profile without such rules takes the leftovers away.
+    d = env.start("--profile", "rt")
+    d.stop(signal.SIGKILL)
+    assert INSTANCE in instances()
+    d = env.start("--profile", "plain")
+    assert INSTANCE not in instances()
+    assert os.path.ismount(machine.TRACEFS) == mounted_before
+    assert env.rtctl_json("status")["policy_events"] == ""
+    assert d.stop() == 0
+
+
+# rtctld where the kernel offers no tracefs: in a mount namespace of its own where tmpfs covers both
+# places tracefs is found, and without CAP_SYS_ADMIN, so it cannot mount tracefs itself.
+NO_TRACEFS = ["unshare", "-m", "--propagation", "slave", "sh", "-c",
+              "mount -t tmpfs none /sys/kernel/tracing && mount -t tmpfs none /sys/kernel/debug && "
+              "exec setpriv --bounding-set=-sys_admin --inh-caps=-sys_admin \"$@\"", "sh"]
+
+
+def test_without_tracepoints_a_thread_is_rechecked_after_creation_only(env, rt_probes):
+    env.profile("rt", RULES)
+    d = env.start("--profile", "rt", wrapper=NO_TRACEFS)
+    method = env.rtctl_json("status")["policy_events"]
+    assert method.startswith("re-check after thread creation: "), method
+    assert INSTANCE not in instances()
+    # Set within the 1 s re-check of its threads' creation: seen.
+    p = rt_probes()
+    p.command("sched", 0, "fifo")
+    assert wait_until(lambda: placement(p.pid, p.tids[0]) == ISOLATED, timeout=BOUND)
+    assert placement(p.pid, p.tids[1]) == HOUSEKEEPING
+    # Set later, with no thread created since: not seen (nothing polls)...
+    time.sleep(1.5)
+    p.command("sched", 1, "fifo")
+    time.sleep(1.5)
+    assert placement(p.pid, p.tids[1]) == HOUSEKEEPING
+    # ...until the process creates a thread: then it and the new thread (real-time, as its creator) go.
+    child = int(p.command("spawn", 1, "rt-child")[0])
+    assert wait_until(lambda: placement(p.pid, p.tids[1]) == ISOLATED and placement(p.pid, child) == ISOLATED,
+                      timeout=BOUND)
+    assert d.stop() == 0, d.output()

@@ -87,9 +87,14 @@ int sys_write(const char *path, const char *value)
 
         _cleanup_free_ char *p = sys_path(path);
         _cleanup_close_ int fd = -EBADF;
-        size_t len = strlen(value);
         ssize_t k;
 
+        /* A write of nothing never reaches the kernel's handler (the VFS answers 0 at once), so the
+         * empty value (cpuset.cpus.exclusive restored to "") is a newline, which the kernel's parsers
+         * read as empty. */
+        if (!*value)
+                value = "\n";
+        size_t len = strlen(value);
         fd = open(p, O_WRONLY | O_TRUNC | O_CLOEXEC | O_NOCTTY);
         if (fd < 0)
                 return -errno;

@@ -289,13 +289,18 @@ def t_attach_origin_nowhere():
 
 
 def jackd_off_iso(pid, iso):
-    """'' when every thread of jackd is on the isolated CPUs, else where they are."""
+    """'' when jackd's real-time threads are on the isolated CPUs and its other threads are not, else where
+    they are."""
     th = threads_of(pid)
     if not th:
         return "jackd %d is gone" % pid
-    off = ["%d:%s on %s" % (t, c, thread_field(pid, t, "Cpus_allowed_list")) for t, c in sorted(th.items())
-           if cpu_set(thread_field(pid, t, "Cpus_allowed_list")) != iso]
-    return ("%d of %d threads not on isolated %s (%s), process in %s" % (
+    rt = [t for t in th if rt_policy(t)]
+    off = ["%d:%s%s on %s" % (t, c, " (RT)" if t in rt else "", thread_field(pid, t, "Cpus_allowed_list"))
+           for t, c in sorted(th.items())
+           if (cpu_set(thread_field(pid, t, "Cpus_allowed_list")) == iso) != (t in rt)]
+    if not rt:
+        return "jackd %d has no real-time thread" % pid
+    return ("%d of %d threads misplaced, isolated %s (%s), process in %s" % (
         len(off), len(th), cpu_list(iso), " ".join(off[:6]), cgroup_of(pid))) if off else ""
 
 
@@ -313,9 +318,10 @@ def start_jackd(name):
 @test("jackd-attach-rule", timeout=180)
 def t_jackd_attach_rule():
     """jackd as alice (dummy driver): with the audio profile in force and no command typed, the shipped
-    [Attach jackd] rule (Threads=all) puts the whole server on the isolated CPUs, whether jackd was
-    running before the profile or started under it, and its process cycle keeps running there; back to
-    the base profile, jackd runs where alice's session runs."""
+    [Attach jackd] rule (Threads=realtime: jack2 names no thread) puts the server's real-time threads on
+    the isolated CPUs and leaves its other threads on housekeeping, whether jackd was running before the
+    profile or started under it, and its process cycle keeps running there; back to the base profile,
+    jackd runs where alice's session runs."""
     info = session()
     ensure_rtctld_base()
     steps, pids = [], []
@@ -331,8 +337,9 @@ def t_jackd_attach_rule():
         check(wait_for(lambda: not jackd_off_iso(jack, iso), 20, 0.25),
               "jackd running before the audio profile, 20 s on: %s. rtctld: %s" % (
                   jackd_off_iso(jack, iso), rules_brief(rtprops())))
-        steps.append("jackd %d (running before): all %d threads on %s in %.1f s, in %s" % (
-            jack, len(threads_of(jack)), cpu_list(iso), time.monotonic() - t0, cgroup_of(jack)))
+        steps.append("jackd %d (running before): its %d real-time of %d threads on %s in %.1f s, in %s" % (
+            jack, len([t for t in threads_of(jack) if rt_policy(t)]), len(threads_of(jack)), cpu_list(iso),
+            time.monotonic() - t0, cgroup_of(jack)))
         listed = [t for t in rtprops().get("AttachedThreads", []) if t[0] == jack]
         check(listed, "AttachedThreads does not name jackd %d: %s" % (jack, rtprops().get("AttachedThreads")))
 

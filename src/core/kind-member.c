@@ -64,13 +64,16 @@ static int member_write(SettingContext *ctx, const char *object, const char *val
         if (info.mode == CGROUP_V2 && info.systemd) {
                 cgroup_info_clear(&info);
                 r = member_write_systemd(ctx, object, pid, target);
-                return r == -ESRCH ? -ENOENT : r;
+                /* An exiting process is skipped by the kernel's move (the write succeeds and it stays
+                 * where it is): it is on its way out, gone. */
+                return r == -ESRCH || (r >= 0 && task_exited(pid)) ? -ENOENT : r;
         }
         _cleanup_free_ char *dir = xasprintf("%s%s", info.mount, streq(target, "/") ? "" : target);
         cgroup_info_clear(&info);
         r = cgroup_move(dir, pid);
-        /* A process that exited is gone, as a vanished file is. */
-        return r == -ESRCH ? -ENOENT : r;
+        /* A process that exited is gone, as a vanished file is; so is one exiting, which the kernel's
+         * move skips. */
+        return r == -ESRCH || (r >= 0 && task_exited(pid)) ? -ENOENT : r;
 }
 
 const SettingKind setting_kind_member = {

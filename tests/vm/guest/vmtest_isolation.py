@@ -41,6 +41,11 @@ def t_isolation_v2():
         r, err, msg = call("AttachProcess", dbus_mod().UInt32(job.pid))
         check(err is None, "AttachProcess: %s %s" % (err, msg))
         check_isolation(iso, hk, probe, job.pid, "after SetProfile and AttachProcess")
+        # read while isolated: the partition's own file, and the root's list of isolated CPUs
+        mech = ("remote isolated partition %r, cpuset.cpus.isolated=%s" % (
+            read("/sys/fs/cgroup" + ATTACHED_SCOPE + "/isolated/cpuset.cpus.partition"),
+            read("/sys/fs/cgroup/cpuset.cpus.isolated")) if remote_partition_possible()
+            else "no partition (no cpuset.cpus.exclusive)")
         run(["systemctl", "daemon-reload"], check_rc=True, timeout=120)
         time.sleep(1)
         check_isolation(iso, hk, probe, job.pid, "after systemctl daemon-reload")
@@ -55,8 +60,7 @@ def t_isolation_v2():
         check(not os.path.exists("/sys/fs/cgroup/rtctl.slice"), "rtctl.slice is still there")
         check(cgroup_of(job.pid) == original, "the attached process is in %s, was in %s" % (cgroup_of(job.pid), original))
         return "isolated %s, housekeeping %s; %s; attached pid in %s/isolated; survived daemon-reload; " \
-               "switch back restored" % (iso, hk, "remote isolated partition" if remote_partition_possible()
-                                         else "no partition (no cpuset.cpus.exclusive)", ATTACHED_SCOPE)
+               "switch back restored" % (iso, hk, mech, ATTACHED_SCOPE)
     finally:
         job.kill()
         job.wait()

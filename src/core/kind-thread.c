@@ -164,7 +164,8 @@ static int thread_write_v2(const char *object, const char *value)
         dir = xasprintf("%s%s", info.mount, value);
         cgroup_info_clear(&info);
         r = cgroup_move_thread_v2(dir, tid);
-        return r == -ESRCH ? -ENOENT : r;
+        /* An exiting thread is skipped by the move: on its way out, gone. */
+        return r == -ESRCH || (r >= 0 && task_exited(tid)) ? -ENOENT : r;
 }
 
 /* "CPUSET CPULIST" -> the cpuset, and the CPU list when there is one. */

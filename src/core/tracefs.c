@@ -5,6 +5,9 @@
 #include <sys/mount.h>
 #include <sys/stat.h>
 #include <sys/vfs.h>
+#include <sched.h>
+#include <sys/syscall.h>
+#include <unistd.h>
 
 #include "core/journal-read.h"
 #include "core/tracefs.h"
@@ -320,8 +323,35 @@ static const char *find(const char *s, const char *end, const char *what)
 
 /* "<comm>-<TID> [CPU] FLAGS TIMESTAMP: sys_sched_setscheduler(pid: 0x..., ...)" or "... -> 0x0". The
  * comm may hold anything, so the header is read backwards from the "[CPU]" nearest the event. */
+/* Hex digits without a prefix ("14b"), as kernels up to 6.17 print an argument. */
+static bool parse_bare_hex(const char **p, const char *end, unsigned long long *ret)
+{
+        unsigned long long v = 0;
+        const char *s = *p;
+        size_t n = 0;
+
+        for (; s < end && isxdigit((unsigned char)*s); s++, n++) {
+                if (n >= 16)
+                        return false;
+                v = v * 16 + (unsigned)(isdigit((unsigned char)*s)
+                                            ? *s - '0'
+                                            : (tolower((unsigned char)*s) - 'a' + 10));
+        }
+        if (n == 0)
+                return false;
+        *p = s;
+        *ret = v;
+        return true;
+}
+
 int sched_trace_parse_line(const char *line, size_t len, unsigned *ret_caller, unsigned *ret_target,
                            long long *ret_ret)
+{
+        return sched_trace_parse_line_radix(line, len, 10, ret_caller, ret_target, ret_ret);
+}
+
+int sched_trace_parse_line_radix(const char *line, size_t len, int radix, unsigned *ret_caller,
+                                 unsigned *ret_target, long long *ret_ret)
 {
         const char *end = line + len, *ev = NULL, *p, *bracket, *dash;
         unsigned long long tid, v;
@@ -378,6 +408,23 @@ int sched_trace_parse_line(const char *line, size_t len, unsigned *ret_caller, u
                 return 0;
         if (end - p >= 6 && strneq(p, "(pid: ", 6)) {
                 p += 6;
+                if (p < end && *p != '-' && !(end - p >= 2 && strneq(p, "0x", 2)) && radix != 10) {
+                        const char *q = p;
+                        unsigned long long dec = 0, hex = 0;
+                        bool have_dec =
+                            parse_uint(&q, end, &dec) && (q == end || !isxdigit((unsigned char)*q));
+                        q = p;
+                        if (!parse_bare_hex(&q, end, &hex))
+                                return 0;
+                        *ret_caller = (unsigned)tid;
+                        if (radix == 16 || (have_dec && dec == hex)) { /* 0-9 read alike */
+                                *ret_target = hex > INT_MAX ? (unsigned)tid : (unsigned)hex;
+                                return 1;
+                        }
+                        *ret_target = have_dec && dec <= UINT_MAX ? (unsigned)dec : 0;
+                        *ret_ret = hex > LLONG_MAX ? 0 : (long long)hex;
+                        return 3;
+                }
                 if (!parse_number(&p, end, &v, &negative))
                         return 0;
                 *ret_caller = (unsigned)tid;
@@ -401,13 +448,22 @@ static void on_line(SchedTrace *st, const char *line, size_t len, size_t *finish
 {
         unsigned caller = 0, target = 0;
         long long ret = 0;
-        int kind = sched_trace_parse_line(line, len, &caller, &target, &ret);
+        int kind = sched_trace_parse_line_radix(line, len, st->radix, &caller, &target, &ret);
 
         if (kind == 0 && len > 4 && strneq(line, "CPU:", 4) && find(line, line + len, " [LOST ")) {
                 st->lost = true;
                 return;
         }
 
+        if (kind == 3) { /* a bare pid, before the probe told how to read it */
+                if (target == SCHED_TRACE_PROBE_PID)
+                        st->radix = 10;
+                else if (ret == SCHED_TRACE_PROBE_PID)
+                        st->radix = 16;
+                return;
+        }
+        if (kind == 1 && target == SCHED_TRACE_PROBE_PID)
+                return;
         if (kind == 1) {
                 size_t i;
                 for (i = 0; i < st->n_pending && st->pending[i].caller != caller; i++)
@@ -433,6 +489,14 @@ static void on_line(SchedTrace *st, const char *line, size_t len, size_t *finish
                         break;
                 }
         }
+}
+
+void sched_trace_probe(void)
+{
+        struct sched_param param = {};
+
+        /* ESRCH: no process has that PID; only the tracepoint sees the call. */
+        (void)syscall(SYS_sched_setscheduler, (pid_t)SCHED_TRACE_PROBE_PID, SCHED_OTHER, &param);
 }
 
 size_t sched_events_parse(SchedTrace *st, const char *buf, size_t n,

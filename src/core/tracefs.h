@@ -58,13 +58,27 @@ typedef struct SchedTrace {
         char line[SCHED_TRACE_LINE];
         size_t line_len;
         bool line_overflow; /* the line being gathered is longer than any of ours: skipped */
-        bool lost;          /* the buffer overflowed ("CPU:N [LOST M EVENTS]"): the reader resets it */
+        int radix; /* of a bare number in an argument: 0 until the probe call told (below), 16, 10 */
+        bool lost; /* the buffer overflowed ("CPU:N [LOST M EVENTS]"): the reader resets it */
 } SchedTrace;
 
-/* One line, without its newline. 1: enter (caller, target set), 2: exit (caller, ret set), 0: neither. */
+/* How the kernel prints a syscall's arguments changed: "pid: 14b" (hex, no prefix) up to 6.17, "0x14b"
+ * or plain decimal since. A bare number cannot tell, so rtctld calls sched_setscheduler() once on a
+ * PID no kernel hands out (SCHED_TRACE_PROBE_PID, above pid_max's ceiling: ESRCH, nothing changes) right
+ * after the events are on, and the line it makes says which: "75bcd15" or "123456789". Until then a
+ * bare number is not trusted (the /proc scan made with the events on covers that moment). */
+#define SCHED_TRACE_PROBE_PID 123456789u
+void sched_trace_probe(void);
+
+/* One line, without its newline. 1: enter (caller, target set), 2: exit (caller, ret set), 0: neither.
+ * Bare numbers are read in radix 10 (see sched_trace_parse_line_radix()). */
 int sched_trace_parse_line(const char *line, size_t len, unsigned *ret_caller, unsigned *ret_target,
                            long long *ret_ret);
 /* Feeds n bytes of trace_pipe; calls done(tid) with the thread whose policy a call that succeeded may
  * have changed. Returns how many calls finished. */
+/* The same with a bare number read in radix (16 or 10); radix 0: unknown, and an enter line with a bare
+ * pid returns 3 with *ret_target its decimal and *ret_ret its hex reading (0 where that fails). */
+int sched_trace_parse_line_radix(const char *line, size_t len, int radix, unsigned *ret_caller,
+                                 unsigned *ret_target, long long *ret_ret);
 size_t sched_events_parse(SchedTrace *st, const char *buf, size_t n,
                           void (*done)(unsigned tid, void *userdata), void *userdata);

@@ -93,6 +93,8 @@ static int start_tracepoints(Manager *m)
          * program that toggles one in a loop) delays no pass, and each match costs one. */
         (void)sd_event_source_set_priority(w->source, SD_EVENT_PRIORITY_IDLE + 10);
         (void)sd_event_source_set_description(w->source, "policy-events");
+        /* One call that tells how this kernel prints a syscall's arguments (core/tracefs.h). */
+        sched_trace_probe();
         free(w->why);
         w->why = NULL;
         w->method = POLICY_WATCH_TRACEPOINTS;

@@ -224,7 +224,11 @@ static const char TRACE[] =
     "  a- b [1] -77   [003] d..1.  100.000005: sys_sched_setattr(pid: 0x0000004d, uattr: 0x1, flags: 0x0)\n"
     "  a- b [1] -77   [003] d..1.  100.000006: sys_sched_setattr -> 0x0\n"
     "          x-9       [000] .....  100.000007: sys_sched_setattr -> 0x0\n"
-    /* 6.18 prints integer arguments in decimal */
+    /* 6.18 prints integer arguments in decimal: the probe call (a PID no kernel hands out) says so */
+    "          rtctld-1       [000] ..... 25399.540300: sys_sched_setscheduler(pid: 123456789, policy: 0, "
+    "param: "
+    "0x7ffd597068a4)\n"
+    "          rtctld-1       [000] ..... 25399.540301: sys_sched_setscheduler -> 0xfffffffffffffffd\n"
     "         python3-21737   [000] ..... 25399.540319: sys_sched_setscheduler(pid: 0, policy: 1, param: "
     "0x7ffd597068a4)\n"
     "         python3-21737   [000] .N... 25399.540329: sys_sched_setscheduler -> 0x0\n"
@@ -287,6 +291,28 @@ TEST(trace_lines)
                 CHECK_INTEQ(g2[0], 4);
                 CHECK_INTEQ(g2[1], 4242);
                 CHECK_INTEQ(g2[4], 21740);
+        }
+
+        /* Up to 6.17 a bare argument is hex: "pid: 14b" is 331 once the probe said "75bcd15"; before
+         * it, a bare number (but 0-9, which read alike) is not trusted. */
+        {
+                static const char OLD[] =
+                    "  jackd-340 [001] ..... 1.0: sys_sched_setscheduler(pid: 156, policy: 1, param: 7ffd)\n"
+                    "  jackd-340 [001] ..... 1.1: sys_sched_setscheduler -> 0x0\n"
+                    "  rtctld-9 [000] ..... 1.2: sys_sched_setscheduler(pid: 75bcd15, policy: 0, param: "
+                    "7ffd)\n"
+                    "  rtctld-9 [000] ..... 1.3: sys_sched_setscheduler -> 0xfffffffffffffffd\n"
+                    "  jackd-340 [001] ..... 1.4: sys_sched_setscheduler(pid: 14b, policy: 1, param: 7ffd)\n"
+                    "  jackd-340 [001] ..... 1.5: sys_sched_setscheduler -> 0x0\n"
+                    "  jackd-340 [001] ..... 1.6: sys_sched_setscheduler(pid: 0, policy: 1, param: 7ffd)\n"
+                    "  jackd-340 [001] ..... 1.7: sys_sched_setscheduler -> 0x0\n";
+                SchedTrace o = {};
+                unsigned g3[16] = {};
+                CHECK_INTEQ(sched_events_parse(&o, OLD, strlen(OLD), collect, g3), 2);
+                CHECK_INTEQ(o.radix, 16);
+                CHECK_INTEQ(g3[0], 2);
+                CHECK_INTEQ(g3[1], 331);
+                CHECK_INTEQ(g3[2], 340);
         }
 
         /* The kernel says when the buffer overflowed. */

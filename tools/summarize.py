@@ -45,17 +45,20 @@ for path in sorted(glob.glob(os.path.join(out, "*.xml"))):
             p += 1
     tally(os.path.basename(path)[:-4], p, f + s, " (%d skipped, counted as failed)" % s if s else "")
 
-vm = os.path.join(out, "vm.log")
-if os.path.exists(vm):
+# the VM tier's runs: Debian 12 (vm.log) and Debian 13 (vm-trixie.log); each ends in its totals line
+for name in ("vm", "vm-trixie"):
+    vm = os.path.join(out, name + ".log")
+    if not os.path.exists(vm):
+        continue
     m = None
     for line in open(vm, errors="replace"):
         m = re.match(r"^(\d+) passed, (\d+) failed(?:, (\d+) skipped)?", line.strip()) or m
     if m:
         skipped = int(m.group(3) or 0)
-        tally("vm", int(m.group(1)), int(m.group(2)) + skipped,
+        tally(name, int(m.group(1)), int(m.group(2)) + skipped,
               " (%d skipped, counted as failed)" % skipped if skipped else "")
     else:
-        tally("vm", 0, 1, " (no result line)")
+        tally(name, 0, 1, " (no result line)")
 
 steps = os.path.join(out, "steps")
 if os.path.exists(steps):

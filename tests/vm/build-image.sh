@@ -1,10 +1,14 @@
 #!/bin/bash
-# Build the VM test image: Debian 12 + systemd + the Debian kernel + rtctl.
+# Build the VM test image: Debian 12 (or 13) + systemd + the Debian kernel + rtctl.
 #
-#   tests/vm/build-image.sh [--no-rtctl] [--rebuild-base] [--deb FILE] [BUILD_DIR]
+#   tests/vm/build-image.sh [--suite bookworm|trixie] [--no-rtctl] [--rebuild-base] [--deb FILE] [BUILD_DIR]
 #
 # BUILD_DIR is a meson build dir configured with --prefix=/usr (default:
 # <repo>/build); its `meson install --destdir` output goes into the image.
+# --suite trixie (or SUITE=trixie) builds a Debian 13 image in a cache of its
+# own, $RTCTL_VM_CACHE/trixie (base, debs, out): both can exist at once. rtctl
+# then comes from a trixie build chroot (tests/vm/build-chroot.sh: meson from
+# the work tree, built with Debian 13's libraries), not from BUILD_DIR.
 # --no-rtctl builds the image without rtctl (harness work before the daemon
 # exists: the daemon tests then FAIL with "rtctld is not installed").
 # --deb FILE installs the package tools/build-deb built with dpkg -i in the
@@ -31,19 +35,38 @@ set -euo pipefail
 
 HERE=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
 REPO=$(cd "$HERE/../.." && pwd)
+SUITE=${SUITE:-bookworm}
+for a in "$@"; do # the suite decides the cache: read it before anything else
+	case $a in --suite=*) SUITE=${a#*=} ;; esac
+done
+for ((i = 1; i < $#; i++)); do
+	[ "${!i}" = --suite ] && { j=$((i + 1)); SUITE=${!j}; }
+done
+case $SUITE in
+bookworm | trixie) ;;
+*) echo "build-image.sh: unknown suite $SUITE (bookworm or trixie)" >&2; exit 2 ;;
+esac
+# Debian 12 keeps the cache's top level (as before); every other suite a directory of its own in it.
 CACHE=${RTCTL_VM_CACHE:-/var/tmp/rtctl-vm}
+[ "$SUITE" = bookworm ] || CACHE=$CACHE/$SUITE
 OUT=${RTCTL_VM_OUT:-$CACHE/out}
-SUITE=bookworm
 ARCH=amd64
 
-# Installed by debootstrap (--include). Names checked against Debian 12.
+# Installed by debootstrap (--include). Names checked against Debian 12 and 13:
+# Debian 13 renamed glib's runtime for the 64-bit time_t transition
+# (libglib2.0-0t64) and has no libcgroup2 (rtctl does not link libcgroup).
 BASE_PKGS=(
 	systemd systemd-sysv udev dbus kmod
 	python3 python3-dbus procps util-linux
 	initramfs-tools zstd
 	# runtime libraries rtctld/rtctl link against
-	libsystemd0 libglib2.0-0 libjson-c5 libnl-3-200 libnl-genl-3-200 libcgroup2
+	libsystemd0 libjson-c5 libnl-3-200 libnl-genl-3-200
 )
+if [ "$SUITE" = bookworm ]; then
+	BASE_PKGS+=(libglib2.0-0 libcgroup2)
+else
+	BASE_PKGS+=(libglib2.0-0t64)
+fi
 # Installed with apt-get inside the chroot afterwards: the kernel (after the
 # initramfs config is in place, so the initrd is built once, small) and
 # polkitd (its postinst fails inside debootstrap's second stage), and irqbalance
@@ -69,6 +92,8 @@ while [ $# -gt 0 ]; do
 	--no-rtctl) with_rtctl=0 ;;
 	--deb) DEB=$2; shift ;;
 	--deb=*) DEB=${1#*=} ;;
+	--suite) shift ;; # read above
+	--suite=*) ;;
 	--rebuild-base) rebuild_base=1 ;;
 	-h | --help) sed -n '2,/^set -euo/{/^set -euo/d;s/^# \{0,1\}//;p}' "$0"; exit 0 ;;
 	-*) echo "build-image.sh: unknown option $1" >&2; exit 2 ;;
@@ -98,24 +123,18 @@ ensure_host_tools() {
 	DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
 }
 
-# The Debian mirror this machine's apt uses for $SUITE (deb822 .sources or
-# one-line .list). RTCTL_VM_MIRROR overrides.
-detect_mirror() {
-	local m=
-	if [ -n "${RTCTL_VM_MIRROR:-}" ]; then echo "$RTCTL_VM_MIRROR"; return; fi
-	m=$(cat /etc/apt/sources.list.d/*.sources 2>/dev/null | awk -v suite="$SUITE" '
-		function flush() { if (u != "" && (" " s " ") ~ (" " suite " ")) { print u; found = 1; exit } u = ""; s = "" }
-		/^[ \t]*#/ { next }
-		/^URIs:/ { u = $2 }
-		/^Suites:/ { s = $0; sub(/^Suites:[ \t]*/, "", s) }
-		/^[ \t]*$/ { flush() }
-		END { if (!found) flush() }') || true
-	if [ -z "$m" ]; then
-		m=$(cat /etc/apt/sources.list /etc/apt/sources.list.d/*.list 2>/dev/null | awk -v suite="$SUITE" '
-			$1 == "deb" { i = 2; if ($i ~ /^\[/) { while ($i !~ /\]$/) i++; i++ }
-				if ($(i + 1) == suite) { print $i; exit } }') || true
-	fi
-	echo "${m:-http://deb.debian.org/debian}"
+# find_uri, detect_mirror, detect_security_mirror: the mirrors of this machine's apt
+# shellcheck source=tests/vm/mirrors.sh
+. "$HERE/mirrors.sh"
+
+# The image's apt sources. Debian 12's image keeps the release alone, as it
+# always had; Debian 13's has its security and updates suites too (the kernel
+# and the rest as a Debian 13 machine installed today gets them).
+apt_sources() {
+	echo "deb $MIRROR $SUITE main"
+	[ "$SUITE" = bookworm ] && return 0
+	echo "deb $MIRROR $SUITE-updates main"
+	echo "deb $SECURITY_MIRROR $SUITE-security main"
 }
 
 # --- base layer --------------------------------------------------------------
@@ -134,7 +153,7 @@ prefetch_kernel() {
 		-o APT::Sandbox::User=root)
 	mkdir -p "$p/none" "$p/state/lists/partial" "$p/cache/archives/partial" "$CACHE/debs/apt/partial"
 	: >"$p/status"
-	echo "deb [signed-by=/usr/share/keyrings/debian-archive-keyring.gpg] $MIRROR $SUITE main" >"$p/sources.list"
+	apt_sources | sed 's|^deb |deb [signed-by=/usr/share/keyrings/debian-archive-keyring.gpg] |' >"$p/sources.list"
 	apt-get "${a[@]}" update -qq || return 1
 	ver=$(apt-cache "${a[@]}" depends linux-image-amd64 | awk '/Depends: linux-image-[0-9]/ { print $2; exit }')
 	[ -n "$ver" ] || return 1
@@ -169,7 +188,7 @@ build_base() { # $1 = directory to create; writes $1/rootfs, $1/vmlinuz, $1/init
 		printf '#!/bin/sh\nexit 101\n' >"$root/usr/sbin/policy-rc.d" &&
 			chmod 755 "$root/usr/sbin/policy-rc.d" &&
 			mkdir -p "$CACHE/debs/apt/partial" &&
-			echo "deb $MIRROR $SUITE main" >"$root/etc/apt/sources.list" &&
+			apt_sources >"$root/etc/apt/sources.list" &&
 			cp "$HERE/base/customize.sh" "$root/customize.sh"
 	} || return 1
 	log "chroot: ${CHROOT_PKGS[*]} + customize.sh (log: $dir/customize.log)"
@@ -196,6 +215,7 @@ build_base() { # $1 = directory to create; writes $1/rootfs, $1/vmlinuz, $1/init
 base_key() {
 	{
 		echo "suite=$SUITE arch=$ARCH mirror=$MIRROR"
+		apt_sources
 		echo "base=${BASE_PKGS[*]}"
 		echo "chroot=${CHROOT_PKGS[*]}"
 		declare -f build_base
@@ -205,6 +225,27 @@ base_key() {
 
 # --- top layer ---------------------------------------------------------------
 install_rtctl() { # $1 = destdir
+	local destdir=$1 prefix
+	if [ "$SUITE" != bookworm ]; then
+		# built for this release, in its own chroot: the host's build links Debian 12's libraries
+		"$HERE/build-chroot.sh" --suite "$SUITE" --install "$destdir" || die "building rtctl for $SUITE failed"
+	else
+		install_rtctl_host "$destdir"
+	fi
+	# merged /usr in the image: anything installed to /bin, /sbin, /lib goes to /usr
+	local d
+	for d in bin sbin lib lib64; do
+		if [ -d "$destdir/$d" ] && [ ! -L "$destdir/$d" ]; then
+			mkdir -p "$destdir/usr/$d"
+			cp -a "$destdir/$d/." "$destdir/usr/$d/"
+			rm -rf "${destdir:?}/$d"
+		fi
+	done
+	[ -x "$destdir/usr/sbin/rtctld" ] || log "warning: meson install put no /usr/sbin/rtctld in the image"
+	[ -f "$destdir/usr/lib/systemd/system/rtctld.service" ] || log "warning: meson install put no /usr/lib/systemd/system/rtctld.service in the image"
+}
+
+install_rtctl_host() { # $1 = destdir
 	local destdir=$1 prefix
 	[ -f "$BUILD_DIR/build.ninja" ] || die "no meson build dir at $BUILD_DIR
   configure one with:  meson setup build --prefix=/usr
@@ -219,17 +260,6 @@ install_rtctl() { # $1 = destdir
 		tail -n 40 "$WORK/meson-install.log" >&2
 		die "meson install failed (log: $WORK/meson-install.log)"
 	fi
-	# merged /usr in the image: anything installed to /bin, /sbin, /lib goes to /usr
-	local d
-	for d in bin sbin lib lib64; do
-		if [ -d "$destdir/$d" ] && [ ! -L "$destdir/$d" ]; then
-			mkdir -p "$destdir/usr/$d"
-			cp -a "$destdir/$d/." "$destdir/usr/$d/"
-			rm -rf "${destdir:?}/$d"
-		fi
-	done
-	[ -x "$destdir/usr/sbin/rtctld" ] || log "warning: meson install put no /usr/sbin/rtctld in the image"
-	[ -f "$destdir/usr/lib/systemd/system/rtctld.service" ] || log "warning: meson install put no /usr/lib/systemd/system/rtctld.service in the image"
 }
 
 install_guest() { # $1 = destdir: the in-VM test runner and its fixtures
@@ -267,6 +297,8 @@ exec 9>"$CACHE/.lock"
 flock 9 # one build at a time per cache
 
 MIRROR=$(detect_mirror)
+SECURITY_MIRROR=$(detect_security_mirror)
+export MIRROR SECURITY_MIRROR # build-chroot.sh uses the same
 KEY=$(base_key)
 BASE=$CACHE/base-$KEY
 t0=$SECONDS
@@ -329,6 +361,7 @@ fi
 # record what is in the image (the guest prints it)
 {
 	echo "BASE_KEY=$KEY"
+	echo "SUITE=$SUITE"
 	echo "KERNEL=$(cat "$BASE/kernel-version")"
 	echo "WITH_RTCTL=$with_rtctl"
 	echo "RTCTL_DEB=$(basename "${DEB:-none}")"

@@ -39,6 +39,9 @@ EOF
 
 # --- packages that must be installed after debootstrap ----------------------
 apt-get -o Acquire::Retries=3 update -qq
+# what debootstrap installed, at the versions of every suite in sources.list
+# (Debian 13's image also has its security and updates suites; a no-op on 12)
+apt-get -o Acquire::Retries=3 upgrade -y -q
 # shellcheck disable=SC2086
 apt-get -o Acquire::Retries=3 install -y -q --no-install-recommends $CHROOT_PKGS
 dpkg --audit

@@ -1,0 +1,42 @@
+# Sourced by build-image.sh and build-chroot.sh (bash): which Debian mirrors the VM images use.
+# Needs SUITE set.
+
+# The first URI this machine's apt has for a suite matching the regex $1
+# (deb822 .sources or one-line .list).
+find_uri() {
+	local m=
+	m=$(cat /etc/apt/sources.list.d/*.sources 2>/dev/null | awk -v suite="$1" '
+		function flush() { if (u != "" && (" " s " ") ~ (" " suite " ")) { print u; found = 1; exit } u = ""; s = "" }
+		/^[ \t]*#/ { next }
+		/^URIs:/ { u = $2 }
+		/^Suites:/ { s = $0; sub(/^Suites:[ \t]*/, "", s) }
+		/^[ \t]*$/ { flush() }
+		END { if (!found) flush() }') || true
+	if [ -z "$m" ]; then
+		m=$(cat /etc/apt/sources.list /etc/apt/sources.list.d/*.list 2>/dev/null | awk -v suite="^$1\$" '
+			$1 == "deb" { i = 2; if ($i ~ /^\[/) { while ($i !~ /\]$/) i++; i++ }
+				if ($(i + 1) ~ suite) { print $i; exit } }') || true
+	fi
+	echo "$m"
+}
+
+# The Debian mirror this machine's apt uses for $SUITE, else the one it uses
+# for its own Debian release (a Debian mirror serves every release: Debian 12's
+# host reaches Debian 13 through it). RTCTL_VM_MIRROR overrides.
+detect_mirror() {
+	local m=
+	if [ -n "${RTCTL_VM_MIRROR:-}" ]; then echo "$RTCTL_VM_MIRROR"; return; fi
+	m=$(find_uri "$SUITE")
+	[ -n "$m" ] || m=$(find_uri '(bookworm|trixie|forky|stable|testing|sid|unstable)')
+	echo "${m:-http://deb.debian.org/debian}"
+}
+
+# The same for the security archive ($SUITE-security, else any -security
+# suite the host has). RTCTL_VM_SECURITY_MIRROR overrides.
+detect_security_mirror() {
+	local m=
+	if [ -n "${RTCTL_VM_SECURITY_MIRROR:-}" ]; then echo "$RTCTL_VM_SECURITY_MIRROR"; return; fi
+	m=$(find_uri "$SUITE-security")
+	[ -n "$m" ] || m=$(find_uri '[a-z]+-security')
+	echo "${m:-http://deb.debian.org/debian-security}"
+}

@@ -204,6 +204,8 @@ class VM:
         append += [] if a.verbose else ["quiet", "loglevel=3"]
         if a.only:
             append.append("rtctl_vmtest.only=" + a.only)
+        if a.skip:
+            append.append("rtctl_vmtest.skip=" + a.skip)
         append += a.append
         t = self.tmp
         accel = a.accel
@@ -533,6 +535,7 @@ def main():
     ap.add_argument("--timeout", type=float, default=float(os.environ.get("RTCTL_VM_TIMEOUT", 900)),
                     help="hard limit for the whole run, seconds (default %(default)s)")
     ap.add_argument("--only", help="comma-separated globs of guest test names (harness-boot always runs)")
+    ap.add_argument("--skip", help="comma-separated globs of guest test names this run leaves out")
     ap.add_argument("--console-log", help="where the serial console goes (default IMAGE_DIR/console.log)")
     ap.add_argument("--accel", default=os.environ.get("RTCTL_VM_ACCEL", "tcg"))
     ap.add_argument("--cpu", default=os.environ.get("RTCTL_VM_CPU", "qemu64"))

@@ -18,7 +18,8 @@ and drives the host through the vmhost virtio-serial port:
 Commands: ping, hotplug-disk NAME [MB], unplug-disk NAME, hotplug-cpu,
 unplug-cpu ID, qmp JSON. Every VMHOST request is echoed on the console.
 
-Kernel command line: rtctl_vmtest.only=GLOB[,GLOB...] runs only matching tests
+Kernel command line: rtctl_vmtest.only=GLOB[,GLOB...] runs only matching tests,
+rtctl_vmtest.skip=GLOB[,GLOB...] leaves matching ones out
 (harness-boot always runs); rtctl_vmtest.debug dumps the boot's journal
 as VMLOG lines first.
 
@@ -56,13 +57,19 @@ from vmtest_boot import Reboot, RESUME
 
 
 def selected():
-    m = re.search(r"(?:^|\s)rtctl_vmtest\.only=(\S+)", read("/proc/cmdline", ""))
+    cmdline = read("/proc/cmdline", "")
+    m = re.search(r"(?:^|\s)rtctl_vmtest\.only=(\S+)", cmdline)
+    skip = re.search(r"(?:^|\s)rtctl_vmtest\.skip=(\S+)", cmdline)
+    skip = skip.group(1).split(",") if skip else []
     if not m:
         # bootargs-booted needs a boot with the arguments bootargs-grub computed: run.sh's second boot;
         # own_run tests get a VM run of their own from run.sh.
-        return [(n, f) for n, f in TESTS if n != "bootargs-booted" and not f.own_run]
-    pats = m.group(1).split(",")
-    return [(n, f) for n, f in TESTS if n == "harness-boot" or any(fnmatch.fnmatch(n, p) for p in pats)]
+        tests = [(n, f) for n, f in TESTS if n != "bootargs-booted" and not f.own_run]
+    else:
+        pats = m.group(1).split(",")
+        tests = [(n, f) for n, f in TESTS if n == "harness-boot" or any(fnmatch.fnmatch(n, p) for p in pats)]
+    # rtctl_vmtest.skip=GLOB[,GLOB...]: tests a run leaves out (run.sh says which and why); not counted
+    return [(n, f) for n, f in tests if n == "harness-boot" or not any(fnmatch.fnmatch(n, p) for p in skip)]
 
 
 def reboot_for(left, done):

@@ -4,12 +4,18 @@
  * never ran. bench/xruns.py drives it.
  *
  *   xrun-client --calibrate [--cpu N]
- *   xrun-client --units N [--warmup S] [--seconds S] [--name NAME] [--server-log FILE]
+ *   xrun-client --units N [--warmup S] [--seconds S] [--name NAME] [--server-log FILE] [--busy]
  *
  * --calibrate needs no server: it times the work unit on one CPU and prints nanoseconds per unit.
  * Otherwise the client waits up to 10 s for the server ($JACK_DEFAULT_SERVER), lets --warmup seconds
  * pass, counts for --seconds, and prints one JSON object. --server-log names the server's stderr: the
- * server's own xrun messages written during the counting window are counted too. */
+ * server's own xrun messages written during the counting window are counted too.
+ *
+ * --busy adds what a DAW has beside its audio thread: a non-real-time thread of its own, named "busy",
+ * that works a little and sleeps a little (1 ms of work, 5 ms of sleep) for as long as the client
+ * runs. With it, once the process thread has run, the client prints one JSON line before the result:
+ * {"pid", "process_tid", "busy_tid"}, so a test knows which thread is which without trusting names
+ * or policies (tests/vm: a PipeWire JACK client under pw-jack). */
 #include <errno.h>
 #include <getopt.h>
 #include <inttypes.h>
@@ -55,6 +61,7 @@ typedef struct {
         uint64_t finish_max, wake_max, busy_max;
         atomic_uint_fast64_t xruns;
         atomic_bool shutdown;
+        atomic_int process_tid, busy_tid;
 } Client;
 
 static void work_init(Work *w)
@@ -153,6 +160,9 @@ static int process(jack_nframes_t nframes, void *arg)
         float period_usecs;
         bool counting = atomic_load_explicit(&c->counting, memory_order_relaxed);
         bool times = jack_get_cycle_times(c->jack, &frames, &cycle_usecs, &next_usecs, &period_usecs) == 0;
+
+        if (atomic_load_explicit(&c->process_tid, memory_order_relaxed) == 0)
+                atomic_store(&c->process_tid, (int)gettid());
 
         work_run(&c->work, c->units);
         jack_default_audio_sample_t *out = jack_port_get_buffer(c->port, nframes);
@@ -282,6 +292,48 @@ static void to_stderr(const char *msg)
         fprintf(stderr, "xrun-client: %s\n", msg);
 }
 
+/* The --busy thread: 1 ms of the work unit, then 5 ms of sleep, until the client shuts down. */
+static void *busy_main(void *arg)
+{
+        Client *c = arg;
+        Work w;
+
+        atomic_store(&c->busy_tid, (int)gettid());
+        work_init(&w);
+        while (!atomic_load(&c->shutdown)) {
+                uint64_t end = now_ns() + 1000 * 1000;
+                while (now_ns() < end)
+                        work_run(&w, 8);
+                struct timespec ts = {0, 5 * 1000 * 1000};
+                nanosleep(&ts, NULL);
+        }
+        return NULL;
+}
+
+static int start_busy(Client *c, pthread_t *thread)
+{
+        int r = pthread_create(thread, NULL, busy_main, c);
+
+        if (r != 0) {
+                fprintf(stderr, "xrun-client: cannot start the busy thread: %s\n", strerror(r));
+                return -1;
+        }
+        pthread_setname_np(*thread, "busy");
+        return 0;
+}
+
+/* The --busy line: once the process thread has run (up to 10 s), which thread is which. */
+static void announce_threads(Client *c)
+{
+        for (int i = 0; i < 200 && (!atomic_load(&c->process_tid) || !atomic_load(&c->busy_tid)); i++) {
+                struct timespec ts = {0, 50 * 1000 * 1000};
+                nanosleep(&ts, NULL);
+        }
+        printf("{\"pid\": %d, \"process_tid\": %d, \"busy_tid\": %d}\n", (int)getpid(),
+               atomic_load(&c->process_tid), atomic_load(&c->busy_tid));
+        fflush(stdout);
+}
+
 /* The server is started beside the client: until it answers, failed attempts are expected and not
  * worth a message each. */
 static jack_client_t *connect_server(const char *name)
@@ -302,9 +354,11 @@ static jack_client_t *connect_server(const char *name)
         }
 }
 
-static int run(uint64_t units, double warmup, double seconds, const char *name, const char *server_log)
+static int run(uint64_t units, double warmup, double seconds, const char *name, const char *server_log,
+               bool busy)
 {
         static Client c;
+        pthread_t busy_thread;
         int policy = -1;
         struct sched_param param = {};
         cpu_set_t cpus;
@@ -334,6 +388,11 @@ static int run(uint64_t units, double warmup, double seconds, const char *name, 
         if (ports && ports[0])
                 jack_connect(c.jack, jack_port_name(c.port), ports[0]);
         jack_free(ports);
+        if (busy) {
+                if (start_busy(&c, &busy_thread) < 0)
+                        return 1;
+                announce_threads(&c);
+        }
 
         bool up = sleep_while_up(&c, warmup);
         pthread_t rt = jack_client_thread_id(c.jack);
@@ -379,18 +438,27 @@ static int run(uint64_t units, double warmup, double seconds, const char *name, 
                percentile(c.busy_hist, c.cycles, 99), percentile(c.busy_hist, c.cycles, 99.9), c.busy_max,
                (double)load, policy < 0 ? "unknown" : policy_name(policy), param.sched_priority, cpulist);
         jack_client_close(c.jack);
+        if (busy) {
+                atomic_store(&c.shutdown, true);
+                pthread_join(busy_thread, NULL);
+        }
         return up ? 0 : 2;
 }
 
 int main(int argc, char **argv)
 {
         static const struct option opts[] = {
-            {"calibrate", no_argument, NULL, 'c'},        {"cpu", required_argument, NULL, 'C'},
-            {"units", required_argument, NULL, 'u'},      {"warmup", required_argument, NULL, 'w'},
-            {"seconds", required_argument, NULL, 's'},    {"name", required_argument, NULL, 'n'},
-            {"server-log", required_argument, NULL, 'l'}, {},
+            {"calibrate", no_argument, NULL, 'c'},
+            {"cpu", required_argument, NULL, 'C'},
+            {"units", required_argument, NULL, 'u'},
+            {"warmup", required_argument, NULL, 'w'},
+            {"seconds", required_argument, NULL, 's'},
+            {"name", required_argument, NULL, 'n'},
+            {"server-log", required_argument, NULL, 'l'},
+            {"busy", no_argument, NULL, 'b'},
+            {},
         };
-        bool cal = false;
+        bool cal = false, busy = false;
         int cpu = -1, o;
         uint64_t units = 0;
         double warmup = 2, seconds = 60;
@@ -419,6 +487,9 @@ int main(int argc, char **argv)
                 case 'l':
                         server_log = optarg;
                         break;
+                case 'b':
+                        busy = true;
+                        break;
                 default:
                         return 64;
                 }
@@ -427,9 +498,9 @@ int main(int argc, char **argv)
         if (units == 0 || seconds <= 0) {
                 fprintf(stderr,
                         "usage: xrun-client --calibrate [--cpu N] | --units N [--warmup S] [--seconds S] "
-                        "[--name NAME] [--server-log FILE]\n");
+                        "[--name NAME] [--server-log FILE] [--busy]\n");
                 return 64;
         }
         signal(SIGPIPE, SIG_IGN);
-        return run(units, warmup, seconds, name, server_log);
+        return run(units, warmup, seconds, name, server_log, busy);
 }

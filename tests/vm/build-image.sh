@@ -75,13 +75,14 @@ fi
 # (pam_systemd registers the autologin on tty1 with logind), dbus-user-session (the
 # user's session bus, which wireplumber wants), pipewire + wireplumber as the user's
 # services (pipewire-bin: pw-cat, pw-dump; libspa-0.2-modules: the null sink); jackd2
-# for the shipped [Attach jackd] rule (its dummy driver needs no sound card); grub-pc
+# for the shipped [Attach jackd] rule (its dummy driver needs no sound card); pipewire-jack
+# (pw-jack: PipeWire's libjack, for the JACK client tests run under it); grub-pc
 # for `rtctl bootargs apply` + update-grub (installed, never booted from: the guest
 # boots its kernel directly, so grub-install never runs). ansible-core runs docs/fleet's playbook
 # (fleet-ansible) with --connection=local, as configuration management would.
 CHROOT_PKGS=(linux-image-amd64 polkitd irqbalance
 	libpam-systemd dbus-user-session pipewire pipewire-bin wireplumber libspa-0.2-modules jackd2
-	grub-pc ansible-core)
+	pipewire-jack grub-pc ansible-core)
 
 with_rtctl=1
 rebuild_base=0
@@ -265,6 +266,14 @@ install_rtctl_host() { # $1 = destdir
 install_guest() { # $1 = destdir: the in-VM test runner and its fixtures
 	local d=$1
 	install -D -m 0755 "$HERE/guest/rtctl-vmtest.py" "$d/usr/lib/rtctl-vmtest/rtctl-vmtest.py"
+	# bench/xrun-client (built when libjack was there at meson setup on the host), the JACK client the
+	# pipewire-jack tests run under pw-jack, on either suite (a Debian 12 binary runs on 13); not part of
+	# the product's install
+	if [ -x "${BUILD_DIR:-}/bench/xrun-client" ]; then
+		install -D -m 0755 "$BUILD_DIR/bench/xrun-client" "$d/usr/lib/rtctl-vmtest/xrun-client"
+	else
+		log "warning: no ${BUILD_DIR:-(build dir)}/bench/xrun-client (libjack-jackd2-dev missing at meson setup?): the pipewire-jack tests fail"
+	fi
 	# the runner's modules (common helpers, one per feature), imported from beside it
 	local m
 	for m in "$HERE"/guest/vmtest_*.py; do

@@ -1,4 +1,5 @@
-"""The VM tier: PipeWire's data loop, attach and detach of audio processes, their origin, jackd."""
+"""The VM tier: attach and detach of audio processes, their origin, jackd (PipeWire's data loop:
+vmtest_audio.py)."""
 
 import os
 import subprocess
@@ -7,74 +8,9 @@ import time
 from vmtest_common import (call, cgroup_of, check, cpu_set, cpus_of, dbus_mod, journal, read, read_file, run,
     SESSION_UID, test, TEST_PROFILE, UNIT, wait_for)
 from vmtest_isolation import cpu_list
-from vmtest_session import (as_alice, brief, call_as_alice, data_loop_tids, ensure_rtctld_base, kill_quietly,
-    last_cpu, pipewire_pid, pipewire_where, play, rt_policy, rtprops, rules_brief, sched_of, session,
-    spawn_as_alice, thread_field, thread_table, threads_of, wakeups)
-
-
-@test("pipewire-data-loop", timeout=240)
-def t_pipewire_data_loop():
-    """The audio profile's shipped [Attach pipewire] rule against a real PipeWire (alice's user service, a
-    stream playing) on this VM: Debian 12, cgroup v2, kernel 6.1. The issue asks for PipeWire's data loop
-    on the isolated CPUs and its other threads on housekeeping; that cannot be done here (every thread
-    of a process shares one v2 cgroup, and no thread outside the isolated partition may use its CPUs;
-    remote partitions come with 6.7), and Debian 12's PipeWire 0.3.65 does not name its data-loop
-    thread either. So this asserts what a user observes instead: rtctld says so in Unsupported, naming
-    the rule and why, with no failure; every PipeWire thread stays on housekeeping CPUs, none stranded;
-    the data loop keeps running real-time. The host tier shows the placement itself on cgroup v1
-    (tests/integration/test_attach_rules.py)."""
-    info = session()
-    ensure_rtctld_base()
-    steps, pids = [], []
-    try:
-        pw = wait_for(pipewire_pid, 60, 0.5)
-        check(pw, "no pipewire process of alice")
-        pids.append(play("pipewire-data-loop"))
-        dl = wait_for(lambda: data_loop_tids(pw), 30, 0.5)
-        check(dl and wait_for(lambda: wakeups(pw, dl[0], 1.0) >= 20, 30, 0),
-              "pipewire's data loop %s does not run with a stream playing (%s)" % (
-                  dl, read_file("/tmp/rtctl-vmtest-pipewire-data-loop.log")[-300:]))
-        r, err, msg = call("SetProfile", "audio")
-        check(err is None, "SetProfile(audio) as root: %s %s" % (err, msg))
-        props = rtprops()
-        iso, hk = cpu_set(props["IsolatedCPUs"]), cpu_set(props["HousekeepingCPUs"])
-        check(iso and hk, "the audio profile isolates nothing: %s" % brief(props))
-
-        def note():
-            for u in rtprops().get("Unsupported", []):
-                if u[0] == "cpuset" and str(u[1]) == "attach:pipewire" and "cgroup v2" in str(u[2]):
-                    return str(u[2])
-            return None
-        why = wait_for(note, 20, 0.25)
-        check(why, "no Unsupported note for the pipewire rule on cgroup v2: %s" % rules_brief(rtprops()))
-        props = rtprops()
-        check(not props.get("Failures"), "failures: %s" % rules_brief(props))
-        th = threads_of(pw)
-        off = ["%d:%s on %s" % (t, c, thread_field(pw, t, "Cpus_allowed_list")) for t, c in sorted(th.items())
-               if not cpu_set(thread_field(pw, t, "Cpus_allowed_list")) <= hk]
-        check(th and not off, "pipewire threads not on housekeeping %s: %s" % (cpu_list(hk), off))
-        tid = data_loop_tids(pw)[0]
-        policy, prio = sched_of(tid)
-        rate = wakeups(pw, tid, 1.0)
-        check(rate >= 20 and policy in (os.SCHED_FIFO, os.SCHED_RR) and prio > 0,
-              "the data loop under the audio profile: %d wakeups/s, policy %d priority %d" % (rate, policy, prio))
-        steps.append("pipewire %d under audio: Unsupported says %r; its %d threads on %s, data loop %d "
-                     "wakeups/s SCHED_%s %d" % (pw, why, len(th), cpu_list(hk), rate,
-                                                "FIFO" if policy == os.SCHED_FIFO else "RR", prio))
-
-        # back to the base profile: the note goes, PipeWire runs where alice's session runs
-        r, err, msg = call("SetProfile", TEST_PROFILE)
-        check(err is None, "SetProfile(%s) as root: %s %s" % (TEST_PROFILE, err, msg))
-        session_cpus = lambda: cpus_of(info["pid"])  # noqa: E731
-        ok = wait_for(lambda: not note() and all(thread_field(pw, t, "Cpus_allowed_list") == session_cpus()
-                                                 for t in threads_of(pw)), 20, 0.25)
-        check(ok, "back to %s: note %r, pipewire's threads %s, alice's session runs on %s" % (
-            TEST_PROFILE, note(), pipewire_where(pw), session_cpus()))
-        steps.append("back to %s: note gone, every pipewire thread on %s" % (TEST_PROFILE, session_cpus()))
-        return "; ".join(steps)
-    finally:
-        kill_quietly(pids)
-        call("SetProfile", TEST_PROFILE)
+from vmtest_session import (as_alice, brief, call_as_alice, ensure_rtctld_base, kill_quietly, last_cpu,
+    pipewire_pid, rt_policy, rtprops, rules_brief, session, spawn_as_alice, thread_field, thread_table,
+    threads_of, wakeups)
 
 
 def cgroup_ino(path):

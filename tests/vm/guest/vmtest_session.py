@@ -591,41 +591,11 @@ def t_isolation_back_to_back():
         call("SetProfile", TEST_PROFILE)
 
 
-def pipewire_placement(pid, iso, hk):
-    """'' when pipewire's data-loop threads run on the isolated CPUs and every other thread of it on
-    housekeeping CPUs (Cpus_allowed_list: the kernel's word, cpuset included), else what is not."""
-    bad = []
-    th = threads_of(pid)
-    if not th:
-        return "pipewire %d is gone" % pid
-    if not data_loop_tids(pid):
-        bad.append("no data-loop thread")
-    loops = data_loop_tids(pid)
-    for tid, comm in sorted(th.items()):
-        cpus = cpu_set(thread_field(pid, tid, "Cpus_allowed_list"))
-        want, where = (iso, "isolated") if tid in loops else (hk, "housekeeping")
-        if not cpus or not cpus <= want:
-            bad.append("%s (tid %d) on %s in %s, not on %s %s" % (
-                comm, tid, cpu_list(cpus), thread_cgroup(pid, tid), where, cpu_list(want)))
-    return "; ".join(bad)
-
-
 def rules_brief(props):
     """What rtctld says about its [Attach] rules: the threads they placed, its cpuset notes, failures."""
     notes = [u for u in props.get("Unsupported", []) if u[0] == "cpuset" or str(u[1]).startswith("attach:")]
     return "ActiveProfile=%s AttachedThreads=%s Failures=%s cpuset notes=%s" % (
         props.get("ActiveProfile"), props.get("AttachedThreads", "(no such property)"), props.get("Failures"), notes)
-
-
-def pipewire_where(pid):
-    """Each pipewire thread: comm, CPUs allowed, cgroup (and that cgroup's effective CPUs)."""
-    out = []
-    for tid, comm in sorted(threads_of(pid).items()):
-        cg = thread_cgroup(pid, tid)
-        eff = read("/sys/fs/cgroup%s/cpuset.cpus.effective" % cg) if cg else None
-        out.append("%d:%s%s:%s@%s(%s)" % (tid, comm, "[RT]" if rt_policy(tid) else "",
-                                          thread_field(pid, tid, "Cpus_allowed_list"), cg, eff))
-    return " ".join(out)
 
 
 @test("check-session-user", timeout=120)

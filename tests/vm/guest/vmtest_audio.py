@@ -374,9 +374,7 @@ def t_pipewire_data_loop():
             pw, ["%d:%s" % (t, threads_of(pw).get(t)) for t in rts], cpu_list(iso), len(threads_of(pw)) - len(rts),
             cpu_list(hk), dt))
         steps.append(runs_isolated(pw, data_loop_tids(pw)[0], iso, "data loop"))
-        why = status_why(pw, rts)
-        check(not why, "rtctl status on pipewire's isolated threads: %s" % why)
-        steps.append("rtctl status names them and why")
+        why = status_why(pw, rts)  # asserted last: the placement and its undoing are checked first
 
         set_profile(TEST_PROFILE)
         wait_back(before, "back to %s" % TEST_PROFILE)
@@ -399,6 +397,8 @@ def t_pipewire_data_loop():
         check(ok, "back to %s: the restarted pipewire %d in %s, threads %s; alice's session runs on %s" % (
             TEST_PROFILE, new, cgroup_of(new), thread_list(new), cpus_of(info["pid"])))
         steps.append("back to %s: in %s on %s" % (TEST_PROFILE, cgroup_of(new), cpus_of(new)))
+        check(not why, "%s; but rtctl status on pipewire's isolated threads: %s" % ("; ".join(steps), why))
+        steps.append("rtctl status named them and why")
         return "; ".join(steps)
     finally:
         kill_quietly(pids)
@@ -419,16 +419,19 @@ def t_pipewire_jack_split():
         said = ["client %d process thread %d on %s, busy %d and main on %s (%s)" % (
             cl, client["process_tid"], cpu_list(iso), client["busy_tid"], cpu_list(hk), thread_list(cl)),
             runs_isolated(cl, client["process_tid"], iso, "process callback")]
-        why = status_why(cl, [client["process_tid"]])
-        check(not why, "rtctl status on the client's process thread: %s" % why)
+        status["why"] = status_why(cl, [client["process_tid"]])
+        status["not"] = (client["busy_tid"], cl)
         listed = run([RTCTL, "--json", "status"], timeout=60).stdout
-        rows = [r for r in json.loads(listed).get("attached_by_rules", []) if r.get("pid") == cl]
-        check(not [r for r in rows if r.get("tid") in (client["busy_tid"], cl)],
-              "rtctl status lists the client's busy or main thread as isolated: %s" % rows)
-        said.append("rtctl status: %s" % rows)
+        status["rows"] = [r for r in json.loads(listed).get("attached_by_rules", []) if r.get("pid") == cl]
         set_profile(TEST_PROFILE)
         return "; ".join(said) + "; detached (back to %s)" % TEST_PROFILE
-    return split_then("pipewire-jack-split", how)
+    # rtctl status is asserted last: the placement and its undoing are checked first
+    status = {}
+    done = split_then("pipewire-jack-split", how)
+    check(not status["why"], "%s; but rtctl status on the client's process thread: %s" % (done, status["why"]))
+    check(not [r for r in status["rows"] if r.get("tid") in status["not"]],
+          "%s; but rtctl status lists the client's busy or main thread as isolated: %s" % (done, status["rows"]))
+    return "%s; rtctl status: %s" % (done, status["rows"])
 
 
 def split_then(name, how):

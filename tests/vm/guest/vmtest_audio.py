@@ -243,6 +243,19 @@ def rt_wanted(pid, tid):
                               (read("/proc/%d/task/%d/comm" % (pid, tid)) or "").startswith("data-loop"))
 
 
+def cgroup_cpus(cg):
+    """The CPUs a cgroup gives its threads: cpuset.cpus.effective of it or, where cpuset is not enabled
+    down to it, of its nearest ancestor that has the file."""
+    while cg is not None:
+        eff = read("/sys/fs/cgroup%s/cpuset.cpus.effective" % cg.rstrip("/"))
+        if eff is not None:
+            return cpu_set(eff)
+        if cg in ("", "/"):
+            break
+        cg = cg.rsplit("/", 1)[0]
+    return set()
+
+
 def misplaced(pid, iso, hk, must_iso=(), must_hk=()):
     """'' when every real-time thread of pid (and the tids in must_iso) is on the isolated CPUs and every
     other thread (and those in must_hk) on housekeeping: by Cpus_allowed_list and by the CPUs of the
@@ -259,10 +272,10 @@ def misplaced(pid, iso, hk, must_iso=(), must_hk=()):
         want, name = (iso, "isolated") if want_iso else (hk, "housekeeping")
         allowed = cpu_set(thread_field(pid, tid, "Cpus_allowed_list"))
         cg = thread_cgroup(pid, tid)
-        eff = cpu_set(read("/sys/fs/cgroup%s/cpuset.cpus.effective" % cg)) if cg else set()
+        eff = cgroup_cpus(cg)
         if not allowed or not allowed <= want or not eff or not eff <= want:
             pol, prio = sched_of(tid)
-            bad.append("%d:%s (%s/%s) allowed %s, cgroup %s (effective %s), wanted on %s %s" % (
+            bad.append("%d:%s (%s/%s) allowed %s, cgroup %s (cpuset %s), wanted on %s %s" % (
                 tid, comm, POLICY.get(pol, pol), prio, cpu_list(allowed), cg, cpu_list(eff), name, cpu_list(want)))
     return "; ".join(bad)
 

@@ -9,7 +9,7 @@ import re
 import time
 
 from vmtest_attach import alive, cgroup_ino, start_time
-from vmtest_common import (call, cgroup_of, check, cpu_set, cpus_of, Fail, read, read_file, RTCTL, run,
+from vmtest_common import (call, cgroup_of, check, cpu_set, cpus_of, dbus_mod, Fail, read, read_file, RTCTL, run,
     SESSION_UID, test, TEST_PROFILE, UNIT, unit_prop, wait_for)
 from vmtest_isolation import cpu_list
 from vmtest_session import (as_alice, brief, data_loop_tids, ensure_rtctld_base, kill_quietly, last_cpu,
@@ -305,12 +305,21 @@ def split_all(procs, client, iso, hk):
     return "; ".join(bad)
 
 
+def no_user_attach():
+    """No process of alice's audio attached by a command (AttachProcess) from an earlier test: rtctld keeps
+    such an attachment for as long as the process lives (pipewire-attach-detach leaves PipeWire attached
+    whole), and these tests are about what the rules do with nobody typing a command."""
+    for pid in audio_procs():
+        call("DetachProcess", dbus_mod().UInt32(pid))
+
+
 def audio_running(name):
     """alice's PipeWire with a stream playing and our JACK client under pw-jack: (pipewire pid, player
     pid, client ids); the data loop runs."""
     session()
     pw = wait_for(pipewire_pid, 60, 0.5)
     check(pw, "no pipewire process of alice")
+    no_user_attach()
     player = play(name)
     client = start_jack_client(name)
     wait_for(lambda: [t for t in threads_of(pw) if t != pw and rt_policy(t)], 30, 0.5)
@@ -377,6 +386,7 @@ def t_pipewire_data_loop():
     try:
         pw = wait_for(pipewire_pid, 60, 0.5)
         check(pw, "no pipewire process of alice")
+        no_user_attach()
         pids.append(play("pipewire-data-loop"))
         dl = wait_for(lambda: data_loop_tids(pw), 30, 0.5)
         check(dl and wait_for(lambda: wakeups(pw, dl[0], 1.0) >= 20, 30, 0),

@@ -339,8 +339,13 @@ def status_why(pid, tids):
     for tid in tids:
         r = mine.get(tid)
         why = str((r or {}).get("why", ""))
-        if not r or not ("realtime" in why or "name" in why):
-            bad.append("tid %d: %s" % (tid, r or "not listed"))
+        # what the thread shows must be what status says: its policy, and its name where PipeWire 1.2+
+        # names it data-loop.N (Debian 13), found by both there
+        want = [w for w, holds in (("realtime", rt_policy(tid)),
+                                   ("name", (read("/proc/%d/task/%d/comm" % (pid, tid)) or "").startswith(
+                                       "data-loop"))) if holds]
+        if not r or not want or any(w not in why.split(",") for w in want):
+            bad.append("tid %d (wants %s): %s" % (tid, "+".join(want) or "nothing", r or "not listed"))
     text = run([RTCTL, "status"], timeout=60).stdout
     for tid in tids:
         if not re.search(r"\b%d\b" % tid, text):

@@ -339,11 +339,12 @@ def status_why(pid, tids):
     for tid in tids:
         r = mine.get(tid)
         why = str((r or {}).get("why", ""))
-        # what the thread shows must be what status says: its policy, and its name where PipeWire 1.2+
-        # names it data-loop.N (Debian 13), found by both there
+        # what the thread shows must be what status says: its policy, and, for the pipewire rule (the one
+        # with the data-loop* glob), its name where PipeWire 1.2+ names it data-loop.N (Debian 13). A
+        # client's data loop (pw-jack on PipeWire 1.4) is named so too, but its rule goes by policy only.
+        named = (read("/proc/%d/task/%d/comm" % (pid, tid)) or "").startswith("data-loop")
         want = [w for w, holds in (("realtime", rt_policy(tid)),
-                                   ("name", (read("/proc/%d/task/%d/comm" % (pid, tid)) or "").startswith(
-                                       "data-loop"))) if holds]
+                                   ("name", named and (r or {}).get("rule") == "pipewire")) if holds]
         if not r or not want or any(w not in why.split(",") for w in want):
             bad.append("tid %d (wants %s): %s" % (tid, "+".join(want) or "nothing", r or "not listed"))
     text = run([RTCTL, "status"], timeout=60).stdout

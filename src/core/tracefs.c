@@ -277,15 +277,14 @@ static bool parse_uint(const char **p, const char *end, unsigned long long *ret)
         return true;
 }
 
-static bool parse_hex(const char **p, const char *end, unsigned long long *ret)
+/* Hex digits without a prefix ("14b"), as kernels up to 6.17 print an argument. */
+static bool parse_bare_hex(const char **p, const char *end, unsigned long long *ret)
 {
         unsigned long long v = 0;
         const char *s = *p;
         size_t n = 0;
 
-        if (end - s < 3 || !strneq(s, "0x", 2))
-                return false;
-        for (s += 2; s < end && isxdigit((unsigned char)*s); s++, n++) {
+        for (; s < end && isxdigit((unsigned char)*s); s++, n++) {
                 if (n >= 16)
                         return false;
                 v = v * 16 + (unsigned)(isdigit((unsigned char)*s)
@@ -296,6 +295,17 @@ static bool parse_hex(const char **p, const char *end, unsigned long long *ret)
                 return false;
         *p = s;
         *ret = v;
+        return true;
+}
+
+/* "0x" and hex digits. */
+static bool parse_hex(const char **p, const char *end, unsigned long long *ret)
+{
+        const char *s = *p + 2;
+
+        if (end - *p < 3 || !strneq(*p, "0x", 2) || !parse_bare_hex(&s, end, ret))
+                return false;
+        *p = s;
         return true;
 }
 
@@ -323,27 +333,6 @@ static const char *find(const char *s, const char *end, const char *what)
 
 /* "<comm>-<TID> [CPU] FLAGS TIMESTAMP: sys_sched_setscheduler(pid: 0x..., ...)" or "... -> 0x0". The
  * comm may hold anything, so the header is read backwards from the "[CPU]" nearest the event. */
-/* Hex digits without a prefix ("14b"), as kernels up to 6.17 print an argument. */
-static bool parse_bare_hex(const char **p, const char *end, unsigned long long *ret)
-{
-        unsigned long long v = 0;
-        const char *s = *p;
-        size_t n = 0;
-
-        for (; s < end && isxdigit((unsigned char)*s); s++, n++) {
-                if (n >= 16)
-                        return false;
-                v = v * 16 + (unsigned)(isdigit((unsigned char)*s)
-                                            ? *s - '0'
-                                            : (tolower((unsigned char)*s) - 'a' + 10));
-        }
-        if (n == 0)
-                return false;
-        *p = s;
-        *ret = v;
-        return true;
-}
-
 int sched_trace_parse_line(const char *line, size_t len, unsigned *ret_caller, unsigned *ret_target,
                            long long *ret_ret)
 {

@@ -1,5 +1,6 @@
 /* SPDX-License-Identifier: GPL-2.0-or-later */
 #include <ctype.h>
+#include <dirent.h>
 #include <stdio.h>
 
 #include "core/cgroupfs.h"
@@ -121,6 +122,75 @@ int cgroup_move_thread_v2(const char *dir, unsigned tid)
         assert(dir);
 
         return write_id(dir, "cgroup.threads", tid);
+}
+
+/* The unified hierarchy's cgroup of a thread: "0::/path" in /proc/PID/task/TID/cgroup. */
+static int thread_cgroup(unsigned pid, unsigned tid, char **ret)
+{
+        _cleanup_free_ char *path = xasprintf("/proc/%u/task/%u/cgroup", pid, tid), *s = NULL;
+        int r;
+
+        r = sys_read(path, &s);
+        if (r < 0)
+                return r;
+        for (char *line = strtok(s, "\n"); line; line = strtok(NULL, "\n"))
+                if (startswith(line, "0::")) {
+                        *ret = xstrdup(line + 3);
+                        return 0;
+                }
+        return -ENODATA;
+}
+
+int cgroup_gather_threads(const char *mount, unsigned pid)
+{
+        _cleanup_free_ char *dir = xasprintf("/proc/%u/task", pid), *leader = NULL, *to = NULL;
+        _cleanup_free_ unsigned *tids = NULL;
+        _cleanup_strv_free_ char **where = NULL;
+        _cleanup_closedir_ DIR *d = NULL;
+        size_t n = 0, allocated = 0, moved = 0;
+        struct dirent *de;
+        bool split = false;
+
+        assert(mount);
+
+        if (thread_cgroup(pid, pid, &leader) < 0 || !(d = sys_opendir(dir)))
+                return 0; /* gone, or no unified hierarchy: nothing to gather */
+        while ((de = readdir(d))) {
+                char *cg = NULL;
+                unsigned tid;
+
+                if (safe_atou(de->d_name, &tid) < 0 || thread_cgroup(pid, tid, &cg) < 0)
+                        continue; /* ended meanwhile */
+                GREEDY_REALLOC(tids, allocated, n + 1);
+                (void)strv_push(&where, cg);
+                tids[n++] = tid;
+                split = split || !streq(cg, leader);
+        }
+        if (!split)
+                return 0;
+        to = xstrdup(leader);
+        if (endswith(to, "/isolated")) {
+                _cleanup_free_ char *hk = xasprintf("%.*s/housekeeping", (int)(strlen(to) - 9), to),
+                                    *full = xasprintf("%s%s", mount, hk);
+                if (sys_exists(full)) {
+                        free(to);
+                        to = TAKE_PTR(hk);
+                }
+        }
+        _cleanup_free_ char *target = xasprintf("%s%s", mount, to);
+        for (size_t i = 0; i < n; i++) {
+                int r;
+
+                if (streq(where[i], to))
+                        continue;
+                r = cgroup_move_thread_v2(target, tids[i]);
+                if (r < 0 && r != -ESRCH && r != -ENOENT)
+                        return log_debug_errno(r, "Process %u: thread %u not gathered into %s: %m", pid,
+                                               tids[i], to);
+                moved++;
+        }
+        log_debug("Process %u: %zu threads gathered into %s before it moves as one.", pid, moved, to);
+        return 0;
 }
 
 bool cgroup_slice_populated(const char *unit)

@@ -33,6 +33,13 @@ int cgroup_move(const char *dir, unsigned pid);
 int cgroup_move_thread(const char *dir, unsigned tid);
 /* Moves one thread within its threaded subtree (v2's cgroup.threads). */
 int cgroup_move_thread_v2(const char *dir, unsigned tid);
+/* Before a process whose threads rtctl spread over a threaded subtree (mount: the v2 mount) leaves it
+ * through cgroup.procs: its threads gathered into one cgroup of the subtree, the housekeeping one where
+ * the leader is in an "isolated" cgroup, else the leader's. Since 6.2 the kernel sets the CPUs of a
+ * moving process's threads only when the cpuset of the one it moves first (the leader) differs from the
+ * destination's, so a thread left on the isolated CPUs would keep them in its home cgroup. 0 also when
+ * nothing needed gathering or the process is gone. */
+int cgroup_gather_threads(const char *mount, unsigned pid);
 
 /* True when the cgroup of slice unit ("a-b.slice": /a.slice/a-b.slice) still holds a process: stopping
  * the slice would kill it (logged). */

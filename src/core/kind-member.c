@@ -61,6 +61,8 @@ static int member_write(SettingContext *ctx, const char *object, const char *val
                 return -EOPNOTSUPP;
         }
         target = member_target(info.mount, value);
+        if (info.mode == CGROUP_V2)
+                (void)cgroup_gather_threads(info.mount, pid);
         if (info.mode == CGROUP_V2 && info.systemd) {
                 cgroup_info_clear(&info);
                 r = member_write_systemd(ctx, object, pid, target);

@@ -6,6 +6,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "core/cgroupfs.h"
 #include "core/member-origin.h"
 #include "core/tasks.h"
 #include "shared/sysfs.h"
@@ -126,4 +127,86 @@ TEST(back_only_into_the_directory_it_came_from)
         sysroot_set("");
 }
 
-TEST_MAIN(T(parses_what_it_writes), T(back_only_into_the_directory_it_came_from))
+/* A process leaving rtctl's threaded subtree through cgroup.procs has its threads gathered first
+ * (cgroup_gather_threads()): on 6.2 and later the kernel sets no thread's CPUs when the leader's cpuset
+ * has the destination's, and a thread left on the isolated CPUs would keep them at home. Each case here
+ * needs one write at most, and a fixture's cgroup.threads is a plain file that keeps the last. */
+static char *threads_of(const char *dir)
+{
+        _cleanup_free_ char *path =
+            xasprintf("%s/sys/fs/cgroup/rtctl.slice/s.scope%s/cgroup.threads", root, dir);
+        char *s = NULL;
+
+        if (read_full_file(path, &s, NULL) < 0)
+                return xstrdup("(unreadable)");
+        return s;
+}
+
+static void put_thread(unsigned pid, unsigned tid, const char *dir)
+{
+        _cleanup_free_ char *rel = xasprintf("proc/%u/task/%u/cgroup", pid, tid),
+                            *line = xasprintf("0::/rtctl.slice/s.scope%s\n", dir);
+        test_write(root, rel, line);
+}
+
+static void empty_threads(void)
+{
+        test_write(root, "sys/fs/cgroup/rtctl.slice/s.scope/housekeeping/cgroup.threads", "");
+        test_write(root, "sys/fs/cgroup/rtctl.slice/s.scope/isolated/cgroup.threads", "");
+        test_write(root, "sys/fs/cgroup/rtctl.slice/t.scope/isolated/cgroup.threads", "");
+}
+
+/* What the housekeeping and isolated cgroups' cgroup.threads got written. */
+static void check_written(const char *housekeeping, const char *isolated)
+{
+        _cleanup_free_ char *hk = threads_of("/housekeeping"), *iso = threads_of("/isolated");
+
+        CHECK_STREQ(hk, housekeeping);
+        CHECK_STREQ(iso, isolated);
+}
+
+TEST(threads_gathered_before_their_process_leaves_the_subtree)
+{
+        _cleanup_free_ char *lone = NULL, *lone_path = NULL;
+
+        root = xasprintf("%s/g", test_tmpdir());
+        empty_threads();
+        sysroot_set(root);
+
+        /* Leader and one thread on housekeeping, the real-time one isolated: it joins them. */
+        put_thread(100, 100, "/housekeeping");
+        put_thread(100, 101, "/isolated");
+        put_thread(100, 102, "/housekeeping");
+        CHECK_INTEQ(cgroup_gather_threads("/sys/fs/cgroup", 100), 0);
+        check_written("101", "");
+
+        /* A real-time leader: the threads gather on housekeeping all the same, never on the isolated
+         * CPUs. */
+        empty_threads();
+        put_thread(200, 200, "/isolated");
+        put_thread(200, 201, "/housekeeping");
+        CHECK_INTEQ(cgroup_gather_threads("/sys/fs/cgroup", 200), 0);
+        check_written("200", "");
+
+        /* Threads in one cgroup already: nothing written. */
+        empty_threads();
+        put_thread(300, 300, "/isolated");
+        put_thread(300, 301, "/isolated");
+        CHECK_INTEQ(cgroup_gather_threads("/sys/fs/cgroup", 300), 0);
+        check_written("", "");
+
+        /* No housekeeping sibling: the leader's cgroup. */
+        test_write(root, "proc/400/task/400/cgroup", "0::/rtctl.slice/t.scope/isolated\n");
+        test_write(root, "proc/400/task/401/cgroup", "0::/rtctl.slice/t.scope\n");
+        CHECK_INTEQ(cgroup_gather_threads("/sys/fs/cgroup", 400), 0);
+        lone_path = xasprintf("%s/sys/fs/cgroup/rtctl.slice/t.scope/isolated/cgroup.threads", root);
+        CHECK_INTEQ(read_full_file(lone_path, &lone, NULL), 0);
+        CHECK_STREQ(lone, "401");
+
+        /* A process that is gone: nothing to do, no error. */
+        CHECK_INTEQ(cgroup_gather_threads("/sys/fs/cgroup", 999), 0);
+        sysroot_set("");
+}
+
+TEST_MAIN(T(parses_what_it_writes), T(back_only_into_the_directory_it_came_from),
+          T(threads_gathered_before_their_process_leaves_the_subtree))

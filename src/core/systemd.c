@@ -13,8 +13,9 @@ struct SystemdClient {
         sd_event *event;
         sd_bus *bus;
         sd_bus_slot *job_removed;
-        GHashTable *jobs; /* job object path -> label */
-        size_t reloads;   /* daemon reloads sent, not yet answered */
+        GHashTable *jobs;   /* job object path -> label */
+        size_t reloads;     /* daemon reloads sent, not yet answered, or waiting for the jobs to end */
+        char *reload_waits; /* the label of a reload sent once no job is outstanding any more */
         SystemdFailure *failures;
         size_t n_failures, failures_allocated;
         GHashTable *ended; /* label -> systemd's result ("done", "failed", ...), since last taken */
@@ -63,6 +64,7 @@ void systemd_client_free(SystemdClient *c)
         g_hash_table_destroy(c->ended);
         g_hash_table_destroy(c->cache);
         systemd_failures_free(c->failures, c->n_failures);
+        free(c->reload_waits);
         free(c);
 }
 
@@ -106,6 +108,8 @@ static void add_failure(SystemdClient *c, const char *label, char *message)
         c->failures[c->n_failures++] = (SystemdFailure){.label = xstrdup(label), .message = message};
 }
 
+static int send_reload(SystemdClient *c, sd_bus *b, const char *label);
+
 static void maybe_settled(SystemdClient *c)
 {
         if (systemd_client_pending(c) == 0 && c->settled)
@@ -129,6 +133,14 @@ static int on_job_removed(sd_bus_message *msg, void *userdata, sd_bus_error *err
                 add_failure(c, label, xasprintf("systemd's job for %s ended '%s'", unit, result));
         g_hash_table_replace(c->ended, label, xstrdup(result));
         free(path);
+        if (g_hash_table_size(c->jobs) == 0 && c->reload_waits) {
+                _cleanup_free_ char *waited = TAKE_PTR(c->reload_waits);
+                c->reloads--; /* counted while it waited; sending counts it again */
+                int r = send_reload(c, c->bus, waited);
+                if (r < 0)
+                        add_failure(c, waited,
+                                    xasprintf("systemd's reload after a unit was masked: %s", strerror(-r)));
+        }
         maybe_settled(c);
         return 0;
 }
@@ -232,6 +244,8 @@ int sdc_bus(SystemdClient *c, sd_bus **ret)
         /* A new connection cannot hear about the old one's jobs: they are not outstanding any more. */
         g_hash_table_remove_all(c->jobs);
         c->reloads = 0;
+        free(c->reload_waits);
+        c->reload_waits = NULL;
         r = sd_bus_open_system(&c->bus);
         if (r < 0)
                 return r;
@@ -374,12 +388,10 @@ static int on_reload_reply(sd_bus_message *reply, void *userdata, sd_bus_error *
 }
 
 /* A daemon reload takes systemd a while (it answers when done): sent, and followed as outstanding. */
-int sdc_reload_async(SystemdClient *c, sd_bus *b, const char *label)
+static int send_reload(SystemdClient *c, sd_bus *b, const char *label)
 {
         ReloadCall *call = xmalloc0(sizeof(ReloadCall));
         int r;
-
-        assert(c);
 
         *call = (ReloadCall){.client = c, .label = xstrdup(label)};
         sd_bus_message *m = NULL;
@@ -394,5 +406,23 @@ int sdc_reload_async(SystemdClient *c, sd_bus *b, const char *label)
                 return r;
         }
         c->reloads++;
+        return SYSTEMD_QUEUED;
+}
+
+/* The reload that makes a mask take effect waits for the jobs under way. A rival service is stopped and
+ * then masked, and systemd runs its jobs only when its bus is quiet: a reload sent at once may reload
+ * the unit as masked, with no ExecStop= or ExecStopPost= lines, before its stop job ran, and the stop
+ * then only kills its processes (Debian 13's systemd 257, twice in CI). One reload serves every mask
+ * made meanwhile. */
+int sdc_reload_async(SystemdClient *c, sd_bus *b, const char *label)
+{
+        assert(c);
+
+        if (g_hash_table_size(c->jobs) == 0)
+                return send_reload(c, b, label);
+        if (!c->reload_waits)
+                c->reloads++;
+        free(c->reload_waits);
+        c->reload_waits = xstrdup(label);
         return SYSTEMD_QUEUED;
 }

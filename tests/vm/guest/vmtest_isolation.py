@@ -285,8 +285,11 @@ def t_systemd_job_does_not_block():
             os.unlink(release)
         os.makedirs(os.path.dirname(slow), exist_ok=True)
         with open(slow, "w") as f:
-            f.write("[Service]\nTimeoutStopSec=90\nExecStopPost=/bin/sh -c 'for i in $(seq 600); do "
-                    "[ -e %s ] && exit 0; sleep 0.1; done'\n" % release)
+            # ExecStop= takes a while, so that rtctld's mask comes while the stop still runs: the stop
+            # must go on to its ExecStopPost= all the same (systemd 257 skips it when the reload that
+            # makes the mask take effect comes meanwhile).
+            f.write("[Service]\nTimeoutStopSec=90\nExecStop=/bin/sleep 3\nExecStopPost=/bin/sh -c 'for i in "
+                    "$(seq 600); do [ -e %s ] && exit 0; sleep 0.1; done'\n" % release)
         run(["systemctl", "daemon-reload"], check_rc=True)
         run(["systemctl", "start", "irqbalance.service"], check_rc=True)
         os.makedirs(os.path.dirname(dropin), exist_ok=True)
@@ -297,8 +300,12 @@ def t_systemd_job_does_not_block():
         set_profile = subprocess.Popen(busctl + ["call", BUS_NAME, OBJ_PATH, IFACE, "SetProfile", "s", "audio"],
                                        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
         check(wait_for(lambda: unit_prop("irqbalance.service", "ActiveState")["ActiveState"] == "deactivating",
-                       20), "irqbalance never went into its slow stop: %s" % unit_prop("irqbalance.service",
-                                                                                      "ActiveState"))
+                       20), "irqbalance never went into its slow stop: %s; its journal: %s" % (
+                           unit_prop("irqbalance.service", "ActiveState"),
+                           " | ".join(run(["journalctl", "-b", "-u", "irqbalance.service", "-n", "12", "-o",
+                                           "short-monotonic", "--no-pager"]).stdout.strip().splitlines()
+                                      + run(["systemctl", "status", "--no-pager", "-n", "0",
+                                             "irqbalance.service"]).stdout.strip().splitlines())))
         get = run(busctl + ["get-property", BUS_NAME, OBJ_PATH, IFACE, "ActiveProfile"], timeout=30)
         during = unit_prop("irqbalance.service", "ActiveState")["ActiveState"]
         pending = set_profile.poll() is None

@@ -178,7 +178,22 @@ int sched_trace_start(Journal *j, int *ret_fd, char **ret_why)
         inst = xasprintf("%s/instances/" SCHED_TRACE_INSTANCE, dir);
         /* One left by a daemon killed before it journalled it is ours all the same. */
         (void)instance_write(NULL, inst, "absent");
+        /* An instance takes record-cmd from the top level when it is made, and cannot change it after.
+         * With it on, enabling an event starts the kernel's comm recording, which hooks sched_switch and
+         * sched_wakeup: code patched on every CPU each time the rules come and go, and a probe on every
+         * context switch, for names rtctld never reads (it reads /proc). So the top level's is off
+         * while the instance is made, and back at once; journalled, in case of a kill in between. */
+        _cleanup_free_ char *record_cmd = xasprintf("%s/options/record-cmd", dir), *was = NULL;
+        bool cmd_off = false;
+        if (sys_read(record_cmd, &was) >= 0 && streq(strstrip(was), "1"))
+                cmd_off = journalled_write(j, &setting_kind_file, record_cmd, "1", "0") >= 0;
         r = journalled_write(j, &setting_kind_tracefs_instance, inst, "absent", "present");
+        if (cmd_off && setting_kind_file.write(NULL, record_cmd, "1") >= 0) {
+                g_autoptr(GHashTable) back = g_hash_table_new(g_str_hash, g_str_equal);
+                g_hash_table_add(back, record_cmd);
+                journal_forget_set(j, back);
+                (void)journal_save(j);
+        }
         /* Small and woken on every event: buffer_percent 0 wakes the reader at the first byte. */
         if (r >= 0) {
                 _cleanup_free_ char *size = xasprintf("%s/buffer_size_kb", inst);
@@ -225,8 +240,13 @@ int sched_trace_restore(Journal *j, int fd)
                 const JournalEntry *e = journal_entry(j, i);
                 int r;
 
-                /* This journal holds tracefs alone: anything else in it was planted, never replayed. */
-                if (e->kind != &setting_kind_tracefs_instance && e->kind != &setting_kind_tracefs_mount) {
+                /* This journal holds tracefs alone (its mount, rtctld's instance, the top level's
+                 * record-cmd while the instance is made): anything else in it was planted, never
+                 * replayed. */
+                bool record_cmd = e->kind == &setting_kind_file &&
+                                  endswith(e->object, "/options/record-cmd") && streq(e->original, "1");
+                if (e->kind != &setting_kind_tracefs_instance && e->kind != &setting_kind_tracefs_mount &&
+                    !record_cmd) {
                         g_hash_table_add(done, e->object);
                         if (ret == 0)
                                 ret = -EBADMSG;

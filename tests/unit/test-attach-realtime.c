@@ -330,6 +330,25 @@ TEST(trace_lines)
         CHECK_INTEQ(st.n_pending, SCHED_TRACE_PENDING);
 }
 
+/* A journal holding the top level's record-cmd with this original, over a record-cmd that is off:
+ * sched_trace_restore_dir()'s answer, checked against what record-cmd then reads. */
+static int restore_record_cmd(const char *root, const char *runtime, const char *original)
+{
+        _cleanup_free_ char *journal = xasprintf(
+            "{\"version\":1,\"entries\":[{\"kind\":\"file\",\"object\":\"/sys/kernel/tracing/options/"
+            "record-cmd\",\"original\":\"%s\",\"tuner\":\"rtctld\"}]}",
+            original);
+        _cleanup_free_ char *err = NULL, *v = NULL;
+        int r;
+
+        test_write(root, "sys/kernel/tracing/options/record-cmd", "0\n");
+        test_write(root, "run/" SCHED_TRACE_JOURNAL, journal);
+        r = sched_trace_restore_dir(runtime, &err);
+        CHECK_INTEQ(sys_read("/sys/kernel/tracing/options/record-cmd", &v), 0);
+        CHECK_STREQ(strstrip(v), r == 0 ? "1" : "0");
+        return r;
+}
+
 TEST(tracefs_journal)
 {
         _cleanup_free_ char *root = xasprintf("%s/tracefs", test_tmpdir());
@@ -377,6 +396,11 @@ TEST(tracefs_journal)
                 CHECK_INTEQ(journal_size(j), 0);
                 journal_free(j);
         }
+        /* The top level's record-cmd, off while the instance was made (a kill in between): back on. Off
+         * as the original is nothing rtctld ever journals: not replayed. */
+        CHECK_INTEQ(restore_record_cmd(root, runtime, "1"), 0);
+        CHECK_INTEQ(restore_record_cmd(root, runtime, "0"), -EBADMSG);
+
         /* Another kind's entry, valid in the pass's journal, is no business of this one: dropped. */
         test_write(root, "proc/sys/kernel/sched_rt_runtime_us", "950000\n");
         test_write(root, "run/" SCHED_TRACE_JOURNAL,

@@ -75,8 +75,21 @@ def syscall_trace_start():
     tracepoints in a tracefs instance of our own; None where there are none."""
     if not os.path.isdir("/sys/kernel/tracing/instances"):
         run(["mount", "-t", "tracefs", "tracefs", "/sys/kernel/tracing"], timeout=20)
+    # As rtctld does: the instance made while the top level's record-cmd is off, so that enabling its
+    # events does not hook sched_switch and sched_wakeup (comm recording): kernel code patched on every
+    # CPU, once per test, for names nobody reads here.
+    record_cmd = "/sys/kernel/tracing/options/record-cmd"
+    was = read(record_cmd)
     try:
-        os.mkdir(TRACE)
+        if was == "1":
+            with open(record_cmd, "w") as f:
+                f.write("0")
+        try:
+            os.mkdir(TRACE)
+        finally:
+            if was == "1":
+                with open(record_cmd, "w") as f:
+                    f.write("1")
         for ev in TRACE_EVENTS:
             with open("%s/events/%s/enable" % (TRACE, ev), "w") as f:
                 f.write("1")

@@ -169,6 +169,7 @@ TEST(threads_gathered_before_their_process_leaves_the_subtree)
 {
         _cleanup_free_ char *lone = NULL, *lone_path = NULL;
 
+        free(root); /* the other test's tree */
         root = xasprintf("%s/g", test_tmpdir());
         empty_threads();
         sysroot_set(root);

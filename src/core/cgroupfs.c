@@ -124,11 +124,13 @@ int cgroup_move_thread_v2(const char *dir, unsigned tid)
         return write_id(dir, "cgroup.threads", tid);
 }
 
-/* The unified hierarchy's cgroup of a thread: "0::/path" in /proc/PID/task/TID/cgroup. */
-static int thread_cgroup(unsigned pid, unsigned tid, char **ret)
+int cgroup_read_unified(const char *path, char **ret)
 {
-        _cleanup_free_ char *path = xasprintf("/proc/%u/task/%u/cgroup", pid, tid), *s = NULL;
+        _cleanup_free_ char *s = NULL;
         int r;
+
+        assert(path);
+        assert(ret);
 
         r = sys_read(path, &s);
         if (r < 0)
@@ -139,6 +141,13 @@ static int thread_cgroup(unsigned pid, unsigned tid, char **ret)
                         return 0;
                 }
         return -ENODATA;
+}
+
+static int thread_cgroup(unsigned pid, unsigned tid, char **ret)
+{
+        _cleanup_free_ char *path = xasprintf("/proc/%u/task/%u/cgroup", pid, tid);
+
+        return cgroup_read_unified(path, ret);
 }
 
 int cgroup_gather_threads(const char *mount, unsigned pid)

@@ -26,6 +26,9 @@ void cgroup_info_clear(CgroupInfo *c);
 int cgroup_procs(const char *dir, unsigned **ret, size_t *ret_n);
 /* The threads of a cgroup directory, from cgroup.threads (v2). */
 int cgroup_threads(const char *dir, unsigned **ret, size_t *ret_n);
+/* The unified hierarchy's line of a /proc/PID[/task/TID]/cgroup file ("0::/path"): the path;
+ * -ENODATA when it has none. */
+int cgroup_read_unified(const char *path, char **ret);
 /* Moves one process into the cgroup directory. */
 int cgroup_move(const char *dir, unsigned pid);
 /* Moves one thread into the cgroup directory (v1's tasks file: v1 lets the threads of a process sit in

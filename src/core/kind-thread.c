@@ -119,18 +119,9 @@ static bool thread_v2(const char *object)
 /* The unified hierarchy's line of /proc/PID/task/TID/cgroup: "0::/path". */
 static int thread_read_v2(const char *object, char **ret)
 {
-        _cleanup_free_ char *s = NULL;
-        int r;
+        int r = cgroup_read_unified(object, ret);
 
-        r = sys_read(object, &s);
-        if (r < 0)
-                return r == -ESRCH ? -ENOENT : r;
-        for (char *line = strtok(s, "\n"); line; line = strtok(NULL, "\n"))
-                if (startswith(line, "0::")) {
-                        *ret = xstrdup(line + 3);
-                        return 0;
-                }
-        return -ENODATA;
+        return r == -ESRCH ? -ENOENT : r;
 }
 
 /* cgroup.threads moves one thread, within its threaded domain only: the target's parent. A thread

@@ -16,22 +16,7 @@
 
 int member_origin_read_cgroup(const char *object, char **ret)
 {
-        assert(object);
-        assert(ret);
-
-        _cleanup_free_ char *s = NULL;
-        int r = sys_read(object, &s);
-
-        if (r < 0)
-                return r;
-        /* v2: "0::/path" */
-        _cleanup_strv_free_ char **lines = strv_split(s, "\n");
-        for (char **l = lines; *l; l++)
-                if (startswith(*l, "0::")) {
-                        *ret = xstrdup(*l + 3);
-                        return 0;
-                }
-        return -ENODATA;
+        return cgroup_read_unified(object, ret);
 }
 
 int member_origin_describe(SettingContext *ctx, unsigned pid, const char *path, char **ret)

@@ -6,7 +6,7 @@ import tempfile
 import pytest
 
 import machine
-from harness import NOBODY, ROOT, Bus, Env, wait_until  # noqa: F401 (tests import them from here)
+from harness import NOBODY, ROOT, RTCTL, Bus, Env, wait_until  # noqa: F401 (tests import them from here)
 
 
 def pytest_collection_modifyitems(config, items):
@@ -20,6 +20,13 @@ def pytest_sessionstart(session):
     # Listing the tests (--collect-only) must not touch the machine: it takes no kernel lock, and a host
     # run that holds it may be using those loop devices right now.
     if os.geteuid() == 0 and not session.config.option.collectonly:
+        # A run killed before its cleanup (a CI job cancelled, a session ended) leaves its daemons'
+        # changes on the machine: the product's own crash recovery puts them back before anything is
+        # measured against this machine.
+        for line in machine.restore_leftovers(RTCTL):
+            print("\nhost tier: an interrupted earlier run left changes: %s" % line)
+        if machine.online_cpu1_left_offline():
+            print("\nhost tier: cpu1 was offline, as an interrupted hotplug test leaves it: put online")
         stale = machine.remove_stale_test_loops()
         if stale:
             print("\nhost tier: removed loop devices an interrupted earlier run left: %s" % " ".join(stale))

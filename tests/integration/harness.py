@@ -147,6 +147,10 @@ class Env:
         })
         e.pop("NOTIFY_SOCKET", None)
         e.update(self.extra)
+        # Kept beside the runtime directory, so that a later run can put back what this env's daemon
+        # journalled if this run is killed before its cleanup (machine.restore_leftovers).
+        with open(os.path.join(self.dir, "env.json"), "w") as f:
+            json.dump(e, f)
         return e
 
     @property

@@ -5,11 +5,14 @@ import contextlib
 import errno
 import fcntl
 import glob
+import json
 import os
 import re
 import shutil
+import signal
 import socket
 import subprocess
+import tempfile
 import time
 
 LOOP_CTL_ADD = 0x4C80
@@ -376,3 +379,74 @@ class UeventListener:
 
     def close(self):
         self.sock.close()
+
+
+def leftover_runs(tmp=None):
+    """Runtime directories of test and bench daemons whose run was killed before its cleanup: they
+    still hold a journal (or a tracefs record), and the machine still holds what it names."""
+    tmp = tmp or tempfile.gettempdir()
+    runs = []
+    for pattern in ("rtctl-test-*", "rtctl-bench-*"):
+        for run in sorted(glob.glob(os.path.join(tmp, pattern, "env-*", "run"))):
+            if any(os.path.exists(os.path.join(run, f)) for f in ("journal.json", "tracefs.json")):
+                runs.append(run)
+    return runs
+
+
+def _processes_of(run):
+    """PIDs whose environment names `run` as their runtime directory: an rtctld (or rtctl) an interrupted
+    run left running when it was killed."""
+    key = ("RUNTIME_DIRECTORY=" + run).encode()
+    pids = []
+    for env in glob.glob("/proc/[0-9]*/environ"):
+        try:
+            with open(env, "rb") as f:
+                if key in f.read().split(b"\0"):
+                    pids.append(int(env.split("/")[2]))
+        except OSError:
+            continue
+    return pids
+
+
+def restore_leftovers(rtctl, tmp=None, exclude=()):
+    """Puts back what the daemons of an interrupted earlier run left on this machine, with the product's
+    own crash recovery: for each leftover runtime directory, its processes are killed, then `rtctl restore`
+    replays its journal with the environment the daemon had (env.json, written by harness.Env). The
+    run's directory goes once the restore succeeded. The caller holds the kernel lock, so no live run
+    owns these. Returns one line per run: what was done, or why it was not."""
+    report = []
+    for run in leftover_runs(tmp):
+        top = os.path.dirname(os.path.dirname(run))
+        if any(os.path.commonpath([top, x]) == x for x in exclude):
+            continue
+        env_file = os.path.join(os.path.dirname(run), "env.json")
+        try:
+            with open(env_file) as f:
+                e = json.load(f)
+        except (OSError, ValueError) as err:
+            report.append("%s: not restored: no record of its environment (%s)" % (run, err))
+            continue
+        for pid in _processes_of(run):
+            with contextlib.suppress(ProcessLookupError):
+                os.kill(pid, signal.SIGKILL)
+                report.append("%s: killed PID %d, left running" % (run, pid))
+        for _ in range(100):
+            if not _processes_of(run):
+                break
+            time.sleep(0.05)
+        p = subprocess.run([rtctl, "restore"], env=e, capture_output=True, text=True, timeout=300)
+        said = (p.stdout + p.stderr).strip().replace("\n", " / ")
+        if p.returncode == 0:
+            shutil.rmtree(top, ignore_errors=True)
+            report.append("%s: %s" % (run, said))
+        else:
+            report.append("%s: rtctl restore failed (%d): %s" % (run, p.returncode, said))
+    return report
+
+
+def online_cpu1_left_offline():
+    """A freshly booted machine has cpu1 online; a run killed inside a hotplug test leaves it offline."""
+    if os.path.exists(CPU1_ONLINE) and read(CPU1_ONLINE) == "0":
+        set_cpu1(True)
+        return True
+    return False

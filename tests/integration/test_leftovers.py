@@ -1,0 +1,71 @@
+"""A run killed before its cleanup (CI cancelled, a session ended) leaves its daemons' changes on the
+machine. The next run puts them back first, with the product's own crash recovery (conftest.py)."""
+import os
+import signal
+
+import machine
+from harness import RTCTL, Env, wait_until
+
+SYSCTL = "/proc/sys/kernel/sched_rt_runtime_us"
+TUNED = "[Profile]\nDescription=test\n[Sysctl]\nkernel.sched_rt_runtime_us=950001\n"
+
+
+def killed_run(tmp_path, bus, name, kill):
+    """A run's tmp root as a killed pytest leaves it: one env whose daemon applied TUNED. kill: the
+    daemon was killed with the run, or it outlived it."""
+    top = tmp_path / name
+    top.mkdir()
+    env = Env(str(top), bus)
+    env.profile("t", TUNED)
+    d = env.start("--profile", "t")
+    assert machine.read(SYSCTL) == "950001"
+    if kill:
+        d.proc.send_signal(signal.SIGKILL)
+        d.proc.wait()
+    return env, d, str(top)
+
+
+def test_changes_of_a_killed_run_are_put_back(tmp_path, bus):
+    before = machine.read(SYSCTL)
+    env, d, top = killed_run(tmp_path, bus, "rtctl-test-killed", kill=True)
+    try:
+        assert machine.read(SYSCTL) == "950001", "the crash left the value"
+        report = machine.restore_leftovers(RTCTL, tmp=str(tmp_path))
+        assert len(report) == 1 and report[0].startswith(env.run + ": "), report
+        assert "restored from its journal" in report[0], report
+        assert machine.read(SYSCTL) == before
+        assert not os.path.exists(top), "a restored run's directory goes"
+        assert machine.restore_leftovers(RTCTL, tmp=str(tmp_path)) == [], "nothing is left to do twice"
+    finally:
+        if os.path.exists(env.dir):  # the test failed before the recovery removed it
+            env.cleanup()
+
+
+def test_a_daemon_that_outlived_its_run_is_stopped_first(tmp_path, bus):
+    before = machine.read(SYSCTL)
+    env, d, top = killed_run(tmp_path, bus, "rtctl-bench-orphan", kill=False)
+    try:
+        report = machine.restore_leftovers(RTCTL, tmp=str(tmp_path))
+        assert "killed PID %d, left running" % d.proc.pid in " ".join(report), report
+        assert wait_until(lambda: d.proc.poll() is not None)
+        assert d.proc.returncode == -signal.SIGKILL
+        assert machine.read(SYSCTL) == before
+        assert not os.path.exists(top)
+    finally:
+        if os.path.exists(env.dir):  # the test failed before the recovery removed it
+            env.cleanup()
+
+
+def test_a_leftover_without_its_environment_is_named_not_guessed(tmp_path, bus):
+    """Without env.json the journal's paths may belong to a fixture tree: replaying it against the real
+    kernel could write fixture values there, so it is reported and left alone."""
+    env, d, top = killed_run(tmp_path, bus, "rtctl-test-old", kill=True)
+    try:
+        os.unlink(os.path.join(env.dir, "env.json"))
+        report = machine.restore_leftovers(RTCTL, tmp=str(tmp_path))
+        assert report == ["%s: not restored: no record of its environment (%s)" % (
+            env.run, "[Errno 2] No such file or directory: '%s'" % os.path.join(env.dir, "env.json"))], report
+        assert machine.read(SYSCTL) == "950001"
+        assert os.path.exists(env.run + "/journal.json")
+    finally:
+        env.cleanup()  # the env's own restore, as a finished test does it

@@ -98,11 +98,13 @@ static void read_phase(Plan *plan, unsigned phase, Journal *journal, SettingCont
         *ret_pending = pending;
 }
 
-static void write_phase(Plan *plan, unsigned phase, SettingContext *ctx, int journal_error)
+static void write_phase(Plan *plan, unsigned phase, SettingContext *ctx, int journal_error,
+                        uint64_t *write_usec)
 {
         for (size_t i = 0; i < plan->n; i++) {
                 Setting *s = &plan->settings[i];
                 _cleanup_free_ char *now = NULL;
+                uint64_t t0;
                 int r;
 
                 if (s->phase != phase || s->result != SETTING_PENDING)
@@ -111,7 +113,9 @@ static void write_phase(Plan *plan, unsigned phase, SettingContext *ctx, int jou
                         applier_fail(s, journal_error, "not written, the journal could not be saved");
                         continue;
                 }
+                t0 = now_usec(CLOCK_MONOTONIC);
                 r = s->kind->write(ctx, s->object, s->desired);
+                *write_usec += now_usec(CLOCK_MONOTONIC) - t0;
                 if (r < 0) {
                         applier_fail(s, r, "write failed");
                         continue;
@@ -181,6 +185,7 @@ void applier_count(const Plan *plan, ApplyStats *ret)
 void applier_apply(Plan *plan, Journal *journal, SettingContext *ctx, ApplyStats *ret)
 {
         unsigned max_phase = 0;
+        uint64_t write_usec = 0;
 
         assert(plan);
 
@@ -193,11 +198,12 @@ void applier_apply(Plan *plan, Journal *journal, SettingContext *ctx, ApplyStats
                 read_phase(plan, phase, journal, ctx, &pending);
                 if (!journal || pending == 0)
                         continue;
-                write_phase(plan, phase, ctx, journal_save(journal));
+                write_phase(plan, phase, ctx, journal_save(journal), &write_usec);
                 if (ctx->systemd && systemd_client_pending(ctx->systemd) > 0) {
                         defer_from(plan, phase + 1);
                         break;
                 }
         }
         applier_count(plan, ret);
+        ret->write_usec = write_usec;
 }

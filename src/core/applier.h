@@ -12,6 +12,7 @@ typedef struct ApplyStats {
         unsigned busy;
         unsigned refused;
         unsigned deferred;
+        uint64_t write_usec; /* inside the kinds' writes: the kernel's share of the pass, mostly */
 } ApplyStats;
 
 /* The one place that writes to the kernel. For each setting, phase by phase: read the current value;

@@ -437,9 +437,10 @@ static int on_pass(sd_event_source *s, void *userdata)
         /* A pass whose failures all stand as they were logged is not news (a rebalance timer would repeat
          * it every interval): only one that changed something or logged a failure is. */
         if (res.stats.changed || logged)
-                log_info("Pass (%s): %u changed, %u failed, %u busy, %u already in place, %" PRIu64 " µs",
+                log_info("Pass (%s): %u changed, %u failed, %u busy, %u already in place, %" PRIu64
+                         " µs (%" PRIu64 " µs of it in the kernel's writes)",
                          strempty(reason), res.stats.changed, res.stats.failed, res.stats.busy,
-                         res.stats.unchanged, res.duration_usec);
+                         res.stats.unchanged, res.duration_usec, res.stats.write_usec);
         else
                 log_debug("Pass (%s): everything in place, %" PRIu64 " µs", strempty(reason),
                           res.duration_usec);

@@ -1,5 +1,6 @@
 """Block I/O tuner on the real kernel, with loop devices the tests make (loop2NN) and a zram device."""
 import os
+import re
 import signal
 
 import pytest
@@ -95,6 +96,9 @@ def test_burst_of_new_devices_coalesces(env):
     passes = [l for l in d.output().splitlines() if l.startswith("Pass (block add")]
     assert len(passes) == 1, passes
     assert passes[0].count("block add") == 5, passes
+    # The pass says how much of its time the kernel's writes took (five elevator switches: most of it).
+    m = re.search(r": \d+ changed, .*, (\d+) µs \((\d+) µs of it in the kernel's writes\)$", passes[0])
+    assert m and 0 < int(m.group(2)) <= int(m.group(1)), passes
 
 
 def test_a_device_whose_uevent_was_lost_is_tuned_all_the_same(env):

@@ -1,8 +1,9 @@
 #!/usr/bin/python3
 """Latency driver: cyclictest on one CPU under stress-ng load, for several tuning configurations
-alternated in one run (A B C A B C ...) so that drift of this noisy machine hits all of them alike.
+alternated in rounds (A B C, C B A, ...) so that drift of this noisy machine hits all of them alike; each
+configuration's p99 per cell is ranked (median, quartiles, range; a rank only where ranges are apart).
 
-    bench/latency.py [--duration 30] [--rounds 2] [--cpu 1] [--modes normal,laptop]
+    bench/latency.py [--duration 60] [--rounds 8] [--cpu 1] [--modes normal,laptop]
                      [--configs none,rtctl:audio,tuned:latency-performance,tuned:realtime,hand]
                      [--quick] [--json FILE] [--no-lock] [--keep-hist DIR]
 
@@ -48,6 +49,7 @@ import time
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, HERE)
 
+import ranking  # noqa: E402
 import rivals  # noqa: E402
 from rivals import log  # noqa: E402
 import machine  # noqa: E402
@@ -566,8 +568,9 @@ def print_end(results, left, json_path):
 
 def main():
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("--duration", type=int, default=30, help="seconds of cyclictest per configuration, mode and round")
-    ap.add_argument("--rounds", type=int, default=2, help="times the whole alternation repeats (default 2)")
+    ap.add_argument("--duration", type=int, default=60, help="seconds of cyclictest per configuration, mode and round")
+    ap.add_argument("--rounds", type=int, default=8,
+                    help="times the whole alternation repeats: cells per configuration and mode (default 8)")
     ap.add_argument("--cpu", type=int, default=1, help="measured CPU (default 1)")
     ap.add_argument("--modes", default="normal,laptop", help="normal, laptop or both (default both)")
     ap.add_argument("--configs", default="none,rtctl:audio,tuned:latency-performance,tuned:realtime,hand")
@@ -615,8 +618,9 @@ def main():
                 stress, stress_cmd = start_stress(args, planned * 1.5)
                 log("stress: %s" % " ".join(stress_cmd))
                 for r in range(args.rounds):
+                    # A B C, C B A, ...: the machine's drift over the run hits every configuration alike.
                     order = modes if r % 2 == 0 else list(reversed(modes))
-                    for c in configs:
+                    for c in (configs if r % 2 == 0 else configs[::-1]):
                         with applied(c, lambda left: leftovers.setdefault(c.name, []).append(left)):
                             time.sleep(args.settle)
                             if c.name not in states:
@@ -650,6 +654,17 @@ def main():
                "state": states, "left_behind_by_config": leftovers, "machine_unchanged": not left, "machine_diff": left,
                "runtime_s": round(time.monotonic() - t_start, 1)}
     print_table(table, states)
+    results["ranking"] = {}
+    for mode in modes:
+        # A p99 beyond the histogram (">=N") counts as N: worse than anything inside it.
+        groups = {c.name: [d["summary"]["p99_us"] if isinstance(d["summary"]["p99_us"], int) else args.hist_us
+                           for d in rounds_detail if d["config"] == c.name and d["mode"] == mode]
+                  for c in configs}
+        results["ranking"][mode] = ranking.rank(groups)
+        print()
+        ranking.print_ranking("%s mode: p99 latency per %d s cell, %d cell%s per configuration" % (
+            mode, args.duration, args.rounds, "" if args.rounds == 1 else "s"), "µs", results["ranking"][mode],
+            width=28)
     for name, lst in leftovers.items():
         print("%s left behind after its revert (repaired by the bench): %s" % (name, "; ".join(lst[0])))
     print_end(results, left, args.json)

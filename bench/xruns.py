@@ -1,18 +1,25 @@
 #!/usr/bin/python3
-"""xruns per minute: a JACK client doing a fixed amount of work per cycle (jackd2, dummy driver, 48 kHz)
-under stress-ng, for several tuning configurations and period sizes, in one run.
+"""xruns per minute: a JACK client doing a fixed amount of work per cycle under stress-ng, served by
+jackd2 or by PipeWire (through its JACK library), for several tuning configurations and period sizes,
+in one run.
 
-    bench/xruns.py [--duration 60] [--periods 64,128] [--load 0.45] [--cpu 1]
-                   [--configs none,rtctl:audio,tuned:realtime,hand] [--stress cpu,io,vm]
-                   [--quick] [--json FILE] [--no-lock]
+    bench/xruns.py [--duration 60] [--rounds 8] [--periods 64,128] [--servers jack,pipewire]
+                   [--load 0.45] [--cpu 1] [--configs none,rtctl:audio,tuned:realtime,hand]
+                   [--stress cpu,io,vm] [--quick] [--json FILE] [--no-lock]
 
-Each cell starts its own jackd (-R -P 70 -d dummy -r 48000 -p PERIOD) and bench/xrun-client, which
-burns --load of the period (calibrated on the idle machine before the load starts: the same number of
-work units in every configuration) in every process() cycle. Counted during --duration seconds, after a
-warm-up:
+Each cell starts its own server and bench/xrun-client, which burns --load of the period (calibrated on
+the idle machine before the load starts: the same number of work units in every configuration) in every
+process() cycle:
+  jack      jackd -R -P 70 -d dummy -r 48000 -p PERIOD
+  pipewire  a headless pipewire of the cell's own (no session manager, no desktop): Debian's
+            pipewire.conf cut to the dummy driver (a timer) at 48 kHz with the quantum fixed at PERIOD,
+            module-rt as shipped; the client under pw-jack
+Counted during --duration seconds, after a warm-up:
 
-  server xruns   xrun messages jackd itself writes (a client not finished when the next cycle began,
-                 or the dummy driver's own timer late by more than a period): the primary number
+  xruns          the server's own count, the primary number: jackd's xrun messages (a client not
+                 finished when the next cycle began, or the dummy driver's own timer late by more
+                 than a period); for PipeWire its driver's xrun counter, which pipewire-jack hands the
+                 client as xrun callbacks (the first one after the client connects is not signalled)
   client xruns   xrun notifications the client received (jack_set_xrun_callback)
   late           cycles whose process() ended after the next cycle was due by jack_get_cycle_times;
                  after an xrun jackd resets its frame timer, and until it re-locks (~1 s here) these
@@ -21,24 +28,32 @@ warm-up:
   busy           how long process() ran (its own clock, no frame timer), in % of the period: the work
                  plus whatever preempted it
 
-Before any of it, the counter check: a client doing 150 % of a period must be seen to xrun.
+Every configuration gets --rounds cells per server and period, in rounds of alternating order (A B C,
+C B A, ...); the summary gives each one's median, quartiles and range over its cells, and ranks two
+configurations only where their ranges do not overlap.
+
+Before any of it, the counter check, per server: a client doing 150 % of a period must be seen to xrun.
 
 Configurations:
-  none           no tuning: jackd and the client where the scheduler puts them
-  rtctl:PROFILE  rtctld from the build tree (private bus, base profile off); each cell runs under
-                 `rtctl run --profile PROFILE --`, which holds PROFILE while the cell runs and puts it
-                 (so jackd and the client) on the isolated CPUs before it starts
+  none           no tuning: the server and the client where the scheduler puts them
+  rtctl:PROFILE  rtctld from the build tree (private bus) with PROFILE in force, nothing started by
+                 hand: what the profile's [Attach] rules place is what is measured (this host has no
+                 logind: in a shipped profile, user:active becomes user:0, root standing for the
+                 session's user)
+  rtctl-run:PROFILE  the same rtctld; each cell runs under `rtctl run --profile PROFILE --`, which
+                 holds PROFILE while the cell runs and puts the whole cell on the isolated CPUs
   tuned:PROFILE  tuned 2.20 in the foreground with PROFILE (realtime: isolated_cores=CPU), in a private
-                 /etc/tuned (see latency.py); jackd and the client pinned to CPU, as tuned's
+                 /etc/tuned (see latency.py); the server and the client pinned to CPU, as tuned's
                  documentation tells a user to do (taskset)
-  hand           the hand-tuned ideal: a v1 cpuset with CPU alone for jackd and the client, every other
-                 task in a housekeeping cpuset, load balancing off for CPU, IRQs, the default IRQ
+  hand           the hand-tuned ideal: a v1 cpuset with CPU alone for the server and the client, every
+                 other task in a housekeeping cpuset, load balancing off for CPU, IRQs, the default IRQ
                  affinity, unbound workqueues and the watchdog off CPU, /dev/cpu_dma_latency held at 0,
                  CPU's pm_qos_resume_latency_us at n/a; all put back
 
 Needs root, jackd2, stress-ng, a build tree with bench/xrun-client (libjack-jackd2-dev at meson setup
-time), tuned for tuned:*. Takes the kernel lock /run/rtctl-kernel.lock for the whole run and proves
-with a before/after snapshot that the machine is as it was."""
+time), pipewire, pipewire-bin and pipewire-jack for the pipewire server, tuned for tuned:*. Takes the
+kernel lock /run/rtctl-kernel.lock for the whole run and proves with a before/after snapshot that the
+machine is as it was."""
 import argparse
 import glob
 import json
@@ -54,6 +69,7 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, HERE)
 
 import latency  # noqa: E402
+import ranking  # noqa: E402
 import rivals  # noqa: E402
 from rivals import log, parse_cpulist, write  # noqa: E402
 import machine  # noqa: E402
@@ -73,15 +89,82 @@ CPUSET = "/sys/fs/cgroup/cpuset"
 # the (stopped) shell, both inherit it.
 CELL = r"""
 srv=$1 period=$2 dir=$3 prio=$4; shift 4
-jackd -n "$srv" -R -P "$prio" -d dummy -r %d -p "$period" -C 2 -P 2 >"$dir/jackd.out" 2>"$dir/jackd.err" &
+jackd -n "$srv" -R -P "$prio" -d dummy -r %d -p "$period" -C 2 -P 2 >"$dir/server.out" 2>"$dir/server.err" &
 jack=$!
-echo $jack >"$dir/jackd.pid"
-JACK_DEFAULT_SERVER=$srv "$@" --server-log "$dir/jackd.err" >"$dir/client.json" 2>"$dir/client.err"
+echo $jack >"$dir/server.pid"
+JACK_DEFAULT_SERVER=$srv "$@" --server-log "$dir/server.err" >"$dir/client.json" 2>"$dir/client.err"
 rc=$?
 kill -TERM $jack
 wait $jack
 exit $rc
 """ % RATE
+
+
+# PipeWire's cell: a headless pipewire of its own (its config below, its socket in the cell's directory,
+# no session manager, no desktop), and the client through PipeWire's JACK library (pw-jack). The client
+# counts the driver's xruns: pipewire-jack calls the xrun callback when the driver's xrun count moves.
+PW_CELL = r"""
+srv=$1 period=$2 dir=$3 prio=$4; shift 4
+mkdir -p "$dir/run"
+export PIPEWIRE_RUNTIME_DIR="$dir/run" XDG_RUNTIME_DIR="$dir/run" PIPEWIRE_REMOTE=pipewire-0
+export PIPEWIRE_DEBUG=2
+pipewire -c "$dir/pipewire.conf" >"$dir/server.out" 2>"$dir/server.err" &
+pw=$!
+echo $pw >"$dir/server.pid"
+i=0
+while [ ! -S "$dir/run/pipewire-0" ] && [ $i -lt 200 ]; do sleep 0.05; i=$((i + 1)); done
+PIPEWIRE_LATENCY="$period/%d" PIPEWIRE_QUANTUM="$period/%d" pw-jack "$@" --server-log "$dir/server.err" \
+  >"$dir/client.json" 2>"$dir/client.err"
+rc=$?
+kill -TERM $pw
+wait $pw
+exit $rc
+""" % (RATE, RATE)
+
+# The daemon's configuration: Debian's pipewire.conf cut to what one driver and JACK clients need, the
+# dummy driver (a timer) at 48 kHz, the quantum fixed at the cell's period. Without module-access a
+# client is never given permissions, and waits. A JACK client is always processed (node.always-process),
+# so the core puts it on the dummy driver without a session manager. Debian's own has
+# vm.overrides (min-quantum 1024 in a VM), which would make 64 frames impossible on this host.
+PW_CONF = """context.properties = {
+    core.daemon = true
+    core.name = pipewire-0
+    link.max-buffers = 16
+    default.clock.rate = %(rate)d
+    default.clock.allowed-rates = [ %(rate)d ]
+    default.clock.quantum = %(period)d
+    default.clock.min-quantum = %(period)d
+    default.clock.max-quantum = %(period)d
+    settings.check-quantum = false
+}
+context.spa-libs = {
+    audio.convert.* = audioconvert/libspa-audioconvert
+    support.* = support/libspa-support
+}
+context.modules = [
+    { name = libpipewire-module-rt args = { nice.level = -11 } flags = [ ifexists nofail ] }
+    { name = libpipewire-module-protocol-native }
+    { name = libpipewire-module-profiler }
+    { name = libpipewire-module-metadata }
+    { name = libpipewire-module-spa-node-factory }
+    { name = libpipewire-module-client-node }
+    { name = libpipewire-module-access }
+    { name = libpipewire-module-adapter }
+    { name = libpipewire-module-link-factory }
+]
+context.objects = [
+    { factory = spa-node-factory
+        args = {
+            factory.name = support.node.driver
+            node.name = Dummy-Driver
+            node.group = pipewire.dummy
+            priority.driver = 20000
+        }
+    }
+]
+"""
+
+SERVERS = {"jack": ("jackd", CELL), "pipewire": ("pipewire", PW_CELL)}
 
 
 # ----------------------------------------------------------------------------------------- configurations
@@ -100,9 +183,32 @@ class NoTuning(Config):
 
 
 class Rtctl(latency.Rtctl, Config):
+    """rtctld with PROFILE in force and nothing started by hand: what the profile's own [Attach] rules
+    place (the shipped audio profile's: the server's real-time threads and every graph client's) is what
+    is measured. This host has no logind, so user:active matches nobody here: root, who runs the cell,
+    stands for the session's user (user:0), as in tests/integration/test_attach_rules.py."""
+
+    def setup(self, ctx):
+        super().setup(ctx)
+        if self.path:
+            return
+        shipped = os.path.join(harness.ROOT, "conf.d", "profiles", self.profile + ".conf")
+        if os.path.exists(shipped):
+            with open(shipped) as f:
+                latency.Rtctl.shared["env"].profile(self.profile, f.read().replace("user:active", "user:0"))
+
+    def attach(self, pid):
+        pass
+
+
+class RtctlRun(latency.Rtctl, Config):
     """rtctld (base profile off) with each cell run as `rtctl run --profile PROFILE -- CELL`, as an audio
     user would: the profile is held for the cell's lifetime and the cell put on the isolated CPUs before
-    it starts, so jackd and the client, started by it, run there."""
+    it starts, so the server and the client, started by it, run there."""
+
+    def __init__(self, profile):
+        super().__init__(profile)
+        self.name = "rtctl-run:" + profile
 
     def apply(self):
         pass
@@ -219,6 +325,9 @@ class Hand(latency.Hand, Config):
 
 
 def make_config(spec):
+    kind, _, arg = spec.partition(":")
+    if kind == "rtctl-run" and arg:
+        return RtctlRun(arg)
     return latency.make_config(spec, {"none": NoTuning, "hand": Hand, "rtctl": Rtctl, "tuned": Tuned})
 
 
@@ -243,7 +352,7 @@ def placement(root):
     out = {}
     for pid in descendants(root):
         comm = machine.read("/proc/%d/comm" % pid)
-        if comm not in ("jackd", "xrun-client"):
+        if comm not in ("jackd", "pipewire", "xrun-client"):
             continue
         threads = []
         for t in glob.glob("/proc/%d/task/[0-9]*" % pid):
@@ -262,8 +371,10 @@ def placement(root):
 
 def placement_line(p):
     parts = []
-    for comm in ("jackd", "xrun-client"):
+    for comm in ("jackd", "pipewire", "xrun-client"):
         if comm not in p:
+            if comm != "xrun-client" and any(k in p for k in ("jackd", "pipewire")):
+                continue
             parts.append("%s: ?" % comm)
             continue
         rt = [t for t in p[comm]["threads"] if t["policy"] in (1, 2)]
@@ -274,23 +385,27 @@ def placement_line(p):
     return "; ".join(parts)
 
 
-def stop_jackd(d):
-    """The cell's jackd, by the PID the cell wrote, when it is still that jackd."""
-    pid = machine.read(os.path.join(d, "jackd.pid"))
-    if not pid or machine.read("/proc/%s/comm" % pid) != "jackd":
+def stop_server(d, comm):
+    """The cell's server, by the PID the cell wrote, when it is still that server."""
+    pid = machine.read(os.path.join(d, "server.pid"))
+    if not pid or machine.read("/proc/%s/comm" % pid) != comm:
         return
     os.kill(int(pid), signal.SIGTERM)
     deadline = time.monotonic() + 10
-    while machine.read("/proc/%s/comm" % pid) == "jackd" and time.monotonic() < deadline:
+    while machine.read("/proc/%s/comm" % pid) == comm and time.monotonic() < deadline:
         time.sleep(0.05)
-    if machine.read("/proc/%s/comm" % pid) == "jackd":
+    if machine.read("/proc/%s/comm" % pid) == comm:
         os.kill(int(pid), signal.SIGKILL)
 
 
-def run_cell(cfg, cpu, period, units, seconds, warmup, workdir, tag):
+def run_cell(cfg, server, cpu, period, units, seconds, warmup, workdir, tag):
     d = os.path.join(workdir, tag)
     os.makedirs(d)
-    cell = ["/bin/sh", "-c", CELL, "cell", SERVER, str(period), d, str(JACKD_PRIO),
+    comm, script = SERVERS[server]
+    if server == "pipewire":
+        with open(os.path.join(d, "pipewire.conf"), "w") as f:
+            f.write(PW_CONF % {"rate": RATE, "period": period})
+    cell = ["/bin/sh", "-c", script, "cell", SERVER, str(period), d, str(JACKD_PRIO),
             CLIENT, "--units", str(units), "--warmup", str(warmup), "--seconds", str(seconds)]
     p = latency.start_stopped(cfg.wrap(cell), env=cfg.env(), stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
                               text=True, start_new_session=True)
@@ -315,7 +430,7 @@ def run_cell(cfg, cpu, period, units, seconds, warmup, workdir, tag):
         # The cell is its own session: this ends its client; jackd makes a session of its own.
         os.killpg(p.pid, signal.SIGKILL)
         p.wait()
-        stop_jackd(d)
+        stop_server(d, comm)
         raise
     try:
         with open(os.path.join(d, "client.json")) as f:
@@ -323,12 +438,14 @@ def run_cell(cfg, cpu, period, units, seconds, warmup, workdir, tag):
     except (OSError, ValueError):
         res = None
     if p.returncode != 0 or res is None:
-        raise RuntimeError("cell %s failed (%s): %s\nclient: %s\njackd: %s" % (
-            tag, p.returncode, out, machine.read(os.path.join(d, "client.err")),
-            (machine.read(os.path.join(d, "jackd.err")) or "")[-2000:]))
+        raise RuntimeError("cell %s failed (%s): %s\nclient: %s\n%s: %s" % (
+            tag, p.returncode, out, machine.read(os.path.join(d, "client.err")), comm,
+            (machine.read(os.path.join(d, "server.err")) or "")[-2000:]))
+    stop_server(d, comm)  # a pipewire that outlived its cell's kill
     res["placement"] = evidence
     res["state"] = state
-    res["jackd_log_tail"] = (machine.read(os.path.join(d, "jackd.err")) or "").splitlines()[-5:]
+    res["server"] = server
+    res["server_log_tail"] = (machine.read(os.path.join(d, "server.err")) or "").splitlines()[-5:]
     return res
 
 
@@ -337,8 +454,13 @@ def per_min(n, res):
 
 
 def row_of(config, res):
+    """One cell's figures. xruns is the server's own count: jackd's xrun messages, or for PipeWire its
+    driver's xrun counter (which pipewire-jack hands the client as xrun callbacks)."""
     pu = res["period_us"]
-    return {"config": config, "period": res["period_frames"], "period_us": pu, "seconds": res["seconds"],
+    primary = res["client_xruns"] if res.get("server") == "pipewire" else res["server_xruns"]
+    return {"config": config, "server": res.get("server", "jack"), "period": res["period_frames"],
+            "period_us": pu, "seconds": res["seconds"],
+            "xruns": primary, "xruns_per_min": round(per_min(primary, res), 2),
             "cycles": res["cycles"],
             "server_xruns": res["server_xruns"], "server_xruns_per_min": round(per_min(res["server_xruns"], res), 2),
             "client_xruns": res["client_xruns"], "client_xruns_per_min": round(per_min(res["client_xruns"], res), 2),
@@ -352,14 +474,33 @@ def row_of(config, res):
 
 
 def print_table(rows):
-    print("%-18s %6s %7s %8s %12s %12s %9s %8s %8s %8s %9s" % (
-        "configuration", "period", "cycles", "xruns", "server x/min", "client x/min", "late/min", "busy p50",
-        "p99", "max", "wake p99"))
+    print("%-18s %-8s %5s %6s %7s %6s %8s %12s %12s %9s %8s %8s %8s %9s" % (
+        "configuration", "server", "round", "period", "cycles", "xruns", "x/min", "server x/min", "client x/min",
+        "late/min", "busy p50", "p99", "max", "wake p99"))
     for r in rows:
-        print("%-18s %6d %7d %8d %12.2f %12.2f %9.1f %7.1f%% %7.1f%% %7.1f%% %7dus" % (
-            r["config"], r["period"], r["cycles"], r["server_xruns"], r["server_xruns_per_min"],
-            r["client_xruns_per_min"], r["late_per_min"], r["busy_p50_pct"], r["busy_p99_pct"], r["busy_max_pct"],
-            r["wake_p99_us"]))
+        print("%-18s %-8s %5s %6d %7d %6d %8.2f %12.2f %12.2f %9.1f %7.1f%% %7.1f%% %7.1f%% %7dus" % (
+            r["config"], r["server"], r.get("round", "-"), r["period"], r["cycles"], r["xruns"], r["xruns_per_min"],
+            r["server_xruns_per_min"], r["client_xruns_per_min"], r["late_per_min"], r["busy_p50_pct"],
+            r["busy_p99_pct"], r["busy_max_pct"], r["wake_p99_us"]))
+
+
+def summarize(rows, names, servers, periods, key="xruns_per_min"):
+    """Per server and period: every configuration's cells ranked (ranking.rank)."""
+    out = []
+    for srv in servers:
+        for p in periods:
+            groups = {n: [r[key] for r in rows if r["config"] == n and r["server"] == srv and r["period"] == p]
+                      for n in names}
+            out.append({"server": srv, "period": p, "ranking": ranking.rank(groups)})
+    return out
+
+
+def print_summary(summary, rounds, duration):
+    for s in summary:
+        ranking.print_ranking("%s, %d frames: xruns per minute, %d cell%s of %d s per configuration" % (
+            s["server"], s["period"], rounds, "" if rounds == 1 else "s", duration), "xruns per minute",
+            s["ranking"])
+        print()
 
 
 # ----------------------------------------------------------------------------------------- main
@@ -378,17 +519,22 @@ def main():
     ap.add_argument("--duration", type=int, default=60, help="seconds counted per configuration and period")
     ap.add_argument("--warmup", type=float, default=3, help="seconds after the client starts before counting")
     ap.add_argument("--periods", default="64,128", help="frames per period (default 64,128)")
+    ap.add_argument("--servers", default="jack,pipewire", help="jack (jackd2), pipewire (with pw-jack), or both")
     ap.add_argument("--load", type=float, default=0.45, help="work per cycle, fraction of the period on the idle machine")
     ap.add_argument("--cpu", type=int, default=1, help="the CPU tuned configurations set apart (default 1)")
     ap.add_argument("--configs", default="none,rtctl:audio,tuned:realtime,hand")
     ap.add_argument("--stress", default="cpu,io,vm", help="stress-ng stressors, N = online CPUs each")
     ap.add_argument("--check-seconds", type=int, default=10, help="length of the counter check")
-    ap.add_argument("--quick", action="store_true", help="smoke test: 5 s per cell")
+    ap.add_argument("--rounds", type=int, default=8,
+                    help="cells per configuration and period, in alternating order (default 8)")
+    ap.add_argument("--quick", action="store_true", help="smoke test: 5 s per cell, one round")
     ap.add_argument("--json", default=None)
     ap.add_argument("--no-lock", action="store_true")
     args = ap.parse_args()
     if args.quick:
-        args.duration, args.check_seconds, args.warmup = 5, 5, 2
+        args.duration, args.check_seconds, args.warmup, args.rounds = 5, 5, 2, 1
+    if args.rounds < 1:
+        sys.exit("--rounds must be at least 1")
     if os.geteuid() != 0:
         sys.exit("xruns needs root: it runs jackd SCHED_FIFO and changes kernel settings")
     for tool, pkg in ((JACKD, "jackd2"), (STRESS_NG, "stress-ng")):
@@ -401,6 +547,15 @@ def main():
     if any(isinstance(c, Tuned) for c in configs) and not os.path.exists(rivals.TUNED):
         sys.exit("tuned is missing: apt-get install tuned (tools/deps.sh)")
     periods = [int(p) for p in args.periods.split(",")]
+    servers = [x.strip() for x in args.servers.split(",") if x.strip()]
+    if not servers or not set(servers) <= set(SERVERS):
+        sys.exit("--servers: jack, pipewire")
+    if "pipewire" in servers:
+        for tool in ("pipewire", "pw-jack"):
+            if not shutil.which(tool):
+                sys.exit("%s is missing: apt-get install pipewire pipewire-bin pipewire-jack (tools/deps.sh)" % tool)
+        if subprocess.run(["pgrep", "-x", "pipewire"], capture_output=True).returncode == 0:
+            sys.exit("a pipewire is running already: stop it first")
     if args.cpu not in latency.online_cpus() or args.cpu == 0:
         sys.exit("--cpu must be an online CPU other than 0")
     if subprocess.run(["pgrep", "-x", "jackd"], capture_output=True).returncode == 0:
@@ -409,11 +564,12 @@ def main():
     t_start = time.monotonic()
     tmp = tempfile.mkdtemp(prefix="rtctl-xruns-")
     os.chmod(tmp, 0o755)
-    results = {"periods": periods, "rate": RATE, "load": args.load, "duration_s": args.duration,
+    results = {"periods": periods, "servers": servers, "rate": RATE, "load": args.load, "duration_s": args.duration,
                "jackd": "jackd -n %s -R -P %d -d dummy -r %d -p PERIOD -C 2 -P 2" % (SERVER, JACKD_PRIO, RATE),
                "configs": [c.name for c in configs], "cells": [], "leftovers": {}}
     rows = []
-    check_ok = None
+    check_ok = False
+    check_lines = []
     with rivals.kernel_lock(not args.no_lock):
         shm_before = jack_shm()
         before = rivals.snapshot()
@@ -431,40 +587,53 @@ def main():
             with rivals.irqs_restored():
                 for c in configs:
                     c.setup(ctx)
-                planned = (len(configs) * len(periods) + 1) * (args.duration + args.warmup + 10) + 120
+                planned = (args.rounds * len(configs) * len(servers) * len(periods) + len(servers)) * \
+                    (args.duration + args.warmup + 10) + args.rounds * len(configs) * 20 + 120
                 stress, stress_cmd = latency.start_stress(args, planned * 1.5)
                 results["stress"] = " ".join(stress_cmd)
                 log("stress: %s" % results["stress"])
 
-                # The counter check: an overloaded client must be seen.
+                # The counter check, per server: an overloaded client must be seen to xrun.
                 p = max(periods)
                 over = int(OVERLOAD * (1e9 * p / RATE) / ns)
-                res = run_cell(NoTuning(), args.cpu, p, over, args.check_seconds, args.warmup, tmp, "check")
-                r = row_of("check", res)
-                check_ok = r["server_xruns"] > 0 and r["client_xruns"] > 0
-                results["counter_check"] = dict(r, units=over, ok=check_ok)
-                check_line = "counter check: overloaded client (%d%% of a %d-frame period) -> %.1f xruns/min " \
-                             "(server), %.1f (client), %.1f late cycles/min: %s" % (
-                                 OVERLOAD * 100, p, r["server_xruns_per_min"], r["client_xruns_per_min"],
-                                 r["late_per_min"], "OK" if check_ok else "FAILED: the counters see nothing")
-                log(check_line)
+                check_lines = []
+                check_ok = True
+                results["counter_check"] = {}
+                for srv in servers:
+                    res = run_cell(NoTuning(), srv, args.cpu, p, over, args.check_seconds, args.warmup, tmp,
+                                   "check-" + srv)
+                    r = row_of("check", res)
+                    ok = r["xruns"] > 0 and r["client_xruns"] > 0
+                    check_ok = check_ok and ok
+                    results["counter_check"][srv] = dict(r, units=over, ok=ok)
+                    check_lines.append(
+                        "counter check, %s: overloaded client (%d%% of a %d-frame period) -> %.1f xruns/min "
+                        "(server), %.1f (client), %.1f late cycles/min: %s" % (
+                            srv, OVERLOAD * 100, p, r["xruns_per_min"], r["client_xruns_per_min"],
+                            r["late_per_min"], "OK" if ok else "FAILED: the counters see nothing"))
+                    log(check_lines[-1])
 
-                for c in configs:
-                    with latency.applied(c, lambda left: results["leftovers"].__setitem__(c.name, left)):
-                        time.sleep(1)
-                        for p in periods:
-                            tag = "%s-%d" % (c.name.replace(":", "_"), p)
-                            res = run_cell(c, args.cpu, p, units[p], args.duration, args.warmup, tmp, tag)
-                            r = row_of(c.name, res)
-                            rows.append(r)
-                            results["cells"].append({"row": r, "raw": res})
-                            log("%-18s %4d frames: server %6.2f xruns/min, client %6.2f, late %6.1f/min, "
-                                "busy p99 %5.1f%% max %6.1f%% | %s" % (
-                                    c.name, p, r["server_xruns_per_min"], r["client_xruns_per_min"],
-                                    r["late_per_min"], r["busy_p99_pct"], r["busy_max_pct"],
-                                    placement_line(res["placement"] or {})))
-                        if getattr(c, "notes", None):
-                            results.setdefault("notes", {})[c.name] = c.notes
+                # Rounds alternate the order (A B C, C B A, ...) so that the machine's drift over the
+                # run (the host's other guests, stress-ng's phases) hits every configuration alike.
+                for rnd in range(args.rounds):
+                    order = configs if rnd % 2 == 0 else configs[::-1]
+                    for c in order:
+                        with latency.applied(c, lambda left: results["leftovers"].__setitem__(c.name, left)):
+                            time.sleep(1)
+                            cells = [(srv, p) for srv in servers for p in periods]
+                            for srv, p in (cells if rnd % 2 == 0 else cells[::-1]):
+                                tag = "%s-%s-%d-r%d" % (c.name.replace(":", "_"), srv, p, rnd)
+                                res = run_cell(c, srv, args.cpu, p, units[p], args.duration, args.warmup, tmp, tag)
+                                r = dict(row_of(c.name, res), round=rnd)
+                                rows.append(r)
+                                results["cells"].append({"row": r, "raw": res})
+                                log("round %d/%d %-18s %-8s %4d frames: %6.2f xruns/min, client %6.2f, "
+                                    "late %6.1f/min, busy p99 %5.1f%% max %6.1f%% | %s" % (
+                                        rnd + 1, args.rounds, c.name, srv, p, r["xruns_per_min"],
+                                        r["client_xruns_per_min"], r["late_per_min"], r["busy_p99_pct"],
+                                        r["busy_max_pct"], placement_line(res["placement"] or {})))
+                            if getattr(c, "notes", None):
+                                results.setdefault("notes", {})[c.name] = c.notes
         finally:
             if stress:
                 latency.stop_stress(stress)
@@ -485,22 +654,28 @@ def main():
         results["jackd"], ", ".join("%d frames %d" % kv for kv in results["units"].items()), args.load * 100,
         args.cpu))
     if "counter_check" in results:
-        print(check_line + "\n")
+        print("\n".join(check_lines) + "\n")
     print_table(rows)
+    summary = summarize(rows, [c.name for c in configs], servers, periods)
+    results["summary"] = summary
+    print()
+    print_summary(summary, args.rounds, args.duration)
     print("\nxruns = jackd's own xrun messages in the window (the primary number); client x/min = xrun callbacks "
           "the client got;\nlate = cycles process() ended after the next was due by jack_get_cycle_times (inflated "
           "for ~1 s after each\nxrun while jackd's frame timer re-locks); busy = process() run time, % of the "
           "period; wake = process() start after\nthe cycle start (same caveat as late)")
-    print("\nplacement of the audio threads while counting:")
+    print("\nplacement of the audio threads while counting (first round):")
     for cell in results["cells"]:
-        print("  %-18s %4d: %s" % (cell["row"]["config"], cell["row"]["period"],
-                                   placement_line(cell["raw"]["placement"] or {})))
+        if cell["row"]["round"] != 0:
+            continue
+        print("  %-18s %-8s %4d: %s" % (cell["row"]["config"], cell["row"]["server"], cell["row"]["period"],
+                                        placement_line(cell["raw"]["placement"] or {})))
     print("\nstate while counting (period %d):" % periods[0])
     for cell in results["cells"]:
         st = cell["raw"]["state"]
-        if st and cell["row"]["period"] == periods[0]:
-            print("  %-18s dma_latency=%s pm_qos=%s irqs_on_cpu=%s tasks_on_cpu=%s wq=%s" % (
-                cell["row"]["config"], st["cpu_dma_latency_us"], st["pm_qos_resume_latency_us"],
+        if st and cell["row"]["period"] == periods[0] and cell["row"]["round"] == 0:
+            print("  %-18s %-8s dma_latency=%s pm_qos=%s irqs_on_cpu=%s tasks_on_cpu=%s wq=%s" % (
+                cell["row"]["config"], cell["row"]["server"], st["cpu_dma_latency_us"], st["pm_qos_resume_latency_us"],
                 st["irqs_allowed_on_cpu"], st["tasks_allowed_on_cpu"], st["workqueue_cpumask"]))
     for name, lst in results.get("notes", {}).items():
         print("%s complained while applying:" % name, *lst, sep="\n  ")

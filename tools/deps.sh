@@ -16,8 +16,12 @@ pkgs=(
   ansible-core
   # the flood client (tests/integration/flood_client.py): GLib main loop for calls under way at once
   python3-gi
-  # bench/xruns.py (bench/ only, never tools/test): the JACK client library, load, a rival
+  # bench/xruns.py (and its smoke run in tools/test, bench/smoke): the JACK client library, load, a rival
   libjack-jackd2-dev stress-ng tuned
+  # bench/compare.py: the rivals it runs itself beside rtctld (irqbalance, and udevd for uevent timing)
+  irqbalance udev
+  # bench/xruns.py --servers pipewire: a headless pipewire of its own per cell, the client under pw-jack
+  pipewire pipewire-bin pipewire-jack
   # bench/latency.py and bench/latency-check.py: cyclictest
   rt-tests
   # tests/fuzz (meson -Dfuzz=true): clang and its libFuzzer runtime (libclang_rt.fuzzer)
@@ -33,10 +37,21 @@ if [ ${#missing[@]} -gt 0 ]; then
   echo "Installing: ${missing[*]}"
   export DEBIAN_FRONTEND=noninteractive
   apt-get update -q >/dev/null
-  apt-get install -y -q --no-install-recommends "${missing[@]}" >/dev/null
+  # No daemon a package brings starts on install (irqbalance, udevd, tuned would retune the machine under
+  # every test; the benchmarks start them themselves): policy-rc.d refuses every start while apt runs.
+  guard=
+  if [ ! -e /usr/sbin/policy-rc.d ]; then
+    printf '#!/bin/sh\nexit 101\n' > /usr/sbin/policy-rc.d && chmod 755 /usr/sbin/policy-rc.d && guard=1
+  fi
+  rc=0
+  apt-get install -y -q --no-install-recommends "${missing[@]}" >/dev/null || rc=$?
+  [ -z "$guard" ] || rm -f /usr/sbin/policy-rc.d
+  [ "$rc" = 0 ] || exit "$rc"
 fi
 # tuned is only benchmarked against (it runs in the foreground under bench/): on a host with systemd its
 # package starts and enables tuned.service, which would retune the machine under every test.
-if [[ " ${missing[*]:-} " == *" tuned "* ]] && [ -d /run/systemd/system ]; then
-  systemctl disable --now tuned.service >/dev/null 2>&1 || true
-fi
+for unit in tuned irqbalance; do
+  if [[ " ${missing[*]:-} " == *" $unit "* ]] && [ -d /run/systemd/system ]; then
+    systemctl disable --now "$unit.service" >/dev/null 2>&1 || true
+  fi
+done

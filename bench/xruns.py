@@ -18,9 +18,11 @@ Counted during --duration seconds, after a warm-up:
 
   xruns          the server's own count, the primary number: jackd's xrun messages (a client not
                  finished when the next cycle began, or the dummy driver's own timer late by more
-                 than a period); for PipeWire its driver's xrun counter, which pipewire-jack hands the
-                 client as xrun callbacks (the first one after the client connects is not signalled)
-  client xruns   xrun notifications the client received (jack_set_xrun_callback)
+                 than a period); for PipeWire the cycles its profiler (pw-profiler) saw a follower not
+                 finished when the driver began the next one
+  client xruns   xrun notifications the client received (jack_set_xrun_callback); under PipeWire
+                 0.3.65 always 0 with the dummy driver: pipewire-jack signals only the driver's xrun
+                 counter, which only a device's xrun moves
   late           cycles whose process() ended after the next cycle was due by jack_get_cycle_times;
                  after an xrun jackd resets its frame timer, and until it re-locks (~1 s here) these
                  times are off by milliseconds, so one xrun can make hundreds of cycles look late:
@@ -88,7 +90,7 @@ CPUSET = "/sys/fs/cgroup/cpuset"
 # One cell: jackd and the client, started together so that whatever placement the configuration gave
 # the (stopped) shell, both inherit it.
 CELL = r"""
-srv=$1 period=$2 dir=$3 prio=$4; shift 4
+srv=$1 period=$2 dir=$3 prio=$4; shift 6
 jackd -n "$srv" -R -P "$prio" -d dummy -r %d -p "$period" -C 2 -P 2 >"$dir/server.out" 2>"$dir/server.err" &
 jack=$!
 echo $jack >"$dir/server.pid"
@@ -101,10 +103,14 @@ exit $rc
 
 
 # PipeWire's cell: a headless pipewire of its own (its config below, its socket in the cell's directory,
-# no session manager, no desktop), and the client through PipeWire's JACK library (pw-jack). The client
-# counts the driver's xruns: pipewire-jack calls the xrun callback when the driver's xrun count moves.
+# no session manager, no desktop), and the client through PipeWire's JACK library (pw-jack). PipeWire's
+# own judgement of each cycle comes from its profiler (module-profiler): pw-profiler runs over the
+# counting window and logs one line per cycle, with each follower's state when the driver's next cycle
+# began (profiler_xruns). 0.3.65 counts a graph that did not finish in time nowhere else: its nodes'
+# xrun counters (pw-top's ERR, pipewire-jack's xrun callback) move only when a device driver reports an
+# xrun, which the dummy driver never does; 1.x counts these cycles there too.
 PW_CELL = r"""
-srv=$1 period=$2 dir=$3 prio=$4; shift 4
+srv=$1 period=$2 dir=$3 prio=$4 warmup=$5 seconds=$6; shift 6
 mkdir -p "$dir/run"
 export PIPEWIRE_RUNTIME_DIR="$dir/run" XDG_RUNTIME_DIR="$dir/run" PIPEWIRE_REMOTE=pipewire-0
 export PIPEWIRE_DEBUG=2
@@ -113,9 +119,13 @@ pw=$!
 echo $pw >"$dir/server.pid"
 i=0
 while [ ! -S "$dir/run/pipewire-0" ] && [ $i -lt 200 ]; do sleep 0.05; i=$((i + 1)); done
+( sleep "$warmup"; cd "$dir" && exec timeout -s INT "$seconds" pw-profiler -o profiler.log ) \
+  >"$dir/profiler.out" 2>&1 &
+prof=$!
 PIPEWIRE_LATENCY="$period/%d" PIPEWIRE_QUANTUM="$period/%d" pw-jack "$@" --server-log "$dir/server.err" \
   >"$dir/client.json" 2>"$dir/client.err"
 rc=$?
+wait $prof
 kill -TERM $pw
 wait $pw
 exit $rc
@@ -405,7 +415,7 @@ def run_cell(cfg, server, cpu, period, units, seconds, warmup, workdir, tag):
     if server == "pipewire":
         with open(os.path.join(d, "pipewire.conf"), "w") as f:
             f.write(PW_CONF % {"rate": RATE, "period": period})
-    cell = ["/bin/sh", "-c", script, "cell", SERVER, str(period), d, str(JACKD_PRIO),
+    cell = ["/bin/sh", "-c", script, "cell", SERVER, str(period), d, str(JACKD_PRIO), str(warmup), str(seconds),
             CLIENT, "--units", str(units), "--warmup", str(warmup), "--seconds", str(seconds)]
     p = latency.start_stopped(cfg.wrap(cell), env=cfg.env(), stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
                               text=True, start_new_session=True)
@@ -442,6 +452,8 @@ def run_cell(cfg, server, cpu, period, units, seconds, warmup, workdir, tag):
             tag, p.returncode, out, machine.read(os.path.join(d, "client.err")), comm,
             (machine.read(os.path.join(d, "server.err")) or "")[-2000:]))
     stop_server(d, comm)  # a pipewire that outlived its cell's kill
+    if server == "pipewire":
+        res.update(profiler_counts(os.path.join(d, "profiler.log")))
     res["placement"] = evidence
     res["state"] = state
     res["server"] = server
@@ -449,18 +461,52 @@ def run_cell(cfg, server, cpu, period, units, seconds, warmup, workdir, tag):
     return res
 
 
+# pw-profiler's log (0.3.65 and later): per cycle, 4 columns for the driver, then 8 per follower (id,
+# signal, awake and finish offsets, wake-up and run times, status, 0), blank for a follower not in
+# that cycle. A status of 1 (triggered) or 2 (awake) is a follower that had not finished when the
+# driver began the next cycle: the graph was incomplete.
+PROFILER_DRIVER_COLUMNS = 4
+PROFILER_FOLLOWER_COLUMNS = 8
+UNFINISHED = ("1", "2")
+
+
+def profiler_counts(path):
+    """PipeWire's own count of the counting window's cycles and of those its graph did not finish in time,
+    from pw-profiler's log."""
+    cycles = incomplete = 0
+    with open(path) as f:
+        for line in f:
+            cols = line.rstrip("\n").split("\t")
+            if len(cols) < PROFILER_DRIVER_COLUMNS:
+                continue
+            cycles += 1
+            followers = cols[PROFILER_DRIVER_COLUMNS:]
+            status = followers[6::PROFILER_FOLLOWER_COLUMNS]
+            if any(st.strip() in UNFINISHED for st in status):
+                incomplete += 1
+    if cycles == 0:
+        raise RuntimeError("%s: pw-profiler logged no cycle" % path)
+    return {"profiler_cycles": cycles, "profiler_xruns": incomplete}
+
+
 def per_min(n, res):
     return 60.0 * n / res["seconds"] if res["seconds"] else float("nan")
 
 
 def row_of(config, res):
-    """One cell's figures. xruns is the server's own count: jackd's xrun messages, or for PipeWire its
-    driver's xrun counter (which pipewire-jack hands the client as xrun callbacks)."""
+    """One cell's figures. xruns is the server's own count: jackd's xrun messages, or for PipeWire the
+    cycles its profiler saw the graph unfinished when the next began (per minute of the profiler's own
+    cycles, which cover the counting window to within the start of pw-profiler)."""
     pu = res["period_us"]
-    primary = res["client_xruns"] if res.get("server") == "pipewire" else res["server_xruns"]
+    if res.get("server") == "pipewire":
+        primary = res["profiler_xruns"]
+        primary_per_min = 60.0 * primary / (res["profiler_cycles"] * pu / 1e6)
+    else:
+        primary = res["server_xruns"]
+        primary_per_min = per_min(primary, res)
     return {"config": config, "server": res.get("server", "jack"), "period": res["period_frames"],
             "period_us": pu, "seconds": res["seconds"],
-            "xruns": primary, "xruns_per_min": round(per_min(primary, res), 2),
+            "xruns": primary, "xruns_per_min": round(primary_per_min, 2),
             "cycles": res["cycles"],
             "server_xruns": res["server_xruns"], "server_xruns_per_min": round(per_min(res["server_xruns"], res), 2),
             "client_xruns": res["client_xruns"], "client_xruns_per_min": round(per_min(res["client_xruns"], res), 2),
@@ -603,7 +649,8 @@ def main():
                     res = run_cell(NoTuning(), srv, args.cpu, p, over, args.check_seconds, args.warmup, tmp,
                                    "check-" + srv)
                     r = row_of("check", res)
-                    ok = r["xruns"] > 0 and r["client_xruns"] > 0
+                    # jackd tells its clients; PipeWire 0.3.65 tells them nothing of an unfinished graph.
+                    ok = r["xruns"] > 0 and (srv == "pipewire" or r["client_xruns"] > 0)
                     check_ok = check_ok and ok
                     results["counter_check"][srv] = dict(r, units=over, ok=ok)
                     check_lines.append(
@@ -660,7 +707,8 @@ def main():
     results["summary"] = summary
     print()
     print_summary(summary, args.rounds, args.duration)
-    print("\nxruns = jackd's own xrun messages in the window (the primary number); client x/min = xrun callbacks "
+    print("\nxruns = jackd's own xrun messages in the window, or PipeWire's unfinished cycles by its profiler (the "
+          "primary number); client x/min = xrun callbacks "
           "the client got;\nlate = cycles process() ended after the next was due by jack_get_cycle_times (inflated "
           "for ~1 s after each\nxrun while jackd's frame timer re-locks); busy = process() run time, % of the "
           "period; wake = process() start after\nthe cycle start (same caveat as late)")

@@ -4,15 +4,19 @@
     bench/bench.py [--runs 20] [--idle 60] [--json FILE] [SECTION...]
 
 Sections: uevent (loop device add uevent -> scheduler in place, beside the kernel's own elevator switch
-time), start (cold start -> READY=1), memory (RSS, PSS, private), idle (wakeups of all rtctld threads
-over --idle seconds). Needs root and a build tree (RTCTL_BUILD_DIR, default build/). Leaves the
+time), start (cold start -> READY=1), memory (RSS, PSS, private), storms (the same after start and after
+each storm: --runs cpu1 hotplug cycles, 10 x --runs loop devices, 100 x --runs matched processes),
+idle (wakeups of all rtctld threads over --idle seconds). Needs root and a build tree (RTCTL_BUILD_DIR, default build/). Leaves the
 machine as it found it (test loop devices only, removed afterwards)."""
 import argparse
 import glob
 import socket
 import json
 import os
+import re
+import shutil
 import statistics
+import subprocess
 import sys
 import tempfile
 import time
@@ -128,6 +132,78 @@ def bench_memory(env):
             "rss_file_kb": int(st["RssFile"].split()[0]), "pss_kb": pss, "private_kb": private}
 
 
+STORM_PROFILE = """[Profile]
+Description=bench: storms (cpu1 isolated, IRQs and kernel threads off it, test loop devices)
+[CPU]
+Isolate=auto:1
+KernelThreads=housekeeping
+[IRQ]
+Balance=housekeeping
+RebalanceSec=0
+[Block test]
+Match=name:loop2[0-4][0-9]
+Scheduler=bfq
+[Attach storm]
+Match=comm:rtctl-storm
+"""
+
+
+def memory_of(pid):
+    st = read_status(pid)
+    pss = private = 0
+    for line in open("/proc/%d/smaps_rollup" % pid):
+        if line.startswith("Pss:"):
+            pss = int(line.split()[1])
+        elif line.startswith(("Private_Clean:", "Private_Dirty:")):
+            private += int(line.split()[1])
+    return {"rss_kb": int(st["VmRSS"].split()[0]), "pss_kb": pss, "private_kb": private}
+
+
+def bench_storms(env, runs):
+    """rtctld's memory (RSS, PSS, private) after start, then after each storm of what a long-running
+    daemon sees: cpu1 offline/online `runs` times (each a full isolation and IRQ pass), 10 x `runs` loop
+    devices added and removed (uevents), 100 x `runs` short processes of a name an [Attach] rule
+    matches (proc connector events, attach and forget). Flat means no growth per event."""
+    env.profile("storm", STORM_PROFILE)
+    d = env.start("--profile", "storm")
+    pid = d.proc.pid
+    time.sleep(0.5)
+    out = [dict(memory_of(pid), after="start")]
+    with machine.cpu1_hotplug_guard():
+        for _ in range(runs):
+            machine.set_cpu1(False)
+            time.sleep(0.2)
+            machine.set_cpu1(True)
+            if not wait(lambda: machine.read("/sys/fs/cgroup/cpuset/rtctl-isolated/cpuset.cpus") == "1", 10):
+                raise RuntimeError("isolation not back after cpu1 came online")
+    time.sleep(0.5)
+    out.append(dict(memory_of(pid), after="%d hotplug cycles" % runs))
+    for i in range(10 * runs):
+        name = machine.add_loop(200 + i % 50)
+        machine.remove_loop(name)
+    time.sleep(0.5)
+    out.append(dict(memory_of(pid), after="%d loop devices added and removed" % (10 * runs)))
+    storm = os.path.join(env.dir, "rtctl-storm")  # comm is the executable's name
+    shutil.copy("/bin/sleep", storm)
+    for _ in range(100 * runs // 20):
+        procs = [subprocess.Popen([storm, "0.01"]) for _ in range(20)]
+        for p in procs:
+            p.wait()
+    time.sleep(0.5)
+    out.append(dict(memory_of(pid), after="%d matched processes came and went" % (100 * runs)))
+    d.stop()
+    return out
+
+
+def wait(pred, seconds):
+    deadline = time.monotonic() + seconds
+    while time.monotonic() < deadline:
+        if pred():
+            return True
+        time.sleep(0.001)
+    return pred()
+
+
 def ctxt_switches(pid):
     total = 0
     for tid in os.listdir("/proc/%d/task" % pid):
@@ -239,12 +315,14 @@ def time_online(env, name, text, in_place, runs, setup=None):
     if setup:
         setup()
     from_write, from_uevent = [], []
+    passes = {"pass_ms": [], "writes_ms": [], "own_ms": [], "share_ms": []}
     listener = UeventTimes()
     try:
         with machine.cpu1_hotplug_guard():
             for _ in range(runs):
                 machine.set_cpu1(False)
                 time.sleep(0.3)
+                logged = len(d.output())
                 t0 = time.monotonic()
                 machine.set_cpu1(True)
                 while not in_place():
@@ -257,10 +335,24 @@ def time_online(env, name, text, in_place, runs, setup=None):
                 from_write.append((t1 - t0) * 1000)
                 if t_ev is not None:
                     from_uevent.append((t1 - t_ev) * 1000)
+                # rtctld's passes after the online: their time, and the part of it inside the kernel's
+                # writes (rtctld's own log), so that rtctld's share shows apart from the kernel's.
+                total = writes = 0
+                for m in PASS_LINE.finditer(d.output()[logged:]):
+                    total += int(m.group(1))
+                    writes += int(m.group(2))
+                passes["pass_ms"].append(total / 1000)
+                passes["writes_ms"].append(writes / 1000)
+                passes["own_ms"].append((total - writes) / 1000)
+                if t_ev is not None:  # uevent to in place, less the kernel's writes: rtctl's share
+                    passes["share_ms"].append((t1 - t_ev) * 1000 - writes / 1000)
     finally:
         listener.close()
         d.stop()
-    return stats(from_write), stats(from_uevent)
+    return stats(from_write), stats(from_uevent), {k: stats(v) for k, v in passes.items()}
+
+
+PASS_LINE = re.compile(r"^Pass \([^)]*\): .*, (\d+) µs \((\d+) µs of it in the kernel's writes\)$", re.M)
 
 
 def bench_irq_hotplug(env, runs):
@@ -400,7 +492,7 @@ def main():
     ap.add_argument("--runs", type=int, default=20)
     ap.add_argument("--idle", type=int, default=60)
     ap.add_argument("--json", default=None)
-    ap.add_argument("sections", nargs="*", default=["uevent", "start", "memory", "idle", "hotplug", "irqhotplug", "powerhotplug", "irqidle",
+    ap.add_argument("sections", nargs="*", default=["uevent", "start", "memory", "storms", "idle", "hotplug", "irqhotplug", "powerhotplug", "irqidle",
                                                 "fixtures", "hold"])
     args = ap.parse_args()
     if os.geteuid() != 0:
@@ -415,17 +507,22 @@ def main():
             results["start_to_ready_ms"] = bench_start(env, args.runs)
         if "memory" in args.sections:
             results["memory"] = bench_memory(env)
+        if "storms" in args.sections:
+            results["memory_across_storms"] = bench_storms(env, args.runs)
         if "idle" in args.sections:
             results["idle"] = bench_idle(env, args.idle)
         if "hotplug" in args.sections:
-            results["cpu1_online_write_to_isolation_ms"], results["cpu1_online_uevent_to_isolation_ms"] = \
-                bench_hotplug(env, args.runs)
+            (results["cpu1_online_write_to_isolation_ms"], results["cpu1_online_uevent_to_isolation_ms"],
+             p) = bench_hotplug(env, args.runs)
+            results.update({"cpu1_online_isolation_" + k: v for k, v in p.items()})
         if "irqhotplug" in args.sections:
-            results["cpu1_online_write_to_irqs_ms"], results["cpu1_online_uevent_to_irqs_ms"] = \
-                bench_irq_hotplug(env, args.runs)
+            (results["cpu1_online_write_to_irqs_ms"], results["cpu1_online_uevent_to_irqs_ms"],
+             p) = bench_irq_hotplug(env, args.runs)
+            results.update({"cpu1_online_irqs_" + k: v for k, v in p.items()})
         if "powerhotplug" in args.sections:
-            results["cpu1_online_write_to_power_ms"], results["cpu1_online_uevent_to_power_ms"] = \
-                bench_power_hotplug(env, args.runs)
+            (results["cpu1_online_write_to_power_ms"], results["cpu1_online_uevent_to_power_ms"],
+             p) = bench_power_hotplug(env, args.runs)
+            results.update({"cpu1_online_power_" + k: v for k, v in p.items()})
         if "irqidle" in args.sections:
             results["irq_idle"] = bench_irq_idle(env, args.idle)
         if "fixtures" in args.sections:
@@ -444,6 +541,9 @@ def main():
         m = results["memory"]
         print("memory: RSS %(rss_kb)d kB (anon %(rss_anon_kb)d, file %(rss_file_kb)d), PSS %(pss_kb)d kB, "
               "private %(private_kb)d kB" % m)
+    for m in results.get("memory_across_storms", []):
+        print("memory after %-40s RSS %6d kB, PSS %6d kB, private %6d kB" % (
+            m["after"] + ":", m["rss_kb"], m["pss_kb"], m["private_kb"]))
     if "idle" in results:
         print("idle: %(wakeups)d wakeups in %(seconds)d s (%(per_minute).1f/min), %(threads)d thread(s)"
               % results["idle"])

@@ -432,10 +432,12 @@ def run_cell(cfg, server, cpu, period, units, seconds, warmup, workdir, tag):
         t_look = time.monotonic() + warmup + 1.5
         while p.poll() is None and time.monotonic() < t_look:
             time.sleep(0.1)
+        stat0 = cpu_stat(cpu)
         if p.poll() is None:
             evidence = placement(p.pid)
             state = latency.describe(cpu)
         out, _ = p.communicate(timeout=seconds + warmup + 60)
+        stat1 = cpu_stat(cpu)
     except BaseException:
         # The cell is its own session: this ends its client; jackd makes a session of its own.
         os.killpg(p.pid, signal.SIGKILL)
@@ -456,6 +458,10 @@ def run_cell(cfg, server, cpu, period, units, seconds, warmup, workdir, tag):
         res.update(profiler_counts(os.path.join(d, "profiler.log")))
     res["placement"] = evidence
     res["state"] = state
+    # The audio CPU's time the hypervisor took (steal), and spent in hard and soft IRQs, over the
+    # counting window (from a little after its start to the client's exit): a VM's own noise, which no
+    # tuning inside it removes.
+    res["cpu_ms"] = {k: (stat1[k] - stat0[k]) * 1000.0 / USER_HZ for k in stat0}
     res["server"] = server
     res["server_log_tail"] = (machine.read(os.path.join(d, "server.err")) or "").splitlines()[-5:]
     return res
@@ -489,6 +495,20 @@ def profiler_counts(path):
     return {"profiler_cycles": cycles, "profiler_xruns": incomplete}
 
 
+USER_HZ = os.sysconf("SC_CLK_TCK")
+STAT_FIELDS = ("user", "nice", "system", "idle", "iowait", "irq", "softirq", "steal")
+
+
+def cpu_stat(cpu):
+    """The CPU's line of /proc/stat: ticks spent in each state since boot."""
+    with open("/proc/stat") as f:
+        for line in f:
+            if line.startswith("cpu%d " % cpu):
+                return {k: int(v) for k, v in zip(STAT_FIELDS, line.split()[1:])
+                        if k in ("irq", "softirq", "steal")}
+    return {"irq": 0, "softirq": 0, "steal": 0}
+
+
 def per_min(n, res):
     return 60.0 * n / res["seconds"] if res["seconds"] else float("nan")
 
@@ -516,18 +536,20 @@ def row_of(config, res):
             "busy_p99_pct": round(100.0 * res["busy_us"]["p99"] / pu, 1),
             "busy_max_pct": round(100.0 * res["busy_us"]["max"] / pu, 1),
             "finish_p99_pct": round(100.0 * res["finish_us"]["p99"] / pu, 1),
-            "wake_p99_us": res["wake_us"]["p99"], "wake_p99_9_us": res["wake_us"]["p99_9"]}
+            "wake_p99_us": res["wake_us"]["p99"], "wake_p99_9_us": res["wake_us"]["p99_9"],
+            "steal_ms": round(res.get("cpu_ms", {}).get("steal", 0), 1),
+            "irq_ms": round(res.get("cpu_ms", {}).get("irq", 0) + res.get("cpu_ms", {}).get("softirq", 0), 1)}
 
 
 def print_table(rows):
-    print("%-18s %-8s %5s %6s %7s %6s %8s %12s %12s %9s %8s %8s %8s %9s" % (
+    print("%-18s %-8s %5s %6s %7s %6s %8s %12s %12s %9s %8s %8s %8s %9s %8s %7s" % (
         "configuration", "server", "round", "period", "cycles", "xruns", "x/min", "server x/min", "client x/min",
-        "late/min", "busy p50", "p99", "max", "wake p99"))
+        "late/min", "busy p50", "p99", "max", "wake p99", "steal", "irq"))
     for r in rows:
-        print("%-18s %-8s %5s %6d %7d %6d %8.2f %12.2f %12.2f %9.1f %7.1f%% %7.1f%% %7.1f%% %7dus" % (
+        print("%-18s %-8s %5s %6d %7d %6d %8.2f %12.2f %12.2f %9.1f %7.1f%% %7.1f%% %7.1f%% %7dus %6.0fms %5.0fms" % (
             r["config"], r["server"], r.get("round", "-"), r["period"], r["cycles"], r["xruns"], r["xruns_per_min"],
             r["server_xruns_per_min"], r["client_xruns_per_min"], r["late_per_min"], r["busy_p50_pct"],
-            r["busy_p99_pct"], r["busy_max_pct"], r["wake_p99_us"]))
+            r["busy_p99_pct"], r["busy_max_pct"], r["wake_p99_us"], r["steal_ms"], r["irq_ms"]))
 
 
 def summarize(rows, names, servers, periods, key="xruns_per_min"):
@@ -711,7 +733,7 @@ def main():
           "primary number); client x/min = xrun callbacks "
           "the client got;\nlate = cycles process() ended after the next was due by jack_get_cycle_times (inflated "
           "for ~1 s after each\nxrun while jackd's frame timer re-locks); busy = process() run time, % of the "
-          "period; wake = process() start after\nthe cycle start (same caveat as late)")
+          "period; wake = process() start after\nthe cycle start (same caveat as late); steal, irq = the audio CPU's time taken by the hypervisor, and in\nhard+soft IRQs, over the window (/proc/stat)")
     print("\nplacement of the audio threads while counting (first round):")
     for cell in results["cells"]:
         if cell["row"]["round"] != 0:

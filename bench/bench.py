@@ -144,7 +144,8 @@ RebalanceSec=0
 Match=name:loop2[0-4][0-9]
 Scheduler=bfq
 [Attach storm]
-Match=comm:rtctl-storm
+Match=comm:rtctl-storm user:0
+Threads=all
 """
 
 
@@ -175,7 +176,7 @@ def bench_storms(env, runs):
             time.sleep(0.2)
             machine.set_cpu1(True)
             if not wait(lambda: machine.read("/sys/fs/cgroup/cpuset/rtctl-isolated/cpuset.cpus") == "1", 10):
-                raise RuntimeError("isolation not back after cpu1 came online")
+                raise RuntimeError("isolation not back after cpu1 came online:\n" + d.output()[-3000:])
     time.sleep(0.5)
     out.append(dict(memory_of(pid), after="%d hotplug cycles" % runs))
     for i in range(10 * runs):

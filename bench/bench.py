@@ -560,7 +560,9 @@ def main():
     if args.json:
         with open(args.json, "w") as f:
             json.dump(results, f, indent=2)
+    print("machine unchanged: %s" % ("NO" if left else "yes"))
+    return 1 if left else 0
 
 
 if __name__ == "__main__":
-    main()
+    sys.exit(main())

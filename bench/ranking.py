@@ -1,5 +1,6 @@
 """Ranking configurations by cells measured in alternating rounds: each configuration's median,
 quartiles and range over its cells, and a rank only where the ranges say so."""
+import math
 
 
 def median(xs):
@@ -25,6 +26,7 @@ def rank(groups):
     rank, then median."""
     stats = {}
     for name, xs in groups.items():
+        xs = [x for x in xs if not math.isnan(x)]  # a cell that counted nothing measured nothing
         if not xs:
             continue
         q1, q3 = quartiles(xs)

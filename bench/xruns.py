@@ -594,7 +594,7 @@ def main():
     ap.add_argument("--stress", default="cpu,io,vm", help="stress-ng stressors, N = online CPUs each")
     ap.add_argument("--check-seconds", type=int, default=10, help="length of the counter check")
     ap.add_argument("--rounds", type=int, default=8,
-                    help="cells per configuration and period, in alternating order (default 8)")
+                    help="cells per configuration, server and period, in alternating order (default 8)")
     ap.add_argument("--quick", action="store_true", help="smoke test: 5 s per cell, one round")
     ap.add_argument("--json", default=None)
     ap.add_argument("--no-lock", action="store_true")
@@ -692,8 +692,17 @@ def main():
                             cells = [(srv, p) for srv in servers for p in periods]
                             for srv, p in (cells if rnd % 2 == 0 else cells[::-1]):
                                 tag = "%s-%s-%d-r%d" % (c.name.replace(":", "_"), srv, p, rnd)
-                                res = run_cell(c, srv, args.cpu, p, units[p], args.duration, args.warmup, tmp, tag)
-                                r = dict(row_of(c.name, res), round=rnd)
+                                try:
+                                    res = run_cell(c, srv, args.cpu, p, units[p], args.duration, args.warmup,
+                                                   tmp, tag)
+                                    r = dict(row_of(c.name, res), round=rnd)
+                                except (RuntimeError, OSError, KeyError, ValueError) as e:
+                                    # One failed cell costs that cell, not hours of the others: it is
+                                    # named, left out of the figures, and the run exits 1.
+                                    results.setdefault("failed_cells", []).append({"cell": tag, "error": str(e)})
+                                    log("round %d/%d %-18s %-8s %4d frames: FAILED: %s" % (
+                                        rnd + 1, args.rounds, c.name, srv, p, str(e).splitlines()[0]))
+                                    continue
                                 rows.append(r)
                                 results["cells"].append({"row": r, "raw": res})
                                 log("round %d/%d %-18s %-8s %4d frames: %6.2f xruns/min, client %6.2f, "
@@ -751,9 +760,11 @@ def main():
         print("%s complained while applying:" % name, *lst, sep="\n  ")
     for name, lst in results["leftovers"].items():
         print("%s left behind after its revert (repaired by the bench): %s" % (name, "; ".join(lst)))
+    for f in results.get("failed_cells", []):
+        print("cell %s FAILED: %s" % (f["cell"], f["error"]))
     latency.print_end(results, left, args.json)
     shutil.rmtree(tmp, ignore_errors=True)
-    return 0 if not left and check_ok else 1
+    return 0 if not left and check_ok and not results.get("failed_cells") else 1
 
 
 if __name__ == "__main__":

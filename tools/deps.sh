@@ -42,6 +42,7 @@ if [ ${#missing[@]} -gt 0 ]; then
   guard=
   if [ ! -e /usr/sbin/policy-rc.d ]; then
     printf '#!/bin/sh\nexit 101\n' > /usr/sbin/policy-rc.d && chmod 755 /usr/sbin/policy-rc.d && guard=1
+    trap 'rm -f /usr/sbin/policy-rc.d' EXIT  # also when apt-get is interrupted
   fi
   rc=0
   apt-get install -y -q --no-install-recommends "${missing[@]}" >/dev/null || rc=$?

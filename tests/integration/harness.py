@@ -295,6 +295,7 @@ def bench_env(profile, text):
     finally:
         env.cleanup()
         bus.stop()
+        shutil.rmtree(tmp, ignore_errors=True)
         left.extend(machine.diff(before, machine.snapshot()))
 
 

@@ -150,14 +150,19 @@ Threads=all
 
 
 def memory_of(pid):
+    """private = Private_Clean + Private_Dirty; dirty = Private_Dirty alone: heap, stacks and written
+    data. The clean part is mostly code pages of libraries no other process on this host maps (glib,
+    libsystemd), which a desktop shares with every process that uses them."""
     st = read_status(pid)
-    pss = private = 0
+    pss = private = dirty = 0
     for line in open("/proc/%d/smaps_rollup" % pid):
         if line.startswith("Pss:"):
             pss = int(line.split()[1])
         elif line.startswith(("Private_Clean:", "Private_Dirty:")):
             private += int(line.split()[1])
-    return {"rss_kb": int(st["VmRSS"].split()[0]), "pss_kb": pss, "private_kb": private}
+            if line.startswith("Private_Dirty:"):
+                dirty = int(line.split()[1])
+    return {"rss_kb": int(st["VmRSS"].split()[0]), "pss_kb": pss, "private_kb": private, "private_dirty_kb": dirty}
 
 
 def bench_storms(env, runs):
@@ -543,8 +548,8 @@ def main():
         print("memory: RSS %(rss_kb)d kB (anon %(rss_anon_kb)d, file %(rss_file_kb)d), PSS %(pss_kb)d kB, "
               "private %(private_kb)d kB" % m)
     for m in results.get("memory_across_storms", []):
-        print("memory after %-40s RSS %6d kB, PSS %6d kB, private %6d kB" % (
-            m["after"] + ":", m["rss_kb"], m["pss_kb"], m["private_kb"]))
+        print("memory after %-40s RSS %6d kB, PSS %6d kB, private %6d kB (dirty %d kB)" % (
+            m["after"] + ":", m["rss_kb"], m["pss_kb"], m["private_kb"], m["private_dirty_kb"]))
     if "idle" in results:
         print("idle: %(wakeups)d wakeups in %(seconds)d s (%(per_minute).1f/min), %(threads)d thread(s)"
               % results["idle"])

@@ -19,6 +19,7 @@ import argparse
 import json
 import math
 import os
+import shutil
 import subprocess
 import sys
 import tempfile
@@ -166,6 +167,7 @@ def main():
         finally:
             if stress:
                 latency.stop_stress(stress)
+            shutil.rmtree(tmp, ignore_errors=True)
         after = rivals.snapshot()
     left = rivals.diff(before, after)
     rows = [t.summary() for t in tools]

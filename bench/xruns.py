@@ -436,8 +436,14 @@ def run_cell(cfg, server, cpu, period, units, seconds, warmup, workdir, tag):
         if p.poll() is None:
             evidence = placement(p.pid)
             state = latency.describe(cpu)
-        out, _ = p.communicate(timeout=seconds + warmup + 60)
+        try:
+            # The client waits up to 60 s for its server before it counts: give it that and a minute more.
+            out, _ = p.communicate(timeout=seconds + warmup + 120)
+        except subprocess.TimeoutExpired:
+            out = None
         stat1 = cpu_stat(cpu)
+        if out is None:
+            raise RuntimeError("cell %s hung: no exit %d s after its start" % (tag, seconds + warmup + 120))
     except BaseException:
         # The cell is its own session: this ends its client; jackd makes a session of its own.
         os.killpg(p.pid, signal.SIGKILL)

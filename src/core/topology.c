@@ -201,6 +201,25 @@ static void number_cores(Topology *t)
         }
 }
 
+/* What a CPU's own files say of where it sits, and of how fast it is (core and node are worked out
+ * for the whole machine). */
+static void copy_place(CpuInfo *info, const CpuInfo *old)
+{
+        info->package = old->package;
+        info->die = old->die;
+        info->core_id = old->core_id;
+        info->llc = old->llc;
+        info->llc_bytes = old->llc_bytes;
+        info->cluster = old->cluster;
+}
+
+static void copy_speed(CpuInfo *info, const CpuInfo *old)
+{
+        info->capacity = old->capacity;
+        info->highest_perf = old->highest_perf;
+        info->max_freq_khz = old->max_freq_khz;
+}
+
 int topology_load(const Topology *previous, Topology **ret)
 {
         _cleanup_topology_ Topology *t = xmalloc0(sizeof(Topology));
@@ -238,6 +257,16 @@ int topology_load(const Topology *previous, Topology **ret)
                 if (!cpuset_has(t->possible, cpu))
                         continue;
 
+                /* Where a CPU sits and how fast it is do not change while it stays online (nor while
+                 * it stays offline): what was read before is kept, and only a CPU that came online is
+                 * read again. A CPU event costs the reads of the CPUs it moved, not of every CPU (a
+                 * dozen files each). */
+                if (old && old->present == info->present && old->online == info->online &&
+                    old->core_id >= 0) {
+                        copy_place(info, old);
+                        copy_speed(info, old);
+                        continue;
+                }
                 (void)read_topology_int(cpu, "physical_package_id", &info->package);
                 if (read_topology_int(cpu, "die_id", &info->die) < 0)
                         info->die = info->package >= 0 ? 0 : -1;
@@ -246,19 +275,10 @@ int topology_load(const Topology *previous, Topology **ret)
                 read_llc(cpu, t->n_cpus, info);
                 read_speed(cpu, info);
 
-                if (old && info->core_id < 0) {
-                        info->package = old->package;
-                        info->die = old->die;
-                        info->core_id = old->core_id;
-                        info->llc = old->llc;
-                        info->llc_bytes = old->llc_bytes;
-                        info->cluster = old->cluster;
-                }
-                if (old && !info->capacity && !info->highest_perf && !info->max_freq_khz) {
-                        info->capacity = old->capacity;
-                        info->highest_perf = old->highest_perf;
-                        info->max_freq_khz = old->max_freq_khz;
-                }
+                if (old && info->core_id < 0)
+                        copy_place(info, old); /* an offline x86 CPU has no topology/ directory */
+                if (old && !info->capacity && !info->highest_perf && !info->max_freq_khz)
+                        copy_speed(info, old);
         }
         read_core_types(t);
         if (previous && previous->hybrid && previous->n_cpus == t->n_cpus)

@@ -43,7 +43,8 @@ typedef struct Topology {
 } Topology;
 
 /* Reads /sys/devices/system/cpu and /sys/devices/system/node (through the root prefix). previous,
- * when given, supplies the core/cache/node of CPUs that are offline now. */
+ * when given, supplies the core/cache/node of CPUs that are offline now, and of every CPU whose
+ * presence and online state did not change, whose own files are not read again. */
 int topology_load(const Topology *previous, Topology **ret);
 void topology_free(Topology *t);
 static inline void topology_freep(Topology **t)

@@ -588,9 +588,41 @@ TEST(empty_interrupts_empty_table)
         irq_table_free(t);
 }
 
+/* A machine of 4096 CPUs writes lines of 45 kB: each is read whole, however the reads cut the file,
+ * and the counts add up over every column. */
+TEST(wide_lines_read_whole)
+{
+        const unsigned n_cpus = 4096, n_irqs = 40;
+        _cleanup_free_ char *root = xasprintf("%s/wide", test_tmpdir());
+        g_autoptr(GString) text = g_string_new("");
+        _cleanup_irq_table_ IrqTable *t = NULL;
+
+        for (unsigned c = 0; c < n_cpus; c++)
+                g_string_append_printf(text, "%sCPU%u", c ? "  " : "           ", c);
+        g_string_append_c(text, '\n');
+        for (unsigned irq = 0; irq < n_irqs; irq++) {
+                g_string_append_printf(text, "%3u:", irq);
+                for (unsigned c = 0; c < n_cpus; c++)
+                        g_string_append_printf(text, " %10u", c == n_cpus - 1 ? irq + 1 : 1);
+                g_string_append_printf(text, "  PCI-MSIX-0000:00:%02x.0 0-edge queue%u\n", irq, irq);
+        }
+        test_write(root, "proc/interrupts", text->str);
+        sysroot_set(root);
+        CHECK_INTEQ(irq_table_load(0, n_cpus, &t), 0);
+        CHECK_INTEQ(t ? t->n : 0, n_irqs);
+        for (unsigned irq = 0; t && irq < n_irqs; irq++) {
+                const Irq *i = irq_table_find(t, irq);
+                _cleanup_free_ char *name = xasprintf("queue%u", irq);
+
+                CHECK_STREQ(i ? i->actions : NULL, name);
+                CHECK_INTEQ(i ? i->count : 0, n_cpus - 1 + irq + 1);
+        }
+}
+
 TEST_MAIN(T(workstation_classification), T(empty_interrupts_empty_table), T(arm64_layout_parsed),
           T(server_classification_and_managed), T(device_vectors_stay_close), T(vm2_every_irq_covered),
           T(isolating_implies_housekeeping_irqs), T(spread_is_numa_local_and_per_queue),
           T(placement_deterministic_and_stable), T(unreadable_interrupts_keep_the_placement),
           T(swinging_rates_move_only_what_matters), T(rules_and_pins), T(bad_rules_name_file_line_key),
-          T(thread_priorities_planned), T(shared_line_threads_matched_by_handler), T(not_threaded_reported))
+          T(thread_priorities_planned), T(shared_line_threads_matched_by_handler), T(not_threaded_reported),
+          T(wide_lines_read_whole))

@@ -58,5 +58,46 @@ TEST(a_failed_reread_keeps_the_last_topology_until_the_next_event)
         topology_cache_clear(&c);
 }
 
+/* A CPU event rereads the files of the CPUs it moved, not of every CPU: where a CPU sits does not
+ * change while it stays online. The fixture's core_id of cpu5 changes under it to show which reads
+ * happened. */
+TEST(only_a_cpu_that_came_online_is_read_again)
+{
+        _cleanup_free_ char *root = test_fixture_copy("smp2x8");
+        TopologyCache c = {0};
+
+        sysroot_set(root);
+        CHECK_INTEQ(topology_cache_load(&c), 0);
+        CHECK_INTEQ(c.topology->cpus[5].core_id, 5);
+        CHECK_INTEQ(c.topology->cpus[5].llc, 0);
+
+        _cleanup_free_ char *dir = xasprintf("%s/sys/devices/system/cpu/cpu6/topology", root);
+        _cleanup_free_ char *aside = xasprintf("%s.offline", dir);
+
+        /* cpu6 goes offline, and like x86 the kernel takes its topology/ away. */
+        test_write(root, "sys/devices/system/cpu/cpu5/topology/core_id", "6\n");
+        test_write(root, "sys/devices/system/cpu/cpu6/online", "0\n");
+        CHECK_INTEQ(rename(dir, aside), 0);
+        test_write(root, "sys/devices/system/cpu/online", "0-5,7-31\n");
+        topology_cache_invalidate(&c);
+        CHECK(!topology_cache_get(&c)->cpus[6].online);
+        CHECK_INTEQ(c.topology->cpus[5].core_id, 5); /* online all along: not read */
+        CHECK_INTEQ(c.topology->cpus[6].core_id, 6); /* kept from before it went */
+        CHECK_INTEQ(c.topology->cpus[6].core, 6);
+
+        CHECK_INTEQ(rename(aside, dir), 0);
+        test_write(root, "sys/devices/system/cpu/cpu6/topology/core_id", "5\n");
+        test_write(root, "sys/devices/system/cpu/cpu6/online", "1\n");
+        test_write(root, "sys/devices/system/cpu/online", "0-31\n");
+        topology_cache_invalidate(&c);
+        CHECK(topology_cache_get(&c)->cpus[6].online);
+        CHECK_INTEQ(c.topology->cpus[6].core_id, 5); /* came online: read */
+        CHECK_INTEQ(c.topology->cpus[6].core, 5);    /* and numbered with what it says now */
+        CHECK_INTEQ(c.topology->cpus[5].core_id, 5);
+        CHECK_INTEQ(c.loads, 3);
+        topology_cache_clear(&c);
+}
+
 TEST_MAIN(T(a_burst_of_cpu_events_rereads_the_topology_once),
-          T(a_failed_reread_keeps_the_last_topology_until_the_next_event))
+          T(a_failed_reread_keeps_the_last_topology_until_the_next_event),
+          T(only_a_cpu_that_came_online_is_read_again))

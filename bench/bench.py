@@ -9,6 +9,7 @@ each storm: --runs cpu1 hotplug cycles, 10 x --runs loop devices, 100 x --runs m
 idle (wakeups of all rtctld threads over --idle seconds). Needs root and a build tree (RTCTL_BUILD_DIR, default build/). Leaves the
 machine as it found it (test loop devices only, removed afterwards)."""
 import argparse
+import contextlib
 import glob
 import socket
 import json
@@ -25,7 +26,7 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, os.path.join(HERE, "..", "tests", "integration"))
 
 import machine  # noqa: E402
-from harness import bench_env  # noqa: E402
+from harness import bench_env, wait_until  # noqa: E402
 
 PROFILE = """[Profile]
 Description=bench: test loop devices only
@@ -108,9 +109,9 @@ def bench_start(env, runs):
     return stats(times)
 
 
-def read_status(pid):
+def read_status(pid, tid=None):
     out = {}
-    for line in open("/proc/%d/status" % pid):
+    for line in open("/proc/%d/status" % pid if tid is None else "/proc/%d/task/%s/status" % (pid, tid)):
         k, _, v = line.partition(":")
         out[k] = v.strip()
     return out
@@ -119,28 +120,23 @@ def read_status(pid):
 def bench_memory(env):
     d = env.start("--profile", "bench")
     time.sleep(0.5)
-    pid = d.proc.pid
-    st = read_status(pid)
-    pss = private = 0
-    for line in open("/proc/%d/smaps_rollup" % pid):
-        if line.startswith("Pss:"):
-            pss = int(line.split()[1])
-        elif line.startswith(("Private_Clean:", "Private_Dirty:")):
-            private += int(line.split()[1])
+    out = memory_of(d.proc.pid)
     d.stop()
-    return {"rss_kb": int(st["VmRSS"].split()[0]), "rss_anon_kb": int(st["RssAnon"].split()[0]),
-            "rss_file_kb": int(st["RssFile"].split()[0]), "pss_kb": pss, "private_kb": private}
+    return out
 
 
-STORM_PROFILE = """[Profile]
-Description=bench: storms (cpu1 isolated, IRQs and kernel threads off it, test loop devices)
-[CPU]
+# cpu1 isolated, kernel threads and IRQs off it: the heart of the shipped audio profile.
+ISOLATED_QUIET = """[CPU]
 Isolate=auto:1
 KernelThreads=housekeeping
 [IRQ]
 Balance=housekeeping
 RebalanceSec=0
-[Block test]
+"""
+
+STORM_PROFILE = """[Profile]
+Description=bench: storms (cpu1 isolated, IRQs and kernel threads off it, test loop devices)
+""" + ISOLATED_QUIET + """[Block test]
 Match=name:loop2[0-4][0-9]
 Scheduler=bfq
 [Attach storm]
@@ -162,7 +158,9 @@ def memory_of(pid):
             private += int(line.split()[1])
             if line.startswith("Private_Dirty:"):
                 dirty = int(line.split()[1])
-    return {"rss_kb": int(st["VmRSS"].split()[0]), "pss_kb": pss, "private_kb": private, "private_dirty_kb": dirty}
+    return {"rss_kb": int(st["VmRSS"].split()[0]), "rss_anon_kb": int(st["RssAnon"].split()[0]),
+            "rss_file_kb": int(st["RssFile"].split()[0]), "pss_kb": pss, "private_kb": private,
+            "private_dirty_kb": dirty}
 
 
 def bench_storms(env, runs):
@@ -174,13 +172,50 @@ def bench_storms(env, runs):
     d = env.start("--profile", "storm")
     pid = d.proc.pid
     time.sleep(0.5)
-    out = [dict(memory_of(pid), after="start")]
+    out = [dict(memory_of(pid), after="start, alone")]
+    with polkitd(env) as peer:
+        if peer:
+            out.append(dict(memory_of(pid), after="start, polkitd beside"))
+        out += storms(env, d, runs)
+    d.stop()
+    return out
+
+
+POLKITD = "/usr/lib/polkit-1/polkitd"
+POLKIT_POLICY = "/usr/share/dbus-1/system.d/org.freedesktop.PolicyKit1.conf"
+
+
+@contextlib.contextmanager
+def polkitd(env):
+    """The real polkitd on the bench's bus, as on every machine rtctld serves desktop users from: it
+    maps glib and libsystemd, whose code pages then count once per process that maps them (PSS) and
+    no longer as rtctld's private memory. Yields False where polkitd is not installed."""
+    if not os.access(POLKITD, os.X_OK):
+        print("memory: no %s (tools/deps.sh installs polkitd): rtctld measured alone only" % POLKITD,
+              file=sys.stderr)
+        yield False
+        return
+    p = subprocess.Popen([POLKITD, "--no-debug"], env=dict(env.environ), stdout=subprocess.DEVNULL,
+                         stderr=subprocess.DEVNULL)
+    try:
+        owner = ["busctl", "--address=" + env.bus.address, "status", "org.freedesktop.PolicyKit1"]
+        if not wait_until(lambda: subprocess.run(owner, capture_output=True).returncode == 0, 30):
+            raise RuntimeError("polkitd did not take its bus name in 30 s")
+        yield True
+    finally:
+        p.terminate()
+        p.wait()
+
+
+def storms(env, d, runs):
+    pid = d.proc.pid
+    out = []
     with machine.cpu1_hotplug_guard():
         for _ in range(runs):
             machine.set_cpu1(False)
             time.sleep(0.2)
             machine.set_cpu1(True)
-            if not wait(lambda: machine.read("/sys/fs/cgroup/cpuset/rtctl-isolated/cpuset.cpus") == "1", 10):
+            if not wait_until(lambda: machine.read("/sys/fs/cgroup/cpuset/rtctl-isolated/cpuset.cpus") == "1", 10):
                 raise RuntimeError("isolation not back after cpu1 came online:\n" + d.output()[-3000:])
     time.sleep(0.5)
     out.append(dict(memory_of(pid), after="%d hotplug cycles" % runs))
@@ -197,33 +232,15 @@ def bench_storms(env, runs):
             p.wait()
     time.sleep(0.5)
     out.append(dict(memory_of(pid), after="%d matched processes came and went" % (100 * runs)))
-    d.stop()
     return out
-
-
-def wait(pred, seconds):
-    deadline = time.monotonic() + seconds
-    while time.monotonic() < deadline:
-        if pred():
-            return True
-        time.sleep(0.001)
-    return pred()
 
 
 def ctxt_switches(pid):
     total = 0
     for tid in os.listdir("/proc/%d/task" % pid):
-        st = read_status_path("/proc/%d/task/%s/status" % (pid, tid))
+        st = read_status(pid, tid)
         total += int(st["voluntary_ctxt_switches"]) + int(st["nonvoluntary_ctxt_switches"])
     return total
-
-
-def read_status_path(path):
-    out = {}
-    for line in open(path):
-        k, _, v = line.partition(":")
-        out[k] = v.strip()
-    return out
 
 
 def bench_idle(env, seconds):
@@ -453,13 +470,7 @@ def bench_fixtures(runs):
 HOLD_AUDIO = """[Profile]
 Description=bench: the shipped audio profile without its block rules, held
 Rank=20
-[CPU]
-Isolate=auto:1
-KernelThreads=housekeeping
-[IRQ]
-Balance=housekeeping
-RebalanceSec=0
-[Power]
+""" + ISOLATED_QUIET + """[Power]
 CPUs=isolated
 MaxExitLatencyUs=0
 """
@@ -505,7 +516,7 @@ def main():
         sys.exit("bench needs root: it changes real kernel settings (test loop devices only)")
 
     results = {}
-    with bench_env("bench", PROFILE) as (env, left):
+    with bench_env("bench", PROFILE, policies=[POLKIT_POLICY]) as (env, left):
         if "uevent" in args.sections:
             (results["kernel_elevator_write_ms"], results["uevent_to_scheduler_ms"],
              results["rtctl_share_ms"]) = bench_uevent(env, args.runs)

@@ -379,6 +379,32 @@ def placement(root):
     return out
 
 
+def hang_evidence(root, d):
+    """What a hung cell's processes were doing when it was given up on: each thread's state, policy,
+    allowed CPUs, last CPU, wait channel and kernel stack, and the server's tail of output."""
+    pids = list(descendants(root))
+    server = machine.read(os.path.join(d, "server.pid"))
+    if server and server.isdigit() and int(server) not in pids:
+        pids.append(int(server))
+    lines = []
+    for pid in pids:
+        lines.append("%d %s cpuset %s" % (pid, machine.read("/proc/%d/comm" % pid),
+                                          machine.read("/proc/%d/cpuset" % pid)))
+        for t in sorted(glob.glob("/proc/%d/task/[0-9]*" % pid)):
+            st = machine.read(t + "/stat")
+            if not st:
+                continue
+            f = st.rsplit(")", 1)[1].split()
+            status = machine.read(t + "/status") or ""
+            cpus = next((x.split(":", 1)[1].strip() for x in status.splitlines()
+                         if x.startswith("Cpus_allowed_list:")), "?")
+            stack = " < ".join(x.split()[-1] for x in (machine.read(t + "/stack") or "").splitlines()[:8])
+            lines.append("  %s %s state %s policy %s prio %s cpus %s last cpu %s wchan %s stack %s" % (
+                os.path.basename(t), st[st.index("(") + 1:st.rindex(")")], f[0], f[38], f[37], cpus, f[36],
+                machine.read(t + "/wchan"), stack))
+    return "\n".join(lines)
+
+
 def placement_line(p):
     parts = []
     for comm in ("jackd", "pipewire", "xrun-client"):
@@ -443,7 +469,9 @@ def run_cell(cfg, server, cpu, period, units, seconds, warmup, workdir, tag):
             out = None
         stat1 = cpu_stat(cpu)
         if out is None:
-            raise RuntimeError("cell %s hung: no exit %d s after its start" % (tag, seconds + warmup + 120))
+            raise RuntimeError("cell %s hung: no exit %d s after its start\n%s\nserver: %s" % (
+                tag, seconds + warmup + 120, hang_evidence(p.pid, d),
+                (machine.read(os.path.join(d, "server.err")) or "")[-1500:]))
     except BaseException:
         # The cell is its own session: this ends its client; jackd makes a session of its own.
         os.killpg(p.pid, signal.SIGKILL)

@@ -22,6 +22,8 @@ pkgs=(
   irqbalance udev
   # bench/xruns.py --servers pipewire: a headless pipewire of its own per cell, the client under pw-jack
   pipewire pipewire-bin pipewire-jack
+  # bench/bench.py storms: rtctld's memory beside the real polkitd, which maps the libraries it maps
+  polkitd
   # bench/latency.py and bench/latency-check.py: cyclictest
   rt-tests
   # tests/fuzz (meson -Dfuzz=true): clang and its libFuzzer runtime (libclang_rt.fuzzer)

@@ -279,13 +279,14 @@ FLOOD_CLIENT = os.path.join(ROOT, "tests", "integration", "flood_client.py")
 
 
 @contextlib.contextmanager
-def bench_env(profile, text):
-    """For a bench run as root: an Env on a private bus, holding one profile. Yields (env, left); left
-    is filled on exit with what the machine kept changed against its state on entry (machine.diff)."""
+def bench_env(profile, text, policies=()):
+    """For a bench run as root: an Env on a private bus (with the bus policies of services run beside
+    rtctld), holding one profile. Yields (env, left); left is filled on exit with what the machine kept
+    changed against its state on entry (machine.diff)."""
     import machine
     tmp = tempfile.mkdtemp(prefix="rtctl-bench-")
     os.chmod(tmp, 0o755)
-    bus = Bus(tmp)
+    bus = Bus(tmp, policies)
     env = Env(tmp, bus)
     env.profile(profile, text)
     before = machine.snapshot()

@@ -399,10 +399,30 @@ def hang_evidence(root, d):
             cpus = next((x.split(":", 1)[1].strip() for x in status.splitlines()
                          if x.startswith("Cpus_allowed_list:")), "?")
             stack = " < ".join(x.split()[-1] for x in (machine.read(t + "/stack") or "").splitlines()[:8])
-            lines.append("  %s %s state %s policy %s prio %s cpus %s last cpu %s wchan %s stack %s" % (
+            lines.append("  %s %s state %s policy %s prio %s cpus %s last cpu %s wchan %s schedstat %s stack %s" % (
                 os.path.basename(t), st[st.index("(") + 1:st.rindex(")")], f[0], f[38], f[37], cpus, f[36],
-                machine.read(t + "/wchan"), stack))
+                machine.read(t + "/wchan"), machine.read(t + "/schedstat"), stack))
+    lines.append("who ran over 1 s (ms of CPU, policy/priority, last CPU): " + top_threads(1.0))
+    lines.append("/proc/pressure/cpu: " + (machine.read("/proc/pressure/cpu") or "").replace("\n", "; "))
     return "\n".join(lines)
+
+
+def top_threads(seconds):
+    """The machine's busiest threads over `seconds`, by their schedstat run time."""
+    def sample():
+        out = {}
+        for t in glob.glob("/proc/[0-9]*/task/[0-9]*"):
+            ss, st = machine.read(t + "/schedstat"), machine.read(t + "/stat")
+            if ss and st:
+                f = st.rsplit(")", 1)[1].split()
+                out[t] = (int(ss.split()[0]), st[st.index("(") + 1:st.rindex(")")], f[38], f[37], f[36])
+        return out
+    a = sample()
+    time.sleep(seconds)
+    b = sample()
+    ran = sorted(((b[t][0] - a[t][0], t) for t in b if t in a), reverse=True)[:10]
+    return ", ".join("%s %s %.0f ms %s/%s cpu%s" % (t.split("/")[4], b[t][1], ns / 1e6, b[t][2], b[t][3], b[t][4])
+                     for ns, t in ran)
 
 
 def placement_line(p):

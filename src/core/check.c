@@ -155,11 +155,6 @@ static bool realtime(const ThreadSched *t)
         return t->policy == SCHED_FIFO || t->policy == SCHED_RR;
 }
 
-static const char *policy_name(const ThreadSched *t)
-{
-        return t->policy == SCHED_FIFO ? "fifo" : t->policy == SCHED_RR ? "rr" : "other";
-}
-
 /* An RT priority to compare: SCHED_OTHER ranks below every real-time priority. */
 static int rank(const ThreadSched *t)
 {
@@ -193,9 +188,9 @@ static bool audio_server_thread(const ThreadSched *t)
 static char *describe(const ThreadSched *t)
 {
         if (t->flags & PF_KTHREAD)
-                return xasprintf("%s (%s %u)", t->comm, policy_name(t), t->rt_priority);
-        return xasprintf("%s of %s (PID %u, %s %u)", t->comm, t->process_comm, t->pid, policy_name(t),
-                         t->rt_priority);
+                return xasprintf("%s (%s %u)", t->comm, sched_policy_name(t->policy), t->rt_priority);
+        return xasprintf("%s of %s (PID %u, %s %u)", t->comm, t->process_comm, t->pid,
+                         sched_policy_name(t->policy), t->rt_priority);
 }
 
 void audit_inversion(Audit *a, const ThreadSched *threads, size_t n, const unsigned *audio_irqs,

@@ -33,14 +33,7 @@ static int sched_read(SettingContext *ctx, const char *object, const char *hint,
         policy = sched_getscheduler((pid_t)pid);
         if (policy < 0 || sched_getparam((pid_t)pid, &param) < 0)
                 return errno == ESRCH ? -ENOENT : -errno;
-        policy &= ~SCHED_RESET_ON_FORK;
-        *ret = xasprintf("%s:%d",
-                         policy == SCHED_FIFO    ? "fifo"
-                         : policy == SCHED_RR    ? "rr"
-                         : policy == SCHED_OTHER ? "other"
-                         : policy == SCHED_IDLE  ? "idle"
-                                                 : "batch",
-                         param.sched_priority);
+        *ret = xasprintf("%s:%d", sched_policy_name(policy), param.sched_priority);
         return 0;
 }
 

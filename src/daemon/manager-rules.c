@@ -4,6 +4,7 @@
  * one read of /proc/PID/comm for an exec; only a match schedules a pass, and that pass plans the
  * attached processes and threads alone. What rules matched is recomputed, never saved: a restarted
  * daemon scans again. */
+#include <sched.h>
 #include <systemd/sd-login.h>
 
 #include "daemon/bus-signals.h"
@@ -168,7 +169,7 @@ static void on_proc_event(const ProcEvent *ev, void *userdata)
                         /* A thread inherits its creator's policy: the pass reads the new one's at once. */
                         if ((x = find_match(m, ev->pid)) && !rule_of(m, x)->all)
                                 schedule_attach(m, rule_of(m, x)->name);
-                        manager_sched_thread_created(m, ev->pid);
+                        manager_sched_thread_created(m, ev->pid, ev->tid, x != NULL);
                 }
                 break;
         case PROC_EV_EXIT:
@@ -388,7 +389,8 @@ void manager_rules_policy_changed(Manager *m, unsigned tid)
 
         if (m->stopping || !rules(m) || attach_thread_tgid(tid, &pid) < 0)
                 return;
-        log_debug("Thread %u of process %u changed its scheduling policy.", tid, pid);
+        log_debug("Thread %u of process %u changed its scheduling policy (now %s).", tid, pid,
+                  sched_policy_name(sched_getscheduler((pid_t)tid)));
         evaluate(m, pid, NULL);
 }
 

@@ -5,6 +5,8 @@
  * succeeded makes its target thread's process be evaluated against the rules. Where the kernel has no
  * such tracepoints (or no tracefs), a process that creates a thread is looked at again 10 ms, 100 ms
  * and 1 s later, and then no more: with nothing pending there is no timer. */
+#include <sched.h>
+
 #include "daemon/bus-signals.h"
 #include "daemon/manager.h"
 #include "shared/log.h"
@@ -199,7 +201,19 @@ static int on_recheck(sd_event_source *s, uint64_t usec, void *userdata)
         return 0;
 }
 
-void manager_sched_thread_created(Manager *m, unsigned pid)
+/* A thread born real-time (created by a real-time thread with the default PTHREAD_INHERIT_SCHED, or
+ * with SCHED_RESET_ON_FORK clear) makes no policy call the tracepoints could see: its process is
+ * evaluated when it is created, so that a rule matching on a real-time thread sees it as well. */
+static bool born_realtime(unsigned tid)
+{
+        int policy = sched_getscheduler((pid_t)tid);
+        if (policy < 0)
+                return false;
+        policy &= ~SCHED_RESET_ON_FORK;
+        return policy == SCHED_FIFO || policy == SCHED_RR;
+}
+
+void manager_sched_thread_created(Manager *m, unsigned pid, unsigned tid, bool matched)
 {
         PolicyWatch *w;
         PolicyRecheck *c = NULL;
@@ -207,6 +221,13 @@ void manager_sched_thread_created(Manager *m, unsigned pid)
         assert(m);
         w = &m->policy_watch;
 
+        if (w->method == POLICY_WATCH_TRACEPOINTS) {
+                if (!matched && wanted(m) && born_realtime(tid)) {
+                        log_debug("Thread %u of process %u was born real-time.", tid, pid);
+                        manager_rules_recheck(m, pid);
+                }
+                return;
+        }
         if (w->method != POLICY_WATCH_RECHECK)
                 return;
         for (size_t i = 0; i < w->n_rechecks && !c; i++)

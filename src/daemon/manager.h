@@ -295,7 +295,7 @@ void manager_rules_rescan(Manager *m, const char *why);
 void manager_sched_update(Manager *m);
 void manager_sched_stop(Manager *m);
 /* The re-check method: process pid created a thread; look at it again 10 ms, 100 ms and 1 s later. */
-void manager_sched_thread_created(Manager *m, unsigned pid);
+void manager_sched_thread_created(Manager *m, unsigned pid, unsigned tid, bool matched);
 /* "tracepoints", "re-check after thread creation: WHY", "" (not followed). */
 char *manager_sched_method(const Manager *m);
 

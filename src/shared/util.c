@@ -2,6 +2,7 @@
 #include <ctype.h>
 #include <fcntl.h>
 #include <limits.h>
+#include <sched.h>
 #include <stdarg.h>
 #include <stdint.h>
 #include <sys/stat.h>
@@ -539,4 +540,26 @@ uint64_t now_usec(int clock)
         struct timespec ts;
         clock_gettime(clock, &ts);
         return (uint64_t)ts.tv_sec * 1000000ULL + (uint64_t)ts.tv_nsec / 1000ULL;
+}
+
+const char *sched_policy_name(int policy)
+{
+        if (policy < 0)
+                return "?";
+        switch (policy & ~SCHED_RESET_ON_FORK) {
+        case SCHED_OTHER:
+                return "other";
+        case SCHED_FIFO:
+                return "fifo";
+        case SCHED_RR:
+                return "rr";
+        case SCHED_BATCH:
+                return "batch";
+        case SCHED_IDLE:
+                return "idle";
+        case 6: /* SCHED_DEADLINE, which glibc's <sched.h> does not name */
+                return "deadline";
+        default:
+                return "?";
+        }
 }

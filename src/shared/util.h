@@ -137,6 +137,10 @@ bool strv_contains(char *const *l, const char *s);
 char **strv_split(const char *s, const char *separators);
 
 /* Parse an unsigned decimal, rejecting signs, trailing junk and overflow. */
+/* A scheduling policy as the profiles spell it ("fifo", "rr", "other", "batch", "idle", "deadline"),
+ * SCHED_RESET_ON_FORK ignored; "?" for anything else, a failed sched_getscheduler() included. */
+const char *sched_policy_name(int policy);
+
 int safe_atou(const char *s, unsigned *ret);
 int safe_atoi(const char *s, int *ret);
 

@@ -30,11 +30,6 @@ static unsigned irqthread_boot_needs(const void *config)
         return 0;
 }
 
-static const char *policy_name(int policy)
-{
-        return policy == SCHED_FIFO ? "fifo" : policy == SCHED_RR ? "rr" : "other";
-}
-
 static const IrqRule *thread_rule(const IrqConfig *c, const Irq *irq)
 {
         for (size_t i = 0; i < c->n_rules; i++)
@@ -108,9 +103,9 @@ static int irqthread_plan(const PlanContext *ctx, const void *config, const char
                 rule = thread_rule(c, &view);
                 if (!rule)
                         continue;
-                plan_add(
-                    plan, &setting_kind_sched, "irqthread", 0, xasprintf("/proc/%u/sched", task->pid),
-                    xasprintf("%s:%d", policy_name(rule->policy), rule->priority > 0 ? rule->priority : 0));
+                plan_add(plan, &setting_kind_sched, "irqthread", 0, xasprintf("/proc/%u/sched", task->pid),
+                         xasprintf("%s:%d", sched_policy_name(rule->policy),
+                                   rule->priority > 0 ? rule->priority : 0));
         }
         /* Rules that found an IRQ but no thread for it: the kernel runs those handlers in hard IRQ context.
          */

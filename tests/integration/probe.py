@@ -14,10 +14,13 @@ order). Commands, one per line, each answered with "ok" once done:
                        with T the CLOCK_MONOTONIC ns taken just before the call
     spawn N NAME       worker N starts a thread named NAME (it inherits N's policy) that sleeps;
                        answered "ok TID"
+    memfd N NAME       worker N maps a memfd named NAME (as PipeWire's "pipewire-memfd:..." buffers
+                       are), kept for the probe's life: what graph: conditions see in /proc/PID/maps
     exit
 """
 import ctypes
 import json
+import mmap
 import os
 import queue
 import sys
@@ -26,6 +29,7 @@ import time
 
 PR_SET_NAME = 15
 libc = ctypes.CDLL(None, use_errno=True)
+maps = []
 
 
 def set_name(name):
@@ -61,6 +65,10 @@ def worker(inbox, tids, index, ready):
             threading.Thread(target=child, daemon=True).start()
             born.acquire()
             done.t0 = box[0]
+        elif cmd == "memfd":
+            fd = os.memfd_create(arg)
+            os.ftruncate(fd, mmap.PAGESIZE)
+            maps.append(mmap.mmap(fd, mmap.PAGESIZE))
         elif cmd == "exit":
             done.set()
             return

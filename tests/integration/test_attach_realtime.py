@@ -95,6 +95,30 @@ def test_a_process_whose_last_rt_thread_leaves_is_no_longer_matched(env, rt_prob
     assert wait_until(lambda: attached(env) == set(), timeout=BOUND)
 
 
+def test_a_thread_born_realtime_is_seen_once_its_process_matches(env, rt_probes):
+    # A process already real-time that joins a graph later (a plugin host loading its audio library)
+    # makes no event; the thread its real-time thread then creates is born SCHED_FIFO, with no policy
+    # call for the tracepoints either. Its creation is the one event: rtctld looks at it then.
+    env.profile("rtg", ISOLATE + """
+[Attach rt-graph]
+Match=comm:rtctl-rt user:%d graph:pipewire
+Threads=realtime
+""" % NOBODY)
+    d = env.start("--profile", "rtg")
+    assert env.rtctl_json("status")["policy_events"] == "tracepoints"
+    p = rt_probes()
+    p.command("sched", 0, "fifo")  # seen, but no graph yet: no match
+    p.command("memfd", 1, "pipewire-memfd:flags=0x0,type=0,size=4096")
+    time.sleep(1.5)
+    assert placement(p.pid, p.tids[0]) == HOUSEKEEPING
+    assert attached(env) == set()
+    child = int(p.command("spawn", 0, "rt-child")[0])
+    assert wait_until(lambda: placement(p.pid, child) == ISOLATED, timeout=BOUND), d.output()[-3000:]
+    assert placement(p.pid, p.tids[0]) == ISOLATED
+    assert placement(p.pid, p.tids[1]) == HOUSEKEEPING
+    assert {(p.pid, child, "rt-graph", "realtime"), (p.pid, p.tids[0], "rt-graph", "realtime")} <= attached(env)
+
+
 def test_a_jack_client_gets_its_process_thread_isolated(env):
     env.profile("jack", ISOLATE + """
 [Attach jack-clients]

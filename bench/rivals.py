@@ -261,7 +261,8 @@ def start_rtctld(env, *args):
     and sd_notify() blocks once net.unix.max_dgram_qlen (10) datagrams wait unread: after ~11 profile
     switches rtctld would hang in unix_wait_for_peer, its event loop and D-Bus calls with it."""
     import threading
-    d = env.start(*args)
+    # As units/rtctld.service runs it: SCHED_FIFO 1, children reset to SCHED_OTHER.
+    d = env.start(*args, wrapper=("chrt", "--reset-on-fork", "--fifo", "1"))
 
     def drain():
         while True:

@@ -39,12 +39,17 @@ def t_package_installed():
     check(enabled == "enabled", "systemctl is-enabled %s: %s" % (UNIT, enabled))
     st = unit_prop(UNIT, "ActiveState", "SubState", "MainPID", "ActiveEnterTimestampMonotonic")
     check(st.get("ActiveState") == "active", "%s after boot: %s" % (UNIT, st))
+    # The unit's CPUSchedulingPolicy=fifo, CPUSchedulingPriority=1, CPUSchedulingResetOnFork=yes.
+    pid = int(st.get("MainPID") or 0)
+    policy, prio = os.sched_getscheduler(pid), os.sched_getparam(pid).sched_priority
+    check(policy == os.SCHED_FIFO | os.SCHED_RESET_ON_FORK and prio == 1,
+          "rtctld's scheduling: policy %#x priority %d, not SCHED_FIFO 1 with SCHED_RESET_ON_FORK" % (policy, prio))
     props = rtprops()
     check(props.get("ActiveProfile") == "desktop" and props.get("State") == "applied" and not props.get("Failures"),
           "after boot, the package's default profile: %s" % brief(props))
     v = run([RTCTL, "verify"], timeout=60)
     check(v.returncode == 0, "rtctl verify after boot: rc %d %s" % (v.returncode, (v.stdout + v.stderr).strip()[-300:]))
-    return "rtctl %s: %d files; %s enabled, active since boot (pid %s), desktop applied, rtctl verify ok" % (
+    return "rtctl %s: %d files; %s enabled, active since boot (pid %s, SCHED_FIFO 1), desktop applied, rtctl verify ok" % (
         run(["dpkg-query", "-W", "-f", "${Version}", "rtctl"]).stdout.strip(), len(files), UNIT, st.get("MainPID"))
 
 

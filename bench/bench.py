@@ -581,4 +581,5 @@ def main():
 
 
 if __name__ == "__main__":
+    machine.interruptible()
     sys.exit(main())

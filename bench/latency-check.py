@@ -29,6 +29,7 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, HERE)
 
 import latency  # noqa: E402
+import machine  # noqa: E402
 import rivals  # noqa: E402
 from rivals import log  # noqa: E402
 from harness import RTCTL  # noqa: E402
@@ -195,4 +196,5 @@ def main():
 
 
 if __name__ == "__main__":
+    machine.interruptible()
     sys.exit(main())

@@ -678,4 +678,5 @@ def main():
 
 
 if __name__ == "__main__":
+    machine.interruptible()
     sys.exit(main())

@@ -861,4 +861,5 @@ def main():
 
 
 if __name__ == "__main__":
+    machine.interruptible()
     sys.exit(main())

@@ -450,3 +450,11 @@ def online_cpu1_left_offline():
         set_cpu1(True)
         return True
     return False
+
+
+def interruptible():
+    """SIGINT raises KeyboardInterrupt again, so that a benchmark's cleanups run (cpu1 back online, cpusets
+    removed, tuned stopped) when bench/smoke's timeout stops it with SIGINT. A script started in the
+    background of a non-interactive shell (CI's `nohup ... &`) inherits SIGINT ignored, and Python then
+    leaves it ignored: the timeout's SIGKILL 30 s later would end it with the machine changed."""
+    signal.signal(signal.SIGINT, signal.default_int_handler)

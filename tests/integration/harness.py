@@ -284,7 +284,7 @@ def bench_env(profile, text, policies=()):
     rtctld), holding one profile. Yields (env, left); left is filled on exit with what the machine kept
     changed against its state on entry (machine.diff)."""
     import machine
-    tmp = tempfile.mkdtemp(prefix="rtctl-bench-")
+    tmp = tempfile.mkdtemp(prefix="rtctl-bench-", dir=machine.run_tmp())
     os.chmod(tmp, 0o755)
     bus = Bus(tmp, policies)
     env = Env(tmp, bus)

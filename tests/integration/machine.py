@@ -381,13 +381,24 @@ class UeventListener:
         self.sock.close()
 
 
+def run_tmp():
+    """Where a benchmark's daemon keeps its runtime directory: a tmpfs, as /run is for rtctld.service
+    (RuntimeDirectory=), so that its journal writes cost what they cost there and not an ext4 create
+    and rename (5 ms of a 30 ms hotplug pass here). /dev/shm is a tmpfs on every Linux system; the
+    temporary directory where it is not."""
+    with open("/proc/self/mounts") as f:
+        if any(line.split()[1:3] == ["/dev/shm", "tmpfs"] for line in f):
+            return "/dev/shm"
+    return tempfile.gettempdir()
+
+
 def leftover_runs(tmp=None):
     """Runtime directories of test and bench daemons whose run was killed before its cleanup: they
     still hold a journal (or a tracefs record), and the machine still holds what it names."""
-    tmp = tmp or tempfile.gettempdir()
+    tops = [tmp] if tmp else sorted({tempfile.gettempdir(), run_tmp()})
     runs = []
-    for pattern in ("rtctl-test-*", "rtctl-bench-*"):
-        for run in sorted(glob.glob(os.path.join(tmp, pattern, "env-*", "run"))):
+    for top, pattern in ((t, p) for t in tops for p in ("rtctl-test-*", "rtctl-bench-*")):
+        for run in sorted(glob.glob(os.path.join(top, pattern, "env-*", "run"))):
             if any(os.path.exists(os.path.join(run, f)) for f in ("journal.json", "tracefs.json")):
                 runs.append(run)
     return runs

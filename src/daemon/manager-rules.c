@@ -85,6 +85,7 @@ static void evaluate(Manager *m, unsigned pid, const char *comm)
         if (x) {
                 x->rule = (unsigned)rule;
                 x->starttime = t.starttime;
+                x->reported = false;
                 schedule_restore(m, "attach rule changed");
         } else if (m->n_matches >= RULE_MATCHES_MAX) {
                 if (!m->matches_full) {
@@ -339,6 +340,38 @@ void manager_attach_input(Manager *m, AttachInput *ret)
         }
 }
 
+/* One line when a by-thread match is first placed by a pass, or placed nothing, and whenever the count of
+ * its isolated threads changes: "matches rule" alone does not say whether anything moved. */
+static void report_placed(Manager *m)
+{
+        for (size_t i = 0; i < m->n_matches; i++) {
+                RuleMatch *x = &m->matches[i];
+                const AttachRule *r = rule_of(m, x);
+                unsigned n = 0;
+
+                if (r->all)
+                        continue;
+                for (size_t j = 0; j < m->n_rule_threads; j++)
+                        n += m->rule_threads[j].pid == x->pid;
+                if (x->reported && n == x->placed)
+                        continue;
+                _cleanup_free_ char *name = text_escape(x->comm);
+                if (n == 0)
+                        log_info(
+                            "Process %u (%s), rule %s: none of its threads goes to the isolated CPUs (none "
+                            "is %s).",
+                            x->pid, name, r->name,
+                            r->realtime && r->thread_globs ? "real-time or named as Threads= says"
+                            : r->realtime                  ? "real-time"
+                                                           : "named as Threads= says");
+                else
+                        log_info("Process %u (%s), rule %s: %u of its threads on the isolated CPUs.", x->pid,
+                                 name, r->name, n);
+                x->reported = true;
+                x->placed = n;
+        }
+}
+
 /* What the pass placed is what status shows: the isolated threads it planned. */
 void manager_rules_note_pass(Manager *m, const AttachInput *in)
 {
@@ -354,6 +387,7 @@ void manager_rules_note_pass(Manager *m, const AttachInput *in)
                 GREEDY_REALLOC(m->rule_threads, m->rule_threads_allocated, m->n_rule_threads + 1);
                 m->rule_threads[m->n_rule_threads++] = in->threads[i];
         }
+        report_placed(m);
 }
 
 void attach_input_clear(AttachInput *a)

@@ -61,6 +61,10 @@ typedef struct RuleMatch {
         unsigned long long starttime;
         unsigned rule; /* index in the policy's rules */
         char comm[16];
+        /* By thread: how many of its threads the last pass isolated, once a pass has said so in the log
+         * (reported). A match that places nothing is worth a line: the user expected an effect. */
+        bool reported;
+        unsigned placed;
 } RuleMatch;
 
 /* What a pass places on the isolated CPUs: whole processes (attached, or matched by a rule with

@@ -262,7 +262,7 @@ def start_rtctld(env, *args):
     switches rtctld would hang in unix_wait_for_peer, its event loop and D-Bus calls with it."""
     import threading
     # As units/rtctld.service runs it: SCHED_FIFO 1, children reset to SCHED_OTHER.
-    d = env.start(*args, wrapper=("chrt", "--reset-on-fork", "--fifo", "1"))
+    d = env.start("--realtime-priority=1", *args)
 
     def drain():
         while True:

@@ -460,17 +460,24 @@ def placement_line(p):
     return "; ".join(parts)
 
 
-def stop_server(d, comm):
-    """The cell's server, by the PID the cell wrote, when it is still that server."""
+def stop_server(d, comm, kill_wait=0):
+    """The cell's server, by the PID the cell wrote, when it is still that server: SIGTERM, SIGKILL 10 s
+    later, then up to kill_wait s for it to be gone (a starved server needs CPU time even to die).
+    Whether it is gone."""
     pid = machine.read(os.path.join(d, "server.pid"))
-    if not pid or machine.read("/proc/%s/comm" % pid) != comm:
-        return
+
+    def alive():
+        return pid and machine.read("/proc/%s/comm" % pid) == comm
+    if not alive():
+        return True
     os.kill(int(pid), signal.SIGTERM)
-    deadline = time.monotonic() + 10
-    while machine.read("/proc/%s/comm" % pid) == comm and time.monotonic() < deadline:
-        time.sleep(0.05)
-    if machine.read("/proc/%s/comm" % pid) == comm:
-        os.kill(int(pid), signal.SIGKILL)
+    for sig, wait in ((signal.SIGKILL, 10), (None, kill_wait)):
+        deadline = time.monotonic() + wait
+        while alive() and time.monotonic() < deadline:
+            time.sleep(0.05)
+        if sig and alive():
+            os.kill(int(pid), sig)
+    return not alive()
 
 
 class CellHung(RuntimeError):
@@ -667,8 +674,11 @@ def run_cell_once_more(results, *args):
     try:
         return run_cell(*args)
     except CellHung as e:
-        tag = args[-1]
+        server, workdir, tag = args[1], args[7], args[8]
         results.setdefault("hung_cells", []).append({"cell": tag, "evidence": str(e)})
+        # The next server takes the same name: the hung one must be gone first.
+        if not stop_server(os.path.join(workdir, tag), SERVERS[server][0], kill_wait=60):
+            raise CellHung("%s\n(not run again: its %s outlived SIGKILL by 60 s)" % (e, SERVERS[server][0]))
         log("cell %s hung, run once more; evidence:\n%s" % (tag, str(e)))
         return run_cell(*(args[:-1] + (tag + "-again",)))
 

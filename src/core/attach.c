@@ -250,8 +250,10 @@ AttachRules *attach_rules_parse(Conf *conf, char ***errors)
                         continue;
                 GREEDY_REALLOC(rules->rules, allocated, rules->n + 1);
                 rules->rules[rules->n++] = r;
-                for (size_t t = 0; t < r.n_terms; t++)
+                for (size_t t = 0; t < r.n_terms; t++) {
                         rules->uses_active |= r.terms[t].active;
+                        rules->uses_graph |= r.terms[t].kind == ATTACH_GRAPH;
+                }
                 rules->uses_realtime |= r.realtime;
         }
         if (rules->n == 0) {

@@ -56,6 +56,7 @@ typedef struct AttachRules {
         size_t n;
         bool uses_active;   /* some rule says user:active: a session switch changes what matches */
         bool uses_realtime; /* some rule says Threads=realtime: policy changes are followed */
+        bool uses_graph;    /* some rule says graph:, which no event announces (a library loaded late) */
 } AttachRules;
 
 /* Reads every [Attach NAME] section; appends "file:line: Key=value: why" to *errors. NULL when the

@@ -340,33 +340,40 @@ void manager_attach_input(Manager *m, AttachInput *ret)
         }
 }
 
-/* One line when a by-thread match is first placed by a pass, or placed nothing, and whenever the count of
- * its isolated threads changes: "matches rule" alone does not say whether anything moved. */
-static void report_placed(Manager *m)
+/* One line at info when a pass first sends threads of a by-thread match to the isolated CPUs, and
+ * whenever their count changes, down to none: "matches rule" alone does not say whether anything moved.
+ * A match that has no wanted thread yet (PipeWire before its data loop exists) says so at debug only.
+ * A process attached whole (rtctl attach, rtctl run) has no threads listed: it is all there. */
+static void report_placed(Manager *m, const AttachInput *in)
 {
         for (size_t i = 0; i < m->n_matches; i++) {
                 RuleMatch *x = &m->matches[i];
                 const AttachRule *r = rule_of(m, x);
+                const char *wanted = r->realtime && r->thread_globs ? "real-time or named as Threads= says"
+                                     : r->realtime                  ? "real-time"
+                                                                    : "named as Threads= says";
                 unsigned n = 0;
 
-                if (r->all)
+                if (r->all || has_pid(in->pids, in->n_pids, x->pid))
                         continue;
                 for (size_t j = 0; j < m->n_rule_threads; j++)
                         n += m->rule_threads[j].pid == x->pid;
                 if (x->reported && n == x->placed)
                         continue;
                 _cleanup_free_ char *name = text_escape(x->comm);
-                if (n == 0)
+                if (n > 0)
+                        log_info("Process %u (%s), rule %s: %u of its threads go to the isolated CPUs.",
+                                 x->pid, name, r->name, n);
+                else if (x->reported)
                         log_info(
-                            "Process %u (%s), rule %s: none of its threads goes to the isolated CPUs (none "
-                            "is %s).",
-                            x->pid, name, r->name,
-                            r->realtime && r->thread_globs ? "real-time or named as Threads= says"
-                            : r->realtime                  ? "real-time"
-                                                           : "named as Threads= says");
+                            "Process %u (%s), rule %s: none of its threads goes to the isolated CPUs any "
+                            "more (none is %s).",
+                            x->pid, name, r->name, wanted);
                 else
-                        log_info("Process %u (%s), rule %s: %u of its threads on the isolated CPUs.", x->pid,
-                                 name, r->name, n);
+                        log_debug(
+                            "Process %u (%s), rule %s: none of its threads goes to the isolated CPUs yet "
+                            "(none is %s).",
+                            x->pid, name, r->name, wanted);
                 x->reported = true;
                 x->placed = n;
         }
@@ -387,7 +394,7 @@ void manager_rules_note_pass(Manager *m, const AttachInput *in)
                 GREEDY_REALLOC(m->rule_threads, m->rule_threads_allocated, m->n_rule_threads + 1);
                 m->rule_threads[m->n_rule_threads++] = in->threads[i];
         }
-        report_placed(m);
+        report_placed(m, in);
 }
 
 void attach_input_clear(AttachInput *a)

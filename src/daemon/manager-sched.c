@@ -203,14 +203,17 @@ static int on_recheck(sd_event_source *s, uint64_t usec, void *userdata)
 
 /* A thread born real-time (created by a real-time thread with the default PTHREAD_INHERIT_SCHED, or
  * with SCHED_RESET_ON_FORK clear) makes no policy call the tracepoints could see: its process is
- * evaluated when it is created, so that a rule matching on a real-time thread sees it as well. */
-static bool born_realtime(unsigned tid)
+ * evaluated when it is created, so that a rule matching on a real-time thread sees it as well. One
+ * sched_getscheduler() per thread created in an unmatched process, and an evaluation for a real-time
+ * one. */
+static bool born_realtime(unsigned pid, unsigned tid)
 {
-        int policy = sched_getscheduler((pid_t)tid);
-        if (policy < 0)
+        int policy;
+
+        if (tid == 0 || tid == pid) /* 0 would be rtctld itself */
                 return false;
-        policy &= ~SCHED_RESET_ON_FORK;
-        return policy == SCHED_FIFO || policy == SCHED_RR;
+        policy = sched_getscheduler((pid_t)tid);
+        return policy >= 0 && attach_policy_realtime(policy & ~SCHED_RESET_ON_FORK);
 }
 
 void manager_sched_thread_created(Manager *m, unsigned pid, unsigned tid, bool matched)
@@ -222,7 +225,9 @@ void manager_sched_thread_created(Manager *m, unsigned pid, unsigned tid, bool m
         w = &m->policy_watch;
 
         if (w->method == POLICY_WATCH_TRACEPOINTS) {
-                if (!matched && wanted(m) && born_realtime(tid)) {
+                /* Only a graph: term can start to hold without an event of its own (exec, comm and
+                 * policy changes have theirs): without one, a thread's birth tells nothing new. */
+                if (!matched && wanted(m) && m->policy->attach->uses_graph && born_realtime(pid, tid)) {
                         log_debug("Thread %u of process %u was born real-time.", tid, pid);
                         manager_rules_recheck(m, pid);
                 }

@@ -131,6 +131,7 @@ typedef struct Manager {
         char *state_dir;
         char *profile_override; /* --profile */
         bool no_bus;
+        unsigned realtime_priority; /* --realtime-priority=: SCHED_FIFO at start; 0: as started */
 
         TopologyCache topology; /* through manager_topology(): CPU events only mark it stale */
         Journal *journal;

@@ -280,9 +280,31 @@ def test_daemon_command_line_exit_codes():
     from harness import RTCTLD
     for args, rc, text in ((["--help"], 0, "rtctld [OPTIONS]"), (["--version"], 0, "rtctld "),
                            (["--bogus"], 2, "unrecognized option '--bogus'"),
-                           (["extra"], 2, "takes no positional arguments")):
+                           (["extra"], 2, "takes no positional arguments"),
+                           (["--realtime-priority=0"], 2, "--realtime-priority=0: expected a SCHED_FIFO priority, 1 to 99."),
+                           (["--realtime-priority=fifo"], 2, "--realtime-priority=fifo: expected")):
         p = subprocess.run([RTCTLD] + args, capture_output=True, text=True, timeout=30)
         assert p.returncode == rc and text in p.stdout + p.stderr, (args, p.returncode, p.stdout, p.stderr)
+
+
+def test_the_daemon_runs_at_the_realtime_priority_it_is_given(env):
+    # As rtctld.service starts it: SCHED_FIFO 1, with SCHED_RESET_ON_FORK so its children are ordinary.
+    d = env.start("--realtime-priority=1")
+    pid = d.proc.pid
+    assert os.sched_getscheduler(pid) == os.SCHED_FIFO | os.SCHED_RESET_ON_FORK
+    assert os.sched_getparam(pid).sched_priority == 1
+    assert env.rtctl_json("status")["failures"] == []
+    assert d.stop() == 0, d.output()
+
+
+def test_without_the_right_to_realtime_the_daemon_says_so_and_runs(env):
+    # Where SCHED_FIFO is refused (a kernel whose RT group scheduling gives the service's cgroup no
+    # real-time time; here: CAP_SYS_NICE taken away), the daemon still starts and tunes, and says why.
+    d = env.start("--realtime-priority=1", wrapper=["setpriv", "--inh-caps=-sys_nice", "--bounding-set=-sys_nice"])
+    assert os.sched_getscheduler(d.proc.pid) == os.SCHED_OTHER
+    assert "Cannot run at SCHED_FIFO 1 (Operation not permitted): running as an ordinary task" in d.output()
+    assert env.rtctl_json("status")["profile"] == "off"
+    assert d.stop() == 0, d.output()
 
 
 STAT_INTERVAL = "/proc/sys/vm/stat_interval"

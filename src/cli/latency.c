@@ -324,6 +324,57 @@ static void print_table(const Run *runs, size_t n_runs, const CpuSet *cpus, bool
         cli_print_table(compare ? header : header + 1, compare ? 7 : 6, cells, rows);
 }
 
+static const unsigned verdict_rates[] = {44100, 48000, 96000};
+
+/* The worst wake-up of a run over its CPUs: the audio threads may run on any of them. */
+static double run_worst_us(const Run *r, unsigned n_cpus, uint64_t *ret_samples)
+{
+        double worst = 0;
+
+        *ret_samples = 0;
+        for (unsigned i = 0; i < n_cpus; i++) {
+                LatencyStats s;
+                latency_hist_stats(&r->hists[i], &s);
+                worst = MAX(worst, s.max_us);
+                *ret_samples += s.samples;
+        }
+        return worst;
+}
+
+/* "Verdict (a period is safe when the worst wake-up takes at most 25 % of it):" and a line per rate. */
+static void print_verdict(const Run *runs, size_t n_runs, unsigned n_cpus, bool compare)
+{
+        printf("\nVerdict (a period is safe when the worst wake-up measured takes at most %.0f %% of it):\n",
+               100 * LATENCY_SAFE_SHARE);
+        for (size_t r = 0; r < n_runs; r++) {
+                uint64_t samples;
+                double worst = run_worst_us(&runs[r], n_cpus, &samples);
+                if (samples == 0)
+                        continue;
+                for (size_t k = 0; k < ELEMENTSOF(verdict_rates); k++) {
+                        _cleanup_free_ char *v = latency_verdict(worst, verdict_rates[k]);
+                        printf("  %s%s%s\n", compare ? runs[r].profile : "", compare ? ": " : "", v);
+                }
+        }
+}
+
+static json_object *verdict_json(const Run *r, unsigned n_cpus)
+{
+        json_object *a = json_object_new_array();
+        uint64_t samples;
+        double worst = run_worst_us(r, n_cpus, &samples);
+
+        for (size_t k = 0; samples > 0 && k < ELEMENTSOF(verdict_rates); k++) {
+                json_object *v = json_object_new_object();
+                unsigned f = latency_safe_period(worst, verdict_rates[k]);
+                json_object_object_add(v, "rate", json_object_new_int((int)verdict_rates[k]));
+                json_object_object_add(v, "safe_frames", f ? json_object_new_int((int)f) : NULL);
+                json_object_object_add(v, "worst_us", json_object_new_double(worst));
+                json_object_array_add(a, v);
+        }
+        return a;
+}
+
 /* Rows of power-of-two ranges, one column per series: count and a bar, log-scaled. */
 static void print_histogram(const LatencySeries *series, size_t n)
 {
@@ -378,6 +429,7 @@ static json_object *runs_json(const Options *o, LatencyMethod method, const CpuS
 
         json_object_object_add(top, "method", json_object_new_string(method_name(method)));
         json_object_object_add(top, "period_us", json_object_new_int((int)PERIOD_US));
+        json_object_object_add(top, "safe_share", json_object_new_double(LATENCY_SAFE_SHARE));
         json_object_object_add(top, "duration_s", json_object_new_double(o->duration_ms / 1000.0));
         if (o->compare)
                 json_object_object_add(top, "slice_s", json_object_new_double(o->slice_ms / 1000.0));
@@ -394,6 +446,7 @@ static json_object *runs_json(const Options *o, LatencyMethod method, const CpuS
                         json_object_array_add(per, h);
                 }
                 json_object_object_add(run, "cpus", per);
+                json_object_object_add(run, "verdict", verdict_json(&runs[r], cpuset_count(cpus)));
                 json_object_array_add(a, run);
         }
         json_object_object_add(top, "runs", a);
@@ -440,6 +493,7 @@ static int report(Cli *c, const Options *o, LatencyMethod method, const CpuSet *
                 printf("%s\n\n", title + strlen("rtctl latency: "));
                 print_table(runs, n_runs, cpus, o->compare);
                 print_histogram(series, n);
+                print_verdict(runs, n_runs, n_cpus, o->compare);
         }
         if (o->svg)
                 code = write_svg(o->svg, series, n, title);

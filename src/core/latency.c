@@ -304,3 +304,38 @@ char *latency_svg(const LatencySeries *series, size_t n, const char *title)
         g_string_append(s, "</svg>\n");
         return g_string_free(s, false);
 }
+
+static double period_us(unsigned frames, unsigned rate)
+{
+        return 1e6 * frames / rate;
+}
+
+unsigned latency_safe_period(double worst_us, unsigned rate)
+{
+        if (rate == 0 || worst_us < 0)
+                return 0;
+        for (unsigned f = LATENCY_PERIOD_MIN; f <= LATENCY_PERIOD_MAX; f *= 2)
+                if (worst_us <= LATENCY_SAFE_SHARE * period_us(f, rate))
+                        return f;
+        return 0;
+}
+
+/* 44100 -> "44.1 kHz", 48000 -> "48 kHz" */
+static char *rate_name(unsigned rate)
+{
+        return rate % 1000 ? xasprintf("%.1f kHz", rate / 1000.0) : xasprintf("%u kHz", rate / 1000);
+}
+
+char *latency_verdict(double worst_us, unsigned rate)
+{
+        _cleanup_free_ char *r = rate_name(rate);
+        unsigned f = latency_safe_period(worst_us, rate);
+        double p;
+
+        if (f == 0)
+                return xasprintf("%s: no period up to %u frames is safe (worst wake-up %.0f µs)", r,
+                                 LATENCY_PERIOD_MAX, worst_us);
+        p = period_us(f, rate);
+        return xasprintf("%s: %u frames safe (worst wake-up %.0f µs, %.0f %% of %.2f ms)", r, f, worst_us,
+                         100.0 * worst_us / p, p / 1000.0);
+}

@@ -50,3 +50,15 @@ typedef struct LatencySeries {
  * the largest p99 (what lies beyond is one bar at the right edge), sample counts on a log scale, one step
  * line per series and a legend. */
 char *latency_svg(const LatencySeries *series, size_t n, const char *title);
+
+/* The verdict in audio terms: the smallest period, in frames (a power of two from 16 to 4096), whose
+ * length at `rate` Hz holds the worst wake-up measured within LATENCY_SAFE_SHARE of it, so that the rest
+ * is left for the graph's work; 0 when none does. The audio threads wake once a period, and a wake-up
+ * that late takes that much of the cycle's time. */
+#define LATENCY_SAFE_SHARE 0.25
+#define LATENCY_PERIOD_MIN 16u
+#define LATENCY_PERIOD_MAX 4096u
+unsigned latency_safe_period(double worst_us, unsigned rate);
+/* "48 kHz: 64 frames safe (worst wake-up 212 µs, 16 % of 1.33 ms)", or "48 kHz: no period up to 4096
+ * frames is safe (worst wake-up 30000 µs)". */
+char *latency_verdict(double worst_us, unsigned rate);

@@ -5,12 +5,15 @@ method also runs end to end on a fixture tracefs whose trace_pipe the test feeds
 hypervisor's (bench/latency-check.py compares them with cyclictest)."""
 import json
 import os
+import re
 import shutil
 import signal
 import subprocess
 import threading
 import time
 import xml.etree.ElementTree as ET
+
+import pytest
 
 import harness
 
@@ -90,6 +93,16 @@ def test_timer_method(env, tmp_path):
     assert out["method"] == "timer" and out["cpus"] == "1"
     assert len(out["runs"]) == 1 and [c["cpu"] for c in out["runs"][0]["cpus"]] == [1]
     check_sane(out["runs"][0]["cpus"][0])
+    # The verdict: per rate, the smallest power-of-two period (16-4096 frames) whose quarter holds the
+    # worst wake-up, computed here from the measured maximum.
+    worst = out["runs"][0]["cpus"][0]["max_us"]
+    assert out["safe_share"] == 0.25
+    verdict = out["runs"][0]["verdict"]
+    assert [v["rate"] for v in verdict] == [44100, 48000, 96000]
+    for v in verdict:
+        assert v["worst_us"] == pytest.approx(worst, abs=0.01)
+        fits = [f for f in (16 << k for k in range(9)) if worst <= 0.25 * 1e6 * f / v["rate"]]
+        assert v["safe_frames"] == (fits[0] if fits else None), (v, worst)
     root = ET.parse(svg).getroot()
     assert root.tag == "{http://www.w3.org/2000/svg}svg"
     assert len(root.findall("{http://www.w3.org/2000/svg}polyline")) == 1
@@ -103,6 +116,12 @@ def test_timer_method_table(env):
     assert lines[header].split() == ["CPU", "SAMPLES", "AVG", "us", "P99", "us", "P99.9", "us", "MAX", "us"]
     assert lines[header + 1].split()[0] == "1" and int(lines[header + 1].split()[1]) > 0
     assert any(line.startswith("LATENCY us") for line in lines)
+    # One verdict line per rate, in audio terms.
+    v = lines.index("Verdict (a period is safe when the worst wake-up measured takes at most 25 % of it):")
+    rates = [line.split(":")[0].strip() for line in lines[v + 1:v + 4]]
+    assert rates == ["44.1 kHz", "48 kHz", "96 kHz"], lines[v:]
+    assert all(re.search(r": (\d+ frames safe \(worst wake-up \d+ µs, \d+ % of [\d.]+ ms\)|no period up to 4096 "
+                         r"frames is safe)", line) for line in lines[v + 1:v + 4]), lines[v:]
 
 
 def test_timerlat_method(env, tmp_path):

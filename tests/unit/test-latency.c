@@ -84,6 +84,31 @@ TEST(merge_is_adding_every_sample)
         CHECK(memcmp(&h, &all, sizeof(h)) == 0);
 }
 
+TEST(verdict_in_frames)
+{
+        _cleanup_free_ char *a = NULL, *b = NULL, *c = NULL, *d = NULL;
+
+        /* 64 frames at 48 kHz last 1333 µs: a quarter is 333 µs. */
+        CHECK_INTEQ(latency_safe_period(212, 48000), 64);
+        CHECK_INTEQ(latency_safe_period(333, 48000), 64);
+        CHECK_INTEQ(latency_safe_period(334, 48000), 128);
+        /* 16 frames at 96 kHz: 167 µs, a quarter 41.7 µs. */
+        CHECK_INTEQ(latency_safe_period(40, 96000), 16);
+        CHECK_INTEQ(latency_safe_period(0, 44100), 16);
+        /* 4096 frames at 44.1 kHz: 92.9 ms, a quarter 23.2 ms. */
+        CHECK_INTEQ(latency_safe_period(23000, 44100), 4096);
+        CHECK_INTEQ(latency_safe_period(24000, 44100), 0);
+        CHECK_INTEQ(latency_safe_period(10, 0), 0);
+        a = latency_verdict(212, 48000);
+        CHECK_STREQ(a, "48 kHz: 64 frames safe (worst wake-up 212 µs, 16 % of 1.33 ms)");
+        b = latency_verdict(212, 44100);
+        CHECK_STREQ(b, "44.1 kHz: 64 frames safe (worst wake-up 212 µs, 15 % of 1.45 ms)");
+        c = latency_verdict(212, 96000);
+        CHECK_STREQ(c, "96 kHz: 128 frames safe (worst wake-up 212 µs, 16 % of 1.33 ms)");
+        d = latency_verdict(30000, 48000);
+        CHECK_STREQ(d, "48 kHz: no period up to 4096 frames is safe (worst wake-up 30000 µs)");
+}
+
 TEST(json_has_the_buckets)
 {
         json_object *o, *v, *a;
@@ -281,6 +306,7 @@ TEST(no_timerlat_in_this_kernel)
         sysroot_set(NULL);
 }
 
-TEST_MAIN(T(stats_of_an_even_latency), T(quantiles_and_overflow), T(empty), T(merge_is_adding_every_sample),
-          T(json_has_the_buckets), T(svg), T(parse_trace_lines), T(save_start_restore),
-          T(workload_option_switched_on_and_back), T(someone_else_is_tracing), T(no_timerlat_in_this_kernel))
+TEST_MAIN(T(stats_of_an_even_latency), T(verdict_in_frames), T(quantiles_and_overflow), T(empty),
+          T(merge_is_adding_every_sample), T(json_has_the_buckets), T(svg), T(parse_trace_lines),
+          T(save_start_restore), T(workload_option_switched_on_and_back), T(someone_else_is_tracing),
+          T(no_timerlat_in_this_kernel))

@@ -45,8 +45,9 @@ for path in sorted(glob.glob(os.path.join(out, "*.xml"))):
             p += 1
     tally(os.path.basename(path)[:-4], p, f + s, " (%d skipped, counted as failed)" % s if s else "")
 
-# the VM tier's runs: Debian 12 (vm.log) and Debian 13 (vm-trixie.log); each ends in its totals line
-for name in ("vm", "vm-trixie"):
+# the VM tier's runs: Debian 12 (vm.log), Debian 13 (vm-trixie.log) and Debian 12 with its PREEMPT_RT
+# kernel (vm-rt.log); each ends in its totals line
+for name in ("vm", "vm-trixie", "vm-rt"):
     vm = os.path.join(out, name + ".log")
     if not os.path.exists(vm):
         continue

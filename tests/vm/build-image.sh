@@ -1,7 +1,8 @@
 #!/bin/bash
 # Build the VM test image: Debian 12 (or 13) + systemd + the Debian kernel + rtctl.
 #
-#   tests/vm/build-image.sh [--suite bookworm|trixie] [--no-rtctl] [--rebuild-base] [--deb FILE] [BUILD_DIR]
+#   tests/vm/build-image.sh [--suite bookworm|trixie] [--kernel generic|rt] [--no-rtctl] [--rebuild-base]
+#                           [--deb FILE] [BUILD_DIR]
 #
 # BUILD_DIR is a meson build dir configured with --prefix=/usr (default:
 # <repo>/build); its `meson install --destdir` output goes into the image.
@@ -9,6 +10,10 @@
 # own, $RTCTL_VM_CACHE/trixie (base, debs, out): both can exist at once. rtctl
 # then comes from a trixie build chroot (tests/vm/build-chroot.sh: meson from
 # the work tree, built with Debian 13's libraries), not from BUILD_DIR.
+# --kernel rt installs Debian's PREEMPT_RT flavour (linux-image-rt-amd64) instead
+# of the generic kernel: the one with the timerlat, osnoise and hwlat tracers.
+# Its base has a key of its own; its output goes to $RTCTL_VM_CACHE/out-rt
+# unless RTCTL_VM_OUT says otherwise.
 # --no-rtctl builds the image without rtctl (harness work before the daemon
 # exists: the daemon tests then FAIL with "rtctld is not installed").
 # --deb FILE installs the package tools/build-deb built with dpkg -i in the
@@ -46,10 +51,22 @@ case $SUITE in
 bookworm | trixie) ;;
 *) echo "build-image.sh: unknown suite $SUITE (bookworm or trixie)" >&2; exit 2 ;;
 esac
+KERNEL=generic
+for ((i = 1; i <= $#; i++)); do # the kernel decides the package list and the output directory
+	case ${!i} in
+	--kernel=*) KERNEL=${!i#*=} ;;
+	--kernel) j=$((i + 1)); KERNEL=${!j:-} ;;
+	esac
+done
+case $KERNEL in
+generic) KERNEL_PKG=linux-image-amd64 ;;
+rt) KERNEL_PKG=linux-image-rt-amd64 ;;
+*) echo "build-image.sh: unknown kernel $KERNEL (generic or rt)" >&2; exit 2 ;;
+esac
 # Debian 12 keeps the cache's top level (as before); every other suite a directory of its own in it.
 CACHE=${RTCTL_VM_CACHE:-/var/tmp/rtctl-vm}
 [ "$SUITE" = bookworm ] || CACHE=$CACHE/$SUITE
-OUT=${RTCTL_VM_OUT:-$CACHE/out}
+if [ "$KERNEL" = generic ]; then OUT=${RTCTL_VM_OUT:-$CACHE/out}; else OUT=${RTCTL_VM_OUT:-$CACHE/out-$KERNEL}; fi
 ARCH=amd64
 
 # Installed by debootstrap (--include). Names checked against Debian 12 and 13:
@@ -80,7 +97,7 @@ fi
 # for `rtctl bootargs apply` + update-grub (installed, never booted from: the guest
 # boots its kernel directly, so grub-install never runs). ansible-core runs docs/fleet's playbook
 # (fleet-ansible) with --connection=local, as configuration management would.
-CHROOT_PKGS=(linux-image-amd64 polkitd irqbalance
+CHROOT_PKGS=("$KERNEL_PKG" polkitd irqbalance
 	libpam-systemd dbus-user-session pipewire pipewire-bin wireplumber libspa-0.2-modules jackd2
 	pipewire-jack grub-pc ansible-core)
 
@@ -93,8 +110,8 @@ while [ $# -gt 0 ]; do
 	--no-rtctl) with_rtctl=0 ;;
 	--deb) DEB=$2; shift ;;
 	--deb=*) DEB=${1#*=} ;;
-	--suite) shift ;; # read above
-	--suite=*) ;;
+	--suite | --kernel) shift ;; # read above
+	--suite=* | --kernel=*) ;;
 	--rebuild-base) rebuild_base=1 ;;
 	-h | --help) sed -n '2,/^set -euo/{/^set -euo/d;s/^# \{0,1\}//;p}' "$0"; exit 0 ;;
 	-*) echo "build-image.sh: unknown option $1" >&2; exit 2 ;;
@@ -156,9 +173,9 @@ prefetch_kernel() {
 	: >"$p/status"
 	apt_sources | sed 's|^deb |deb [signed-by=/usr/share/keyrings/debian-archive-keyring.gpg] |' >"$p/sources.list"
 	apt-get "${a[@]}" update -qq || return 1
-	ver=$(apt-cache "${a[@]}" depends linux-image-amd64 | awk '/Depends: linux-image-[0-9]/ { print $2; exit }')
+	ver=$(apt-cache "${a[@]}" depends "$KERNEL_PKG" | awk '/Depends: linux-image-[0-9]/ { print $2; exit }')
 	[ -n "$ver" ] || return 1
-	(cd "$CACHE/debs/apt" && apt-get "${a[@]}" download -q linux-image-amd64 "$ver")
+	(cd "$CACHE/debs/apt" && apt-get "${a[@]}" download -q "$KERNEL_PKG" "$ver")
 }
 
 build_base() { # $1 = directory to create; writes $1/rootfs, $1/vmlinuz, $1/initrd.img

@@ -199,8 +199,8 @@ class VM:
         for f in ("rootfs.ext4", "vmlinuz", "initrd.img"):
             if not os.path.exists(os.path.join(img, f)):
                 raise SystemExit("run-vm.py: %s missing: build the image first (tests/vm/build-image.sh)" % os.path.join(img, f))
-        append = ["root=/dev/vda", "rw", "console=ttyS0", "threadirqs", "panic=-1",
-                  "rootwait", "systemd.show_status=error"]
+        append = ["root=/dev/vda", "rw", "console=ttyS0"] + ([] if a.no_threadirqs else ["threadirqs"]) + \
+            ["panic=-1", "rootwait", "systemd.show_status=error"]
         append += [] if a.verbose else ["quiet", "loglevel=3"]
         if a.only:
             append.append("rtctl_vmtest.only=" + a.only)
@@ -541,6 +541,8 @@ def main():
     ap.add_argument("--cpu", default=os.environ.get("RTCTL_VM_CPU", "qemu64"))
     ap.add_argument("--qemu", default="qemu-system-x86_64")
     ap.add_argument("--append", action="append", default=[], help="extra kernel command line word")
+    ap.add_argument("--no-threadirqs", action="store_true",
+                    help="boot without threadirqs (the PREEMPT_RT run: that kernel threads every IRQ itself)")
     ap.add_argument("--verbose", "-v", action="store_true", help="echo the console; kernel not quiet")
     ap.add_argument("--keep", action="store_true", help="keep the temporary dir (disks, sockets)")
     args = ap.parse_args()

@@ -11,6 +11,9 @@
 # --no-rtctl        image without rtctl (harness work; the daemon tests FAIL)
 # --rebuild-base    rebuild the cached Debian base even if its key matches
 # --package         only the package run (below): the package-* tests
+# --kernel rt       Debian 12 with its PREEMPT_RT kernel (linux-image-rt-amd64, image in
+#                   $RTCTL_VM_CACHE/out-rt): one VM run of the rt-* tests, which need that kernel's
+#                   timerlat and osnoise tracers and its forced IRQ threads
 # Anything else goes to run-vm.py: --only GLOB,... --timeout SEC --verbose
 # --keep --append WORD --console-log FILE (see tests/vm/run-vm.py --help).
 #
@@ -29,10 +32,13 @@ build_dir=${RTCTL_BUILD_DIR:-$REPO/build}
 build_args=()
 run_args=()
 package_only=0
+kernel=generic
 suite=bookworm
 while [ $# -gt 0 ]; do
 	case $1 in
 	--package) package_only=1 ;;
+	--kernel) kernel=$2; shift ;;
+	--kernel=*) kernel=${1#*=} ;;
 	--suite) suite=$2; shift ;;
 	--suite=*) suite=${1#*=} ;;
 	--build-dir) build_dir=$2; shift ;;
@@ -117,6 +123,16 @@ TRIXIE_SKIP="isolation-v2-hotplug,isolation-v2-cpu-unplug,fleet-ansible"
 rc=0
 first=$(mktemp)
 trap 'rm -f "$out" "$first"' EXIT
+if [ "$kernel" != generic ]; then
+	# The PREEMPT_RT run: its own image (and base), only the tests that need that kernel.
+	image_dir=$("$HERE/build-image.sh" "${build_args[@]}" --kernel "$kernel" "$build_dir" | tail -n1)
+	echo "[run.sh] image ready in $((SECONDS - t0)) s: $image_dir"
+	t1=$SECONDS
+	run_vm --only 'harness-boot,rt-*' --no-threadirqs "${run_args[@]}" --console-log "$image_dir/console-rt.log" || rc=1
+	echo "[run.sh] build $((t1 - t0)) s + VM $((SECONDS - t1)) s = $((SECONDS - t0)) s"
+	echo "$passed passed, $failed failed, $skipped skipped"
+	exit "$rc"
+fi
 if [ "$package_only" = 1 ]; then
 	package_run || rc=1
 	echo "[run.sh] VM $((SECONDS - t0)) s"

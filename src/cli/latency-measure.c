@@ -12,6 +12,7 @@
 #include <time.h>
 
 #include "cli/latency.h"
+#include "core/daemon-conf.h"
 #include "shared/sysfs.h"
 
 volatile sig_atomic_t latency_interrupted;
@@ -156,21 +157,80 @@ static int read_trace(const char *dir, const LatencySlice *slice, LatencyHist *h
         }
 }
 
+static char *tracefs_journal_path(void)
+{
+        _cleanup_free_ char *runtime = rtctl_runtime_dir();
+        return xasprintf("%s/" TIMERLAT_JOURNAL, runtime);
+}
+
+/* What a killed run left in the tracefs at dir, put back. 0: nothing was left; 1: put back; < 0: a run
+ * still measures (-EBUSY), or what could not be put back, with a sentence. */
+static int put_back_leftovers(const char *dir, char **ret_error)
+{
+        _cleanup_free_ char *journal = tracefs_journal_path();
+        unsigned owner = timerlat_journal_owner(journal);
+        int r;
+
+        if (owner) {
+                *ret_error =
+                    xasprintf("another rtctl latency (PID %u) is measuring with the timerlat tracer", owner);
+                return -EBUSY;
+        }
+        r = timerlat_journal_restore(journal, dir, ret_error);
+        if (r > 0)
+                fprintf(stderr, "Put back what an interrupted rtctl latency left in %s (journal %s).\n", dir,
+                        journal);
+        return r;
+}
+
+int latency_put_back_leftovers(char **ret_error)
+{
+        _cleanup_free_ char *journal = tracefs_journal_path(), *dir = NULL;
+        int r;
+
+        if (access(journal, F_OK) < 0)
+                return 0;
+        r = latency_tracefs(&dir, ret_error);
+        if (r < 0)
+                return r;
+        return put_back_leftovers(dir, ret_error);
+}
+
 static int measure_timerlat(const LatencySlice *slice, LatencyHist *hists, char **ret_error)
 {
         TimerlatState st = {};
-        _cleanup_free_ char *restore_error = NULL;
+        _cleanup_free_ char *restore_error = NULL, *journal = tracefs_journal_path(),
+                            *runtime = rtctl_runtime_dir();
         int r, q;
 
+        r = put_back_leftovers(slice->tracefs, ret_error);
+        if (r < 0)
+                return r;
         r = timerlat_save(slice->tracefs, &st, ret_error);
         if (r < 0)
                 return r;
+        /* Journalled before the first write, so that a SIGKILL between here and the restore costs nothing.
+         */
+        r = mkdir_p(runtime, 0755);
+        if (r >= 0)
+                r = timerlat_journal_write(&st, journal);
+        if (r < 0) {
+                *ret_error = xasprintf("cannot journal tracefs's values in %s before changing them: %s",
+                                       journal, strerror(-r));
+                timerlat_state_clear(&st);
+                return r;
+        }
         r = timerlat_start(&st, slice->cpus, slice->period_us, ret_error);
         if (r >= 0)
                 r = read_trace(slice->tracefs, slice, hists, ret_error);
         q = timerlat_restore(&st, &restore_error);
+        if (q >= 0)
+                (void)unlink(journal);
         if (q < 0) {
-                fprintf(stderr, "Could not put tracefs back as it was: %s\n", restore_error);
+                fprintf(stderr,
+                        "Could not put tracefs back as it was (kept in %s for the next `rtctl latency` "
+                        "or `rtctl restore`): %s\n",
+                        journal, restore_error);
                 if (r >= 0) {
                         *ret_error = TAKE_PTR(restore_error);
                         r = q;

@@ -43,3 +43,8 @@ int latency_measure(const LatencySlice *slice, LatencyHist *hists, char **ret_er
 /* Where tracefs is, mounting it in a private mount namespace of this process when nothing mounted it
  * (the machine's mounts stay as they were). */
 int latency_tracefs(char **ret_dir, char **ret_error);
+
+/* Puts back what a killed `rtctl latency --method timerlat` left in tracefs, from the journal it wrote
+ * before its first write (TIMERLAT_JOURNAL in the runtime directory): `rtctl restore` calls it. 0:
+ * nothing was left; 1: put back (said on stderr); < 0 with a sentence. */
+int latency_put_back_leftovers(char **ret_error);

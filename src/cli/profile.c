@@ -1,6 +1,7 @@
 /* SPDX-License-Identifier: GPL-2.0-or-later */
 /* profile, restore, plan */
 #include "cli/args.h"
+#include "cli/latency.h"
 #include "cli/local.h"
 #include "core/daemon-conf.h"
 #include "core/tracefs.h"
@@ -94,6 +95,7 @@ int verb_restore(Cli *c, int argc, char *argv[])
         sd_bus_message *reply = NULL;
         PassResult res;
         size_t lost;
+        bool tracefs_failed = false;
         int code, r;
 
         assert(c);
@@ -101,11 +103,18 @@ int verb_restore(Cli *c, int argc, char *argv[])
 
         if (!cli_parse_args(&args, 0, 0))
                 return args.exit;
+        /* What a killed `rtctl latency` left in tracefs: its own journal, whatever rtctld's state. */
+        if (latency_put_back_leftovers(&err) < 0) {
+                fprintf(stderr, "%s\n", err);
+                tracefs_failed = true;
+                free(err);
+                err = NULL;
+        }
         code = cli_call(c, "Restore", &reply, true, NULL);
         if (code == EXIT_OK) {
                 code = print_result(c, "Restored", reply);
                 sd_bus_message_unref(reply);
-                return code;
+                return code == EXIT_OK && tracefs_failed ? EXIT_FAILED : code;
         }
         if (code != EXIT_NO_DAEMON)
                 return code;

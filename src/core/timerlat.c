@@ -1,7 +1,10 @@
 /* SPDX-License-Identifier: GPL-2.0-or-later */
 #include <ctype.h>
 #include <inttypes.h>
+#include <json-c/json.h>
+#include <unistd.h>
 
+#include "core/tasks.h"
 #include "core/timerlat.h"
 #include "shared/sysfs.h"
 
@@ -162,6 +165,100 @@ int timerlat_restore(const TimerlatState *st, char **ret_error)
                         ret = r;
         }
         return ret;
+}
+
+int timerlat_journal_write(const TimerlatState *st, const char *path)
+{
+        json_object *o = json_object_new_object(), *f = json_object_new_object();
+        TaskInfo self;
+        char start[32] = "";
+        int r;
+
+        assert(st);
+        if (task_info((unsigned)getpid(), &self) >= 0)
+                snprintf(start, sizeof start, "%llu", self.starttime);
+        json_object_object_add(o, "pid", json_object_new_int((int)getpid()));
+        json_object_object_add(o, "starttime", json_object_new_string(start));
+        json_object_object_add(o, "dir", json_object_new_string(st->dir));
+        for (unsigned i = 0; i < _TIMERLAT_FILES; i++)
+                if (st->saved[i])
+                        json_object_object_add(f, files[i], json_object_new_string(st->saved[i]));
+        json_object_object_add(o, "files", f);
+        r = write_file_atomic(path, json_object_to_json_string_ext(o, JSON_C_TO_STRING_PRETTY), false);
+        json_object_put(o);
+        return r;
+}
+
+static json_object *journal_load(const char *path, int *ret)
+{
+        _cleanup_free_ char *text = NULL;
+        json_object *o;
+
+        *ret = read_full_file(path, &text, NULL);
+        if (*ret < 0)
+                return NULL;
+        o = json_tokener_parse(text);
+        if (!o || !json_object_is_type(o, json_type_object)) {
+                json_object_put(o);
+                *ret = -EBADMSG;
+                return NULL;
+        }
+        return o;
+}
+
+unsigned timerlat_journal_owner(const char *path)
+{
+        json_object *o, *pid, *start;
+        TaskInfo t;
+        unsigned owner = 0;
+        int r;
+
+        o = journal_load(path, &r);
+        if (!o)
+                return 0;
+        if (json_object_object_get_ex(o, "pid", &pid) && json_object_object_get_ex(o, "starttime", &start) &&
+            json_object_get_int(pid) > 0 && task_info((unsigned)json_object_get_int(pid), &t) >= 0) {
+                char now[32];
+                snprintf(now, sizeof now, "%llu", t.starttime);
+                if (streq(now, json_object_get_string(start)))
+                        owner = t.pid;
+        }
+        json_object_put(o);
+        return owner;
+}
+
+int timerlat_journal_restore(const char *path, const char *dir, char **ret_error)
+{
+        TimerlatState st = {};
+        json_object *o, *f;
+        int r;
+
+        o = journal_load(path, &r);
+        if (!o) {
+                if (r == -ENOENT)
+                        return 0;
+                *ret_error =
+                    xasprintf("%s cannot be read (%s): what an interrupted rtctl latency changed in "
+                              "tracefs, if anything, is not known; removed",
+                              path, strerror(-r));
+                (void)unlink(path);
+                return r;
+        }
+        st.dir = xstrdup(dir);
+        if (json_object_object_get_ex(o, "files", &f) && json_object_is_type(f, json_type_object))
+                for (unsigned i = 0; i < _TIMERLAT_FILES; i++) {
+                        json_object *v;
+                        if (json_object_object_get_ex(f, files[i], &v) &&
+                            json_object_is_type(v, json_type_string))
+                                st.saved[i] = xstrdup(json_object_get_string(v));
+                }
+        json_object_put(o);
+        r = timerlat_restore(&st, ret_error);
+        timerlat_state_clear(&st);
+        if (r < 0)
+                return r;
+        (void)unlink(path);
+        return 1;
 }
 
 void timerlat_state_clear(TimerlatState *st)

@@ -42,6 +42,19 @@ int timerlat_start(const TimerlatState *st, const CpuSet *cpus, unsigned period_
 int timerlat_restore(const TimerlatState *st, char **ret_error);
 void timerlat_state_clear(TimerlatState *st);
 
+/* rtctl latency journals what timerlat_save() read before its first write, so that a run killed before
+ * its restore (SIGKILL, a crash) costs nothing: the next `rtctl latency` or `rtctl restore` puts it back.
+ * The file (TIMERLAT_JOURNAL, in the runtime directory) names the run by PID and start time. */
+#define TIMERLAT_JOURNAL "latency-tracefs.json"
+int timerlat_journal_write(const TimerlatState *st, const char *path);
+/* Whether the journal at path names a run that is still measuring: its PID, else 0. */
+unsigned timerlat_journal_owner(const char *path);
+/* Puts back into the tracefs at dir what the journal at path holds (a killed run's), then removes the
+ * journal. 0: there was none; 1: put back; < 0 with *ret_error: what could not be put back, the
+ * journal kept for the next try. A journal that cannot be read is said so and removed: it names no
+ * value left to put back. */
+int timerlat_journal_restore(const char *path, const char *dir, char **ret_error);
+
 /* One line of trace output; true for a thread-context sample ("... [001] .... 54.029339: #1 context
  * thread timer_latency 11700 ns"), the wake-up latency cyclictest measures too. */
 bool timerlat_parse_line(const char *line, unsigned *ret_cpu, uint64_t *ret_ns);

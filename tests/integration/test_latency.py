@@ -287,3 +287,38 @@ def test_timerlat_on_a_fixture_tracefs_interrupted(env, tmp_path):
     out, err = p.communicate(timeout=harness.HANG_SECONDS)
     assert p.returncode == 1 and "Interrupted" in err, err
     assert fixture_files(t, files) == before
+
+
+def test_timerlat_killed_is_put_back_by_restore_and_by_the_next_run(env, tmp_path):
+    """SIGKILL leaves no cleanup: what the run changed in tracefs was journalled before its first write
+    (latency-tracefs.json in the runtime directory), and `rtctl restore` puts it back; so does the next
+    `rtctl latency`, after a second kill."""
+    root, t, files = fixture_tracefs(tmp_path)
+    before = fixture_files(t, files)
+    env.extra["RTCTL_SYSROOT"] = root
+    journal = os.path.join(env.run, "latency-tracefs.json")
+
+    def killed_run():
+        feed(os.path.join(t, "trace_pipe"), [(1, 5000)] * 10, 10)
+        p = subprocess.Popen([harness.RTCTL, "latency", "--method", "timerlat", "--cpus", "1", "--duration",
+                              "60s"], env=env.environ, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        assert harness.wait_until(lambda: fixture_files(t, files)["current_tracer"] == "timerlat", timeout=30)
+        assert os.path.exists(journal)
+        p.kill()
+        p.wait()
+        assert fixture_files(t, files) != before  # the kill left the tracer on
+
+    killed_run()
+    r = env.rtctl("restore")
+    assert "Put back what an interrupted rtctl latency left" in r.stderr, r.stderr
+    assert fixture_files(t, files) == before
+    assert not os.path.exists(journal)
+
+    killed_run()
+    th = feed(os.path.join(t, "trace_pipe"), [(1, 3000)] * 50, 2)
+    p = env.rtctl("--json", "latency", "--method", "timerlat", "--cpus", "1", "--duration", "1s")
+    th.join(5)
+    assert p.returncode == 0, p.stderr
+    assert "Put back what an interrupted rtctl latency left" in p.stderr, p.stderr
+    assert fixture_files(t, files) == before
+    assert not os.path.exists(journal)

@@ -261,6 +261,45 @@ TEST(save_start_restore)
         sysroot_set(NULL);
 }
 
+TEST(journal_puts_back_what_a_killed_run_left)
+{
+        _cleanup_free_ char *root =
+            fixture_tracefs("tl-journal", "nop\n", "DEFAULTS OSNOISE_WORKLOAD NO_PANIC_ON_STOP\n");
+        _cleanup_free_ char *journal = xasprintf("%s/tl-journal.json", test_tmpdir()), *err = NULL;
+        _cleanup_cpuset_ CpuSet *cpus = NULL;
+        TimerlatState st = {};
+
+        sysroot_set(root);
+        CHECK_INTEQ(timerlat_save("/sys/kernel/tracing", &st, &err), 0);
+        /* The run's PID and start time come from this machine's /proc, not the fixture's. */
+        sysroot_set(NULL);
+        CHECK_INTEQ(timerlat_journal_write(&st, journal), 0);
+        sysroot_set(root);
+        CHECK_INTEQ(cpuset_parse_list("1", 4, &cpus, NULL), 0);
+        CHECK_INTEQ(timerlat_start(&st, cpus, 500, &err), 0);
+        timerlat_state_clear(&st); /* killed here: nothing of the run's memory is left */
+        CHECK_FILE("current_tracer", "timerlat");
+        sysroot_set(NULL);
+        /* The journal names this process, which is alive: a run still measuring is left alone. */
+        CHECK_INTEQ(timerlat_journal_owner(journal), (unsigned)getpid());
+        sysroot_set(root);
+        CHECK_INTEQ(timerlat_journal_restore(journal, "/sys/kernel/tracing", &err), 1);
+        CHECK(!err);
+        CHECK_FILE("current_tracer", "nop");
+        CHECK_FILE("osnoise/cpus", "0-3");
+        CHECK_FILE("osnoise/timerlat_period_us", "1000");
+        CHECK_FILE("osnoise/stop_tracing_us", "50");
+        CHECK(access(journal, F_OK) < 0 && errno == ENOENT);
+        /* No journal: nothing to do. A damaged one: said, and removed (it names nothing to put back). */
+        CHECK_INTEQ(timerlat_journal_restore(journal, "/sys/kernel/tracing", &err), 0);
+        CHECK_INTEQ(write_file_atomic(journal, "{\"files\": {\"current_tr", false), 0);
+        CHECK_INTEQ(timerlat_journal_restore(journal, "/sys/kernel/tracing", &err), -EBADMSG);
+        CHECK_CONTAINS(err, "cannot be read");
+        CHECK(access(journal, F_OK) < 0);
+        CHECK_INTEQ(timerlat_journal_owner(journal), 0);
+        sysroot_set(NULL);
+}
+
 TEST(workload_option_switched_on_and_back)
 {
         _cleanup_free_ char *root = fixture_tracefs("tl-nowl", "nop\n", "DEFAULTS NO_OSNOISE_WORKLOAD\n");
@@ -308,5 +347,5 @@ TEST(no_timerlat_in_this_kernel)
 
 TEST_MAIN(T(stats_of_an_even_latency), T(verdict_in_frames), T(quantiles_and_overflow), T(empty),
           T(merge_is_adding_every_sample), T(json_has_the_buckets), T(svg), T(parse_trace_lines),
-          T(save_start_restore), T(workload_option_switched_on_and_back), T(someone_else_is_tracing),
-          T(no_timerlat_in_this_kernel))
+          T(save_start_restore), T(journal_puts_back_what_a_killed_run_left),
+          T(workload_option_switched_on_and_back), T(someone_else_is_tracing), T(no_timerlat_in_this_kernel))

@@ -4,6 +4,8 @@ and thread only the IRQs that ask for it; this one has both."""
 import json
 import os
 import re
+import subprocess
+import time
 
 from vmtest_common import call, check, read, run, RTCTL, Skip, test, TEST_PROFILE
 from vmtest_session import ensure_rtctld_base, rtprops
@@ -63,7 +65,8 @@ def t_rt_kernel():
 def t_rt_timerlat():
     """rtctl latency --method timerlat on a real kernel's timerlat tracer: samples on the chosen CPU, sane
     statistics, the verdict, and tracefs exactly as it was afterwards (the tracer, its CPUs, period, stop
-    thresholds and options), with no measuring thread left."""
+    thresholds and options), with no measuring thread left; a run killed with SIGKILL is put back by the
+    next one, from its journal."""
     if not preempt_rt():
         raise Skip("not a PREEMPT_RT kernel")
     ensure_rtctld_base()
@@ -94,8 +97,24 @@ def t_rt_timerlat():
     timerlat_threads = [p for p in os.listdir("/proc") if p.isdigit() and
                         (read("/proc/%s/comm" % p) or "").startswith("timerlat/")]
     check(not timerlat_threads, "timerlat threads left: %s" % timerlat_threads)
+    # Killed mid-run (no cleanup runs): the tracer stays on until the next rtctl latency puts back what
+    # the killed one journalled before its first write.
+    p = subprocess.Popen([RTCTL, "latency", "--method", "timerlat", "--cpus", "1", "--duration", "60s"],
+                         stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    deadline = time.monotonic() + 30
+    while read(os.path.join(TRACEFS, "current_tracer")) != "timerlat" and time.monotonic() < deadline:
+        time.sleep(0.1)
+    check(read(os.path.join(TRACEFS, "current_tracer")) == "timerlat", "the second run never started its tracer")
+    p.kill()
+    p.wait()
+    check(read(os.path.join(TRACEFS, "current_tracer")) == "timerlat", "the tracer stopped with the kill")
+    r2 = run([RTCTL, "latency", "--method", "timerlat", "--cpus", "1", "--duration", "2s"], timeout=120)
+    check(r2.returncode == 0 and "Put back what an interrupted rtctl latency left" in r2.stderr,
+          "the run after a SIGKILL: rc %d %s" % (r2.returncode, r2.stderr[-400:]))
+    check(tracefs_state() == before, "tracefs after the kill and the next run: %s" % tracefs_state())
     v48 = next(v for v in verdict if v["rate"] == 48000)
-    return "cpu1: %d samples, p50 %.1f, p99 %.1f, max %.1f µs; 48 kHz: %s frames safe; tracefs as before " \
+    return "cpu1: %d samples, p50 %.1f, p99 %.1f, max %.1f µs; 48 kHz: %s frames safe; tracefs as before, " \
+        "also after a SIGKILL and the next run " \
         "(buffer_size_kb %r -> %r, the kernel's first-use expansion)" % (
             cpu["samples"], cpu["p50_us"], cpu["p99_us"], cpu["max_us"], v48["safe_frames"], buffer_before,
             buffer_after)

@@ -176,10 +176,17 @@ static int put_back_leftovers(const char *dir, char **ret_error)
                     xasprintf("another rtctl latency (PID %u) is measuring with the timerlat tracer", owner);
                 return -EBUSY;
         }
-        r = timerlat_journal_restore(journal, dir, ret_error);
-        if (r > 0)
+        _cleanup_free_ char *msg = NULL;
+        r = timerlat_journal_restore(journal, dir, &msg);
+        if (r == 1) {
                 fprintf(stderr, "Put back what an interrupted rtctl latency left in %s (journal %s).\n", dir,
                         journal);
+                if (msg)
+                        fprintf(stderr, "warning: %s\n", msg);
+        } else if (r == 2)
+                fprintf(stderr, "%s\n", msg);
+        else if (r < 0)
+                *ret_error = TAKE_PTR(msg);
         return r;
 }
 
@@ -190,6 +197,15 @@ int latency_put_back_leftovers(char **ret_error)
 
         if (access(journal, F_OK) < 0)
                 return 0;
+        if (geteuid() != 0) {
+                /* Not an error of this restore: tracefs is root's, and so is putting it back. */
+                fprintf(
+                    stderr,
+                    "A killed rtctl latency left tracefs changed (%s): root puts it back, with `sudo rtctl "
+                    "restore` or the next `sudo rtctl latency`.\n",
+                    journal);
+                return 0;
+        }
         r = latency_tracefs(&dir, ret_error);
         if (r < 0)
                 return r;
@@ -204,7 +220,11 @@ static int measure_timerlat(const LatencySlice *slice, LatencyHist *hists, char 
         int r, q;
 
         r = put_back_leftovers(slice->tracefs, ret_error);
-        if (r < 0)
+        if (r == -EBADMSG) { /* said, and gone: timerlat_save() below still refuses a tracer left on */
+                fprintf(stderr, "warning: %s\n", *ret_error);
+                free(*ret_error);
+                *ret_error = NULL;
+        } else if (r < 0)
                 return r;
         r = timerlat_save(slice->tracefs, &st, ret_error);
         if (r < 0)

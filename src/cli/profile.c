@@ -141,6 +141,8 @@ int verb_restore(Cli *c, int argc, char *argv[])
                 fprintf(stderr, "Cannot restore: %s\n", err);
                 return EXIT_FAILED;
         }
+        if (tracefs_failed) /* rtctl latency's tracefs journal, above */
+                res.stats.failed++;
         /* What a killed rtctld made in tracefs for Threads=realtime (its own journal). */
         if (sched_trace_restore_dir(runtime, &err) < 0) {
                 fprintf(stderr, "%s\n", err);

@@ -216,8 +216,10 @@ unsigned timerlat_journal_owner(const char *path)
         o = journal_load(path, &r);
         if (!o)
                 return 0;
-        if (json_object_object_get_ex(o, "pid", &pid) && json_object_object_get_ex(o, "starttime", &start) &&
-            json_object_get_int(pid) > 0 && task_info((unsigned)json_object_get_int(pid), &t) >= 0) {
+        if (json_object_object_get_ex(o, "pid", &pid) && json_object_is_type(pid, json_type_int) &&
+            json_object_object_get_ex(o, "starttime", &start) &&
+            json_object_is_type(start, json_type_string) && json_object_get_int(pid) > 0 &&
+            task_info((unsigned)json_object_get_int(pid), &t) >= 0) {
                 char now[32];
                 snprintf(now, sizeof now, "%llu", t.starttime);
                 if (streq(now, json_object_get_string(start)))
@@ -227,37 +229,82 @@ unsigned timerlat_journal_owner(const char *path)
         return owner;
 }
 
+static char *join(char **l)
+{
+        char *s = xstrdup("");
+
+        for (char **p = l; p && *p; p++) {
+                char *n = xasprintf("%s%s%s", s, *s ? ", " : "", *p);
+                free(s);
+                s = n;
+        }
+        return s;
+}
+
 int timerlat_journal_restore(const char *path, const char *dir, char **ret_error)
 {
+        _cleanup_strv_free_ char **damaged = NULL;
+        _cleanup_free_ char *tracer_path = xasprintf("%s/current_tracer", dir), *tracer = NULL;
         TimerlatState st = {};
-        json_object *o, *f;
+        json_object *o, *f = NULL;
         int r;
 
         o = journal_load(path, &r);
-        if (!o) {
-                if (r == -ENOENT)
-                        return 0;
-                *ret_error =
-                    xasprintf("%s cannot be read (%s): what an interrupted rtctl latency changed in "
-                              "tracefs, if anything, is not known; removed",
-                              path, strerror(-r));
-                (void)unlink(path);
+        if (!o && r == -ENOENT)
+                return 0;
+        if (!o && r != -EBADMSG) {
+                *ret_error = xasprintf("cannot read %s: %s", path, strerror(-r));
                 return r;
         }
-        st.dir = xstrdup(dir);
-        if (json_object_object_get_ex(o, "files", &f) && json_object_is_type(f, json_type_object))
-                for (unsigned i = 0; i < _TIMERLAT_FILES; i++) {
-                        json_object *v;
-                        if (json_object_object_get_ex(f, files[i], &v) &&
-                            json_object_is_type(v, json_type_string))
-                                st.saved[i] = xstrdup(json_object_get_string(v));
-                }
+        if (o && (!json_object_object_get_ex(o, "files", &f) || !json_object_is_type(f, json_type_object))) {
+                strv_push(&damaged, xstrdup("files"));
+                f = NULL;
+        }
+        for (unsigned i = 0; f && i < _TIMERLAT_FILES; i++) {
+                json_object *v;
+                if (!json_object_object_get_ex(f, files[i], &v))
+                        continue; /* a file the kernel did not have */
+                if (json_object_is_type(v, json_type_string))
+                        st.saved[i] = xstrdup(json_object_get_string(v));
+                else
+                        strv_push(&damaged, xstrdup(files[i]));
+        }
         json_object_put(o);
+        if (o && f && !st.saved[TIMERLAT_TRACER] && !strv_contains(damaged, files[TIMERLAT_TRACER]))
+                strv_push(&damaged, xstrdup(files[TIMERLAT_TRACER]));
+        /* Said out loud: what the damage cost. Without the tracer's saved value nothing is put back (the
+         * tracer would stay on with the others reset under it). */
+        if (!o || strv_contains(damaged, "files") || strv_contains(damaged, files[TIMERLAT_TRACER])) {
+                _cleanup_free_ char *what = o ? join(damaged) : xstrdup("not JSON");
+                int u = unlink(path) < 0 ? -errno : 0;
+                *ret_error =
+                    xasprintf("%s is damaged (%s): what an interrupted rtctl latency changed in tracefs "
+                              "is not known and is not put back; %s",
+                              path, what, u < 0 ? "it could not be removed" : "removed");
+                timerlat_state_clear(&st);
+                return -EBADMSG;
+        }
+        /* Someone started tracing since the kill: theirs now, left alone. */
+        if (sys_read(tracer_path, &tracer) >= 0 && !streq(strstrip(tracer), "timerlat") &&
+            !streq(tracer, st.saved[TIMERLAT_TRACER])) {
+                *ret_error =
+                    xasprintf("an interrupted rtctl latency left %s, but the %s tracer is in use now: "
+                              "tracefs left as it is, the journal removed",
+                              path, tracer);
+                (void)unlink(path);
+                timerlat_state_clear(&st);
+                return 2;
+        }
+        st.dir = xstrdup(dir);
         r = timerlat_restore(&st, ret_error);
         timerlat_state_clear(&st);
         if (r < 0)
                 return r;
         (void)unlink(path);
+        if (damaged) {
+                _cleanup_free_ char *what = join(damaged);
+                *ret_error = xasprintf("%s was damaged: %s not put back", path, what);
+        }
         return 1;
 }
 

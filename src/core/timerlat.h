@@ -50,9 +50,11 @@ int timerlat_journal_write(const TimerlatState *st, const char *path);
 /* Whether the journal at path names a run that is still measuring: its PID, else 0. */
 unsigned timerlat_journal_owner(const char *path);
 /* Puts back into the tracefs at dir what the journal at path holds (a killed run's), then removes the
- * journal. 0: there was none; 1: put back; < 0 with *ret_error: what could not be put back, the
- * journal kept for the next try. A journal that cannot be read is said so and removed: it names no
- * value left to put back. */
+ * journal. 0: there was none; 1: put back (*ret_error set when damaged entries were not); 2: another
+ * tracer than timerlat is in use now, tracefs left alone and the journal removed (*ret_error says so);
+ * -EBADMSG: the journal is damaged where it matters (not JSON, no tracer value): nothing put back, the
+ * journal removed, *ret_error says what it cost; other < 0: what could not be put back, the journal
+ * kept for the next try. */
 int timerlat_journal_restore(const char *path, const char *dir, char **ret_error);
 
 /* One line of trace output; true for a thread-context sample ("... [001] .... 54.029339: #1 context

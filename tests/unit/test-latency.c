@@ -12,6 +12,12 @@
 
 static LatencyHist h, h2;
 
+static char *mfree_str(char *p)
+{
+        free(p);
+        return NULL;
+}
+
 static bool near(double a, double b)
 {
         return fabs(a - b) < 1e-9;
@@ -294,9 +300,39 @@ TEST(journal_puts_back_what_a_killed_run_left)
         CHECK_INTEQ(timerlat_journal_restore(journal, "/sys/kernel/tracing", &err), 0);
         CHECK_INTEQ(write_file_atomic(journal, "{\"files\": {\"current_tr", false), 0);
         CHECK_INTEQ(timerlat_journal_restore(journal, "/sys/kernel/tracing", &err), -EBADMSG);
-        CHECK_CONTAINS(err, "cannot be read");
+        CHECK_CONTAINS(err, "is damaged (not JSON)");
+        CHECK_CONTAINS(err, "removed");
         CHECK(access(journal, F_OK) < 0);
         CHECK_INTEQ(timerlat_journal_owner(journal), 0);
+        err = mfree_str(err);
+        /* Wrong types: no crash, and the owner of a journal without a start time is nobody. */
+        CHECK_INTEQ(write_file_atomic(journal, "{\"pid\": 1, \"starttime\": null, \"files\": 3}", false), 0);
+        CHECK_INTEQ(timerlat_journal_owner(journal), 0);
+        CHECK_INTEQ(timerlat_journal_restore(journal, "/sys/kernel/tracing", &err), -EBADMSG);
+        CHECK_CONTAINS(err, "is damaged (files)");
+        err = mfree_str(err);
+        /* One damaged entry costs that entry, said; the rest goes back. */
+        test_write(root, "sys/kernel/tracing/current_tracer", "timerlat\n");
+        test_write(root, "sys/kernel/tracing/osnoise/cpus", "1\n");
+        test_write(root, "sys/kernel/tracing/osnoise/timerlat_period_us", "500\n");
+        CHECK_INTEQ(write_file_atomic(journal,
+                                      "{\"files\": {\"current_tracer\": \"nop\", \"osnoise/cpus\": [1], "
+                                      "\"osnoise/timerlat_period_us\": \"1000\"}}",
+                                      false),
+                    0);
+        CHECK_INTEQ(timerlat_journal_restore(journal, "/sys/kernel/tracing", &err), 1);
+        CHECK_CONTAINS(err, "osnoise/cpus not put back");
+        CHECK_FILE("current_tracer", "nop");
+        CHECK_FILE("osnoise/timerlat_period_us", "1000");
+        CHECK_FILE("osnoise/cpus", "1");
+        err = mfree_str(err);
+        /* Someone started tracing since the kill: theirs, left alone. */
+        test_write(root, "sys/kernel/tracing/current_tracer", "function\n");
+        CHECK_INTEQ(write_file_atomic(journal, "{\"files\": {\"current_tracer\": \"nop\"}}", false), 0);
+        CHECK_INTEQ(timerlat_journal_restore(journal, "/sys/kernel/tracing", &err), 2);
+        CHECK_CONTAINS(err, "the function tracer is in use now");
+        CHECK_FILE("current_tracer", "function");
+        CHECK(access(journal, F_OK) < 0);
         sysroot_set(NULL);
 }
 

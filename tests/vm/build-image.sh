@@ -29,7 +29,7 @@
 #          build_base below. Built only when the key changes.
 #   top    meson install + the in-VM test runner, over a hard-link copy of the
 #          base, then mkfs.ext4 -d. Rebuilt every run (~5 s).
-# Output: $RTCTL_VM_OUT (default $RTCTL_VM_CACHE/out): rootfs.ext4, vmlinuz,
+# Output: $RTCTL_VM_OUT (default $RTCTL_VM_CACHE/out, out-rt for --kernel rt): rootfs.ext4, vmlinuz,
 # initrd.img, image.env.
 #
 # Touches nothing of the host's kernel state: no loop devices, no mounts
@@ -326,7 +326,10 @@ MIRROR=$(detect_mirror)
 SECURITY_MIRROR=$(detect_security_mirror)
 export MIRROR SECURITY_MIRROR # build-chroot.sh uses the same
 KEY=$(base_key)
-BASE=$CACHE/base-$KEY
+# The generic kernel's base keeps its old name; another flavour's has its own prefix, so that each keeps
+# its one cached base (tools/test builds both).
+if [ "$KERNEL" = generic ]; then BASE_PREFIX=base-; else BASE_PREFIX=base-$KERNEL-; fi
+BASE=$CACHE/$BASE_PREFIX$KEY
 t0=$SECONDS
 if [ "$rebuild_base" = 1 ] || [ ! -f "$BASE/complete" ]; then
 	log "building base $KEY (not cached)"
@@ -343,8 +346,10 @@ if [ "$rebuild_base" = 1 ] || [ ! -f "$BASE/complete" ]; then
 else
 	log "base $KEY cached ($BASE)"
 fi
-# keep only the base in use: each is ~500 MB
-for old in "$CACHE"/base-*; do
+# keep only the base in use of this kernel flavour: each is ~500 MB
+for old in "$CACHE/$BASE_PREFIX"*; do
+	[ -e "$old" ] || continue
+	[ "$KERNEL" != generic ] || [[ "$(basename "$old")" =~ ^base-[0-9a-f]+(\.tmp)?$ ]] || continue
 	[ "$old" = "$BASE" ] || { log "removing stale $old"; rm -rf "$old"; }
 done
 

@@ -123,6 +123,10 @@ TRIXIE_SKIP="isolation-v2-hotplug,isolation-v2-cpu-unplug,fleet-ansible"
 rc=0
 first=$(mktemp)
 trap 'rm -f "$out" "$first"' EXIT
+if [ "$kernel" != generic ] && { [ "$package_only" = 1 ] || [ "$suite" != bookworm ]; }; then
+	echo "run.sh: --kernel $kernel is a run of its own on Debian 12: not with --package or --suite $suite" >&2
+	exit 2
+fi
 if [ "$kernel" != generic ]; then
 	# The PREEMPT_RT run: its own image (and base), only the tests that need that kernel.
 	image_dir=$("$HERE/build-image.sh" "${build_args[@]}" --kernel "$kernel" "$build_dir" | tail -n1)

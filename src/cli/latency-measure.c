@@ -157,17 +157,15 @@ static int read_trace(const char *dir, const LatencySlice *slice, LatencyHist *h
         }
 }
 
-static char *tracefs_journal_path(void)
+static char *tracefs_journal_path(const char *runtime)
 {
-        _cleanup_free_ char *runtime = rtctl_runtime_dir();
         return xasprintf("%s/" TIMERLAT_JOURNAL, runtime);
 }
 
 /* What a killed run left in the tracefs at dir, put back. 0: nothing was left; 1: put back; < 0: a run
  * still measures (-EBUSY), or what could not be put back, with a sentence. */
-static int put_back_leftovers(const char *dir, char **ret_error)
+static int put_back_leftovers(const char *dir, const char *journal, char **ret_error)
 {
-        _cleanup_free_ char *journal = tracefs_journal_path();
         unsigned owner = timerlat_journal_owner(journal);
         int r;
 
@@ -192,7 +190,8 @@ static int put_back_leftovers(const char *dir, char **ret_error)
 
 int latency_put_back_leftovers(char **ret_error)
 {
-        _cleanup_free_ char *journal = tracefs_journal_path(), *dir = NULL;
+        _cleanup_free_ char *runtime = rtctl_runtime_dir(), *journal = tracefs_journal_path(runtime),
+                            *dir = NULL;
         int r;
 
         if (access(journal, F_OK) < 0)
@@ -209,17 +208,17 @@ int latency_put_back_leftovers(char **ret_error)
         r = latency_tracefs(&dir, ret_error);
         if (r < 0)
                 return r;
-        return put_back_leftovers(dir, ret_error);
+        return put_back_leftovers(dir, journal, ret_error);
 }
 
 static int measure_timerlat(const LatencySlice *slice, LatencyHist *hists, char **ret_error)
 {
         TimerlatState st = {};
-        _cleanup_free_ char *restore_error = NULL, *journal = tracefs_journal_path(),
-                            *runtime = rtctl_runtime_dir();
+        _cleanup_free_ char *restore_error = NULL, *runtime = rtctl_runtime_dir(),
+                            *journal = tracefs_journal_path(runtime);
         int r, q;
 
-        r = put_back_leftovers(slice->tracefs, ret_error);
+        r = put_back_leftovers(slice->tracefs, journal, ret_error);
         if (r == -EBADMSG) { /* said, and gone: timerlat_save() below still refuses a tracer left on */
                 fprintf(stderr, "warning: %s\n", *ret_error);
                 free(*ret_error);

@@ -1,5 +1,6 @@
 /* SPDX-License-Identifier: GPL-2.0-or-later */
 #include <ctype.h>
+#include <glib.h>
 #include <inttypes.h>
 #include <json-c/json.h>
 #include <unistd.h>
@@ -229,18 +230,6 @@ unsigned timerlat_journal_owner(const char *path)
         return owner;
 }
 
-static char *join(char **l)
-{
-        char *s = xstrdup("");
-
-        for (char **p = l; p && *p; p++) {
-                char *n = xasprintf("%s%s%s", s, *s ? ", " : "", *p);
-                free(s);
-                s = n;
-        }
-        return s;
-}
-
 int timerlat_journal_restore(const char *path, const char *dir, char **ret_error)
 {
         _cleanup_strv_free_ char **damaged = NULL;
@@ -275,7 +264,7 @@ int timerlat_journal_restore(const char *path, const char *dir, char **ret_error
         /* Said out loud: what the damage cost. Without the tracer's saved value nothing is put back (the
          * tracer would stay on with the others reset under it). */
         if (!o || strv_contains(damaged, "files") || strv_contains(damaged, files[TIMERLAT_TRACER])) {
-                _cleanup_free_ char *what = o ? join(damaged) : xstrdup("not JSON");
+                _cleanup_free_ char *what = o ? g_strjoinv(", ", damaged) : xstrdup("not JSON");
                 int u = unlink(path) < 0 ? -errno : 0;
                 *ret_error =
                     xasprintf("%s is damaged (%s): what an interrupted rtctl latency changed in tracefs "
@@ -302,7 +291,7 @@ int timerlat_journal_restore(const char *path, const char *dir, char **ret_error
                 return r;
         (void)unlink(path);
         if (damaged) {
-                _cleanup_free_ char *what = join(damaged);
+                _cleanup_free_ char *what = g_strjoinv(", ", damaged);
                 *ret_error = xasprintf("%s was damaged: %s not put back", path, what);
         }
         return 1;

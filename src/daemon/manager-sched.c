@@ -213,7 +213,7 @@ static bool born_realtime(unsigned pid, unsigned tid)
         if (tid == 0 || tid == pid) /* 0 would be rtctld itself */
                 return false;
         policy = sched_getscheduler((pid_t)tid);
-        return policy >= 0 && attach_policy_realtime(policy & ~SCHED_RESET_ON_FORK);
+        return policy >= 0 && attach_policy_realtime(policy);
 }
 
 void manager_sched_thread_created(Manager *m, unsigned pid, unsigned tid, bool matched)

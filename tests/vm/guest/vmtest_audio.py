@@ -288,6 +288,9 @@ def misplaced(pid, iso, hk, must_iso=(), must_hk=(), rt_free=False):
         allowed = cpu_set(thread_field(pid, tid, "Cpus_allowed_list"))
         cg = thread_cgroup(pid, tid)
         eff = cgroup_cpus(cg)
+        if not (allowed and eff) and tid not in must_iso and tid not in must_hk and \
+                not os.path.exists("/proc/%d/task/%d" % (pid, tid)):
+            continue  # it ended between the listing and the reads: no placement to judge
         if not allowed or not allowed <= want or not eff or not eff <= want:
             pol, prio = sched_of(tid)
             bad.append("%d:%s (%s/%s) allowed %s, cgroup %s (cpuset %s), wanted on %s %s" % (

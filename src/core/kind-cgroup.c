@@ -118,8 +118,13 @@ static char *dir_of(const char *procs_file)
  * now, not from the pass's scan: what matters is whether it is exiting at this moment. */
 static bool movable(SettingContext *ctx, unsigned pid, bool v2)
 {
+        const TaskInfo *k = task_scan_cached_kthread(ctx->tasks, pid);
         TaskInfo t;
 
+        /* A kernel thread's flags are set for good when it starts: one the pass's cache holds (alive at
+         * its scan) needs no read to say it stays. */
+        if (k && ((k->flags & PF_NO_SETAFFINITY) || v2))
+                return false;
         if (task_info(pid, &t) < 0 || (t.flags & (PF_NO_SETAFFINITY | PF_EXITING)) ||
             (v2 && (t.flags & PF_KTHREAD)))
                 return false;

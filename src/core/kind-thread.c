@@ -85,6 +85,10 @@ static bool affinity_equal(const char *a, const char *b)
 
         if (!x || !y)
                 return setting_equal_folded(a, b);
+        /* The same CPUs are equal whatever is online: only sets that differ need the online ones (a
+         * pass compares every kernel thread's, nearly all already in place). */
+        if (cpuset_equal(x, y))
+                return true;
         if (sys_read("/sys/devices/system/cpu/online", &s) >= 0 &&
             cpuset_parse_list(strstrip(s), CPUSET_MAX_CPUS, &online, NULL) >= 0) {
                 cpuset_and(x, online);

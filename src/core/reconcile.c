@@ -243,7 +243,7 @@ void reconcile_pass_with(const Policy *policy, const Topology *topology, Journal
 {
         uint64_t start = now_usec(CLOCK_MONOTONIC);
         SettingContext own = {}, *kinds = in && in->kinds ? in->kinds : &own;
-        TaskScan tasks = {};
+        TaskScan tasks = {.cache = in ? in->task_cache : NULL};
 
         assert(ret);
 

@@ -46,6 +46,7 @@ typedef struct PassInput {
         void *const *states; /* each tuner's state (Tuner.state_new) by its place; NULL: none */
         bool stop_conflicts;
         SettingContext *kinds; /* what setting kinds keep between passes; NULL: one for this pass */
+        TaskCache *task_cache; /* kernel threads kept between passes; NULL: /proc is read whole */
 } PassInput;
 
 /* The same, with the daemon's state (in may be NULL). */

@@ -2,6 +2,12 @@
 #include "core/tasks.h"
 #include "shared/sysfs.h"
 
+#include <poll.h>
+#include <sys/resource.h>
+#include <sys/syscall.h>
+#include <time.h>
+#include <unistd.h>
+
 int task_info(unsigned pid, TaskInfo *ret)
 {
         _cleanup_free_ char *path = xasprintf("/proc/%u/stat", pid), *s = NULL;
@@ -82,25 +88,160 @@ static int cmp_pid(const void *a, const void *b)
         return x < y ? -1 : x > y;
 }
 
+static void close_fd(int fd)
+{
+        if (fd >= 0)
+                (void)close(fd);
+}
+
+/* Clock ticks since boot: what /proc/PID/stat counts a task's start in. */
+static unsigned long long boot_ticks(long hz)
+{
+        struct timespec ts;
+
+        if (clock_gettime(CLOCK_BOOTTIME, &ts) < 0)
+                return 0;
+        return (unsigned long long)ts.tv_sec * (unsigned long long)hz +
+               (unsigned long long)ts.tv_nsec / (1000000000ULL / (unsigned long long)hz);
+}
+
+static int cmp_entry(const void *a, const void *b)
+{
+        return cmp_pid(&((const TaskCacheEntry *)a)->info, &((const TaskCacheEntry *)b)->info);
+}
+
+static TaskCacheEntry *cache_find(const TaskCache *c, unsigned pid)
+{
+        TaskCacheEntry key = {.info.pid = pid};
+
+        return c && c->n ? bsearch(&key, c->entries, c->n, sizeof(TaskCacheEntry), cmp_entry) : NULL;
+}
+
+/* Forgets the kernel threads that ended since the last scan: one poll(2) over every pidfd held. */
+static void cache_prune_ended(TaskCache *c)
+{
+        _cleanup_free_ struct pollfd *p = NULL;
+        size_t k = 0;
+
+        if (c->n == 0)
+                return;
+        p = xmalloc0(sizeof(struct pollfd) * c->n);
+        for (size_t i = 0; i < c->n; i++)
+                p[i] = (struct pollfd){.fd = c->entries[i].pidfd, .events = POLLIN};
+        if (poll(p, c->n, 0) < 0) {
+                task_cache_clear(c);
+                return;
+        }
+        for (size_t i = 0; i < c->n; i++) {
+                if (p[i].revents)
+                        close_fd(c->entries[i].pidfd);
+                else
+                        c->entries[k++] = c->entries[i];
+        }
+        c->n = k;
+}
+
+/* At most this many pidfds, and never more than a quarter of the descriptors rtctld may open. */
+#define TASK_CACHE_MAX 8192
+
+static size_t cache_limit(void)
+{
+        struct rlimit rl;
+
+        if (getrlimit(RLIMIT_NOFILE, &rl) < 0 || rl.rlim_cur == RLIM_INFINITY)
+                return TASK_CACHE_MAX;
+        return MIN((size_t)TASK_CACHE_MAX, (size_t)(rl.rlim_cur / 4));
+}
+
+/* A kernel thread that is not exiting and at least a second old: named and bound by now. */
+static bool keepable(const TaskInfo *t, unsigned long long now, long hz)
+{
+        return (t->flags & PF_KTHREAD) && !(t->flags & PF_EXITING) &&
+               now >= t->starttime + (unsigned long long)hz;
+}
+
 static void load(TaskScan *s)
 {
         _cleanup_closedir_ DIR *d = sys_opendir("/proc");
-        size_t alloc = 0;
+        TaskCache *c = s->cache;
+        TaskCacheEntry *kept = NULL;
+        size_t alloc = 0, kept_alloc = 0, n_kept = 0, limit = 0;
+        long hz = sysconf(_SC_CLK_TCK);
+        unsigned long long now = 0;
         struct dirent *de;
 
         s->loaded = true;
+        if (c) {
+                cache_prune_ended(c);
+                limit = cache_limit();
+                now = hz > 0 ? boot_ticks(hz) : 0;
+        }
         while (d && (de = readdir(d))) {
+                TaskCacheEntry *e;
                 TaskInfo t;
                 unsigned pid;
 
-                if (safe_atou(de->d_name, &pid) < 0 || task_info(pid, &t) < 0)
-                        continue; /* not a process, or it exited meanwhile */
+                if (safe_atou(de->d_name, &pid) < 0)
+                        continue;
+                if ((e = cache_find(c, pid))) {
+                        t = e->info;
+                        c->hits++;
+                        GREEDY_REALLOC(kept, kept_alloc, n_kept + 1);
+                        kept[n_kept++] = *e;
+                        e->pidfd = -EBADF; /* moved to kept */
+                } else {
+                        if (task_info(pid, &t) < 0)
+                                continue; /* it exited meanwhile */
+                        if (c) {
+                                c->reads++;
+                                /* The pidfd is opened after the read: a PID is reused only once every
+                                 * other PID was handed out, never between two calls. */
+                                int fd;
+                                if (now && n_kept < limit && keepable(&t, now, hz) &&
+                                    (fd = (int)syscall(SYS_pidfd_open, pid, 0)) >= 0) {
+                                        GREEDY_REALLOC(kept, kept_alloc, n_kept + 1);
+                                        kept[n_kept++] = (TaskCacheEntry){.info = t, .pidfd = fd};
+                                }
+                        }
+                }
                 GREEDY_REALLOC(s->tasks, alloc, s->n + 1);
                 s->tasks[s->n++] = t;
         }
         /* readdir(/proc) lists PIDs in order already; a sort keeps lookups right if it ever does not. */
         if (s->n > 1)
                 qsort(s->tasks, s->n, sizeof(TaskInfo), cmp_pid);
+        if (c) {
+                if (!d) { /* /proc unreadable: nothing is known, nothing kept */
+                        for (size_t i = 0; i < n_kept; i++)
+                                close_fd(kept[i].pidfd);
+                        n_kept = 0;
+                }
+                task_cache_clear(c); /* what readdir did not list is gone */
+                if (n_kept > 1)
+                        qsort(kept, n_kept, sizeof(TaskCacheEntry), cmp_entry);
+                unsigned long long hits = c->hits, reads = c->reads;
+                *c = (TaskCache){.entries = kept, .n = n_kept, .hits = hits, .reads = reads};
+                kept = NULL;
+        }
+        free(kept);
+}
+
+void task_cache_clear(TaskCache *c)
+{
+        if (!c)
+                return;
+        for (size_t i = 0; i < c->n; i++)
+                close_fd(c->entries[i].pidfd);
+        free(c->entries);
+        c->entries = NULL;
+        c->n = 0;
+}
+
+const TaskInfo *task_scan_cached_kthread(const TaskScan *s, unsigned pid)
+{
+        const TaskCacheEntry *e = s ? cache_find(s->cache, pid) : NULL;
+
+        return e ? &e->info : NULL;
 }
 
 const TaskInfo *task_scan_all(TaskScan *s, size_t *ret_n)

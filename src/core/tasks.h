@@ -29,6 +29,25 @@ int task_uids(unsigned pid, uid_t *ret_uid, uid_t *ret_euid);
  * or 0), -EBADF when fd is no pidfd. */
 int pidfd_get_pid(int fd);
 
+/* Kernel threads as read in earlier passes, each held by a pidfd. A kernel thread's flags and name are
+ * set once, right after it is created, and never change; only its going does, and a pidfd says that
+ * exactly (it polls readable once the thread ended), so its PID is never taken for another's. A scan
+ * with a cache reads /proc/PID/stat only of user processes and of kernel threads it does not hold yet:
+ * after a CPU event, the dozens to thousands of per-CPU kernel threads cost one poll(2) instead of a
+ * file each. A thread younger than a second is not kept (it may not have its name and binding yet). */
+typedef struct TaskCacheEntry {
+        TaskInfo info;
+        int pidfd;
+} TaskCacheEntry;
+
+typedef struct TaskCache {
+        TaskCacheEntry *entries; /* sorted by PID */
+        size_t n;
+        unsigned long long hits, reads; /* over the cache's life: threads found held, stat files read */
+} TaskCache;
+
+void task_cache_clear(TaskCache *c);
+
 /* One reading of every process in /proc, taken at most once per pass however many tuners and setting
  * kinds ask: kernel threads for the kthread and IRQ thread tuners, rival services by name, the flags of
  * processes in a cgroup. Loaded on first use; a pass that needs no process list reads none. */
@@ -36,6 +55,7 @@ typedef struct TaskScan {
         TaskInfo *tasks; /* sorted by PID */
         size_t n;
         bool loaded;
+        TaskCache *cache; /* kept between passes by the daemon; NULL: every process is read */
 } TaskScan;
 
 const TaskInfo *task_scan_all(TaskScan *s, size_t *ret_n);
@@ -44,6 +64,9 @@ const TaskInfo *task_scan_find(TaskScan *s, unsigned pid, TaskInfo *buf);
 /* The PID of a process whose comm is exactly comm (cut at 15 characters, as the kernel does), 0 when
  * none runs. */
 unsigned task_scan_find_comm(TaskScan *s, const char *comm);
+/* A kernel thread as the scan's cache holds it (checked alive by the last scan), without a read. NULL
+ * where there is no cache or it does not hold pid. */
+const TaskInfo *task_scan_cached_kthread(const TaskScan *s, unsigned pid);
 void task_scan_clear(TaskScan *s);
 
 /* "irq/38-virtio2-i": the IRQ number, and where the handler's (cut) name starts; "irq/24-s-name" is the

@@ -267,6 +267,16 @@ int topology_load(const Topology *previous, Topology **ret)
                         copy_speed(info, old);
                         continue;
                 }
+                /* Nor does a CPU move when it goes offline and online again (only present and absent,
+                 * a hot-add, can change it): a CPU back online keeps its place and has its speed read
+                 * again, which may only be said while it is online (cpufreq, capacity). */
+                if (old && old->present == info->present && info->online && old->core_id >= 0) {
+                        copy_place(info, old);
+                        read_speed(cpu, info);
+                        if (!info->capacity && !info->highest_perf && !info->max_freq_khz)
+                                copy_speed(info, old);
+                        continue;
+                }
                 (void)read_topology_int(cpu, "physical_package_id", &info->package);
                 if (read_topology_int(cpu, "die_id", &info->die) < 0)
                         info->die = info->package >= 0 ? 0 : -1;

@@ -90,6 +90,7 @@ void manager_free(Manager *m)
         if (m->journal_lock >= 0)
                 close(m->journal_lock);
         topology_cache_clear(&m->topology);
+        task_cache_clear(&m->task_cache);
         dirty_clear(&m->dirty);
         dirty_clear(&m->retry);
         status_clear(&m->status);
@@ -416,7 +417,8 @@ static int on_pass(sd_event_source *s, void *userdata)
                                          .n_threads = attach.n_threads,
                                          .states = m->tuner_state,
                                          .stop_conflicts = m->conf.stop_conflicts,
-                                         .kinds = &m->kinds},
+                                         .kinds = &m->kinds,
+                                         .task_cache = &m->task_cache},
                             &res);
         manager_rules_note_pass(m, &attach);
         attach_input_clear(&attach);
@@ -488,7 +490,8 @@ void manager_dry_run(Manager *m, const Policy *p, PassResult *ret)
                                          .n_threads = attach.n_threads,
                                          .states = states,
                                          .stop_conflicts = m->conf.stop_conflicts,
-                                         .kinds = &m->kinds},
+                                         .kinds = &m->kinds,
+                                         .task_cache = &m->task_cache},
                             ret);
         systemd_client_cache_only(m->kinds.systemd, false);
         dirty_clear(&all);

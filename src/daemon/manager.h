@@ -134,6 +134,7 @@ typedef struct Manager {
         unsigned realtime_priority; /* --realtime-priority=: SCHED_FIFO at start; 0: as started */
 
         TopologyCache topology; /* through manager_topology(): CPU events only mark it stale */
+        TaskCache task_cache;   /* kernel threads held by pidfds between passes (core/tasks.h) */
         Journal *journal;
         int journal_lock; /* held for the daemon's life: no `rtctl restore` replays the journal meanwhile */
         Policy *policy;   /* in force; NULL: no tuning (after Restore, or before the first profile) */

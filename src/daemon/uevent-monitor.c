@@ -55,29 +55,36 @@ bool uevent_parse(const char *buf, size_t len, Uevent *ret)
 static int on_kernel_uevent(sd_event_source *s, int fd, uint32_t revents, void *userdata)
 {
         UeventMonitor *m = userdata;
+        /* A uevent is at most a page (the kernel's 2 kB environment and its header): read into the
+         * stack, with no allocation per event (libnl's nl_recv allocates one). */
+        char buf[8192];
 
         for (;;) {
                 struct sockaddr_nl from = {};
-                unsigned char *buf = NULL;
+                struct iovec iov = {.iov_base = buf, .iov_len = sizeof buf - 1};
+                struct msghdr msg = {
+                    .msg_name = &from, .msg_namelen = sizeof from, .msg_iov = &iov, .msg_iovlen = 1};
+                ssize_t n = recvmsg(fd, &msg, MSG_DONTWAIT);
                 Uevent ev;
-                int n;
 
-                n = nl_recv(m->sock, &from, &buf, NULL);
-                if (n <= 0) {
-                        free(buf);
-                        if (n < 0 && n != -NLE_AGAIN) {
-                                /* ENOBUFS (libnl says "Out of memory"): the kernel dropped events
-                                 * while the socket was full. Nobody can say which: resync. */
+                if (n < 0) {
+                        if (errno == EINTR)
+                                continue;
+                        if (errno == ENOBUFS) {
+                                /* The kernel dropped events while the socket was full. Nobody can say
+                                 * which: resync. */
                                 log_warning("Kernel uevents were lost (%s); rescanning every device",
-                                            nl_geterror(n));
+                                            strerror(ENOBUFS));
                                 m->handler(NULL, m->userdata);
-                        }
+                        } else if (errno != EAGAIN)
+                                log_warning_errno(-errno, "Failed to receive kernel uevents: %m, ignoring");
                         break;
                 }
+                if (n == 0)
+                        break;
                 /* Only the kernel (port 0) speaks for devices on this group. */
-                if (from.nl_pid == 0 && uevent_parse((const char *)buf, (size_t)n, &ev))
+                if (from.nl_pid == 0 && !(msg.msg_flags & MSG_TRUNC) && uevent_parse(buf, (size_t)n, &ev))
                         m->handler(&ev, m->userdata);
-                free(buf);
         }
         return 0;
 }

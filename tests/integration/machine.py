@@ -210,6 +210,15 @@ PF_KTHREAD = 0x00200000
 PF_NO_SETAFFINITY = 0x04000000
 
 
+def is_kthread(pid):
+    """Whether PID is a kernel thread now (False once it is gone)."""
+    try:
+        with open("/proc/%d/stat" % pid) as f:
+            return int(f.read().rsplit(")", 1)[1].split()[6]) & PF_KTHREAD != 0
+    except (OSError, IndexError, ValueError):
+        return False
+
+
 def task_flags(pid):
     st = read("/proc/%d/stat" % pid)
     return int(st.rsplit(")", 1)[1].split()[6]) if st else None

@@ -262,9 +262,22 @@ def polkit_client(env, *args):
 
 
 def fds_and_rss(pid):
+    """Open files, less the pidfds of live kernel threads: rtctld holds one per kernel thread it has read
+    (src/core/tasks.c), as many as the machine has, whatever the calls. A caller's pidfd counts."""
     with open("/proc/%d/status" % pid) as f:
         rss = int(re.search(r"^VmRSS:\s+(\d+) kB", f.read(), re.M).group(1))
-    return len(os.listdir("/proc/%d/fd" % pid)), rss
+    fds = 0
+    for fd in os.listdir("/proc/%d/fd" % pid):
+        try:
+            if os.readlink("/proc/%d/fd/%s" % (pid, fd)) == "anon_inode:[pidfd]":
+                with open("/proc/%d/fdinfo/%s" % (pid, fd)) as f:
+                    held = [int(line.split()[1]) for line in f if line.startswith("Pid:")]
+                if held and held[0] > 0 and machine.is_kthread(held[0]):
+                    continue
+            fds += 1
+        except OSError:
+            pass
+    return fds, rss
 
 
 def sanitized(pid):

@@ -54,13 +54,36 @@ def sanitized(pid):
 
 
 def fd_targets(pid):
+    """The daemon's open files, less its pidfds (see pidfd_pids)."""
     out = []
     for fd in sorted(os.listdir("/proc/%d/fd" % pid), key=int):
         try:
-            out.append(os.readlink("/proc/%d/fd/%s" % (pid, fd)))
+            target = os.readlink("/proc/%d/fd/%s" % (pid, fd))
+        except OSError:
+            continue
+        if target != "anon_inode:[pidfd]":
+            out.append(target)
+    return out
+
+
+def pidfd_pids(pid):
+    """The PIDs the daemon's pidfds refer to (fdinfo's Pid: -1 or 0 once the process ended). rtctld holds
+    one per kernel thread it has read (src/core/tasks.c's cache): their number follows the machine's
+    kernel threads, not leaks, so they are counted apart and checked for what they hold."""
+    out = []
+    for fd in os.listdir("/proc/%d/fd" % pid):
+        try:
+            if os.readlink("/proc/%d/fd/%s" % (pid, fd)) != "anon_inode:[pidfd]":
+                continue
+            with open("/proc/%d/fdinfo/%s" % (pid, fd)) as f:
+                out.extend(int(line.split()[1]) for line in f if line.startswith("Pid:"))
         except OSError:
             pass
     return out
+
+
+# Kernel threads that ended since the daemon's last pass: still held until the next one prunes them.
+PIDFDS_ENDED_ALLOWANCE = 8
 
 
 def usage_of(pid, fewest=None):
@@ -73,8 +96,12 @@ def usage_of(pid, fewest=None):
         looks.append(fd_targets(pid))
     fds = min(looks, key=len)
     status = dict(line.split(":", 1) for line in open("/proc/%d/status" % pid) if ":" in line)
+    held = pidfd_pids(pid)
+    live = [p for p in held if p > 0]
     return {"fds": len(fds), "transient_fds": [x for x in looks[0] if x not in fds], "rss_kb": int(status["VmRSS"].split()[0]),
-            "anon_kb": int(status["RssAnon"].split()[0]), "fd_targets": fds}
+            "anon_kb": int(status["RssAnon"].split()[0]), "fd_targets": fds, "pidfds": len(held),
+            "pidfds_ended": len(held) - len(live), "pidfds_twice": len(live) - len(set(live)),
+            "pidfds_not_kthreads": [p for p in live if not machine.is_kthread(p)]}
 
 
 class Usage:
@@ -91,8 +118,8 @@ class Usage:
         u = dict(usage_of(pid, min((s["fds"] for s in self.samples), default=None)), label=label)
         self.asan = self.asan or sanitized(pid)
         self.samples.append(u)
-        print("%s %s: %d fds, VmRSS %d kB, RssAnon %d kB" % (self.storm, label, u["fds"], u["rss_kb"],
-                                                             u["anon_kb"]), flush=True)
+        print("%s %s: %d fds (and %d pidfds), VmRSS %d kB, RssAnon %d kB" % (
+            self.storm, label, u["fds"], u["pidfds"], u["rss_kb"], u["anon_kb"]), flush=True)
         with open(self.path, "w") as f:
             json.dump({"storm": self.storm, "asan": self.asan, "samples": self.samples}, f, indent=1)
 
@@ -103,6 +130,10 @@ class Usage:
         assert later, "no round after the warm-up: nothing was compared"
         grew = [s for s in later if s["fds"] != base["fds"]]
         assert grew == [], "the daemon's fds changed after the warm-up (%d): %s" % (base["fds"], grew)
+        # Its pidfds: each a live kernel thread's, none twice, the ended ones only those since its last pass.
+        bad = [s for s in self.samples if s["pidfds_twice"] or s["pidfds_not_kthreads"] or
+               s["pidfds_ended"] > PIDFDS_ENDED_ALLOWANCE]
+        assert bad == [], "the daemon holds pidfds it should not: %s" % bad
         if not self.asan:
             grew = [s for s in later if s["rss_kb"] > base["rss_kb"] + RSS_ALLOWANCE_KB]
             assert grew == [], "VmRSS grew more than %d kB after the warm-up (%d kB): %s" % (

@@ -59,9 +59,10 @@ TEST(a_failed_reread_keeps_the_last_topology_until_the_next_event)
 }
 
 /* A CPU event rereads the files of the CPUs it moved, not of every CPU: where a CPU sits does not
- * change while it stays online. The fixture's core_id of cpu5 changes under it to show which reads
- * happened. */
-TEST(only_a_cpu_that_came_online_is_read_again)
+ * change while it stays online, nor when it goes offline and online again; only a CPU that came (back)
+ * into the present mask, a hot-add, is read again. The fixture's core_id of cpu5 and cpu6 changes under
+ * them to show which reads happened. */
+TEST(only_a_cpu_that_was_added_is_read_again)
 {
         _cleanup_free_ char *root = test_fixture_copy("smp2x8");
         TopologyCache c = {0};
@@ -85,19 +86,32 @@ TEST(only_a_cpu_that_came_online_is_read_again)
         CHECK_INTEQ(c.topology->cpus[6].core_id, 6); /* kept from before it went */
         CHECK_INTEQ(c.topology->cpus[6].core, 6);
 
+        /* Back online: the same CPU in the same place, not read again. */
         CHECK_INTEQ(rename(aside, dir), 0);
         test_write(root, "sys/devices/system/cpu/cpu6/topology/core_id", "5\n");
         test_write(root, "sys/devices/system/cpu/cpu6/online", "1\n");
         test_write(root, "sys/devices/system/cpu/online", "0-31\n");
         topology_cache_invalidate(&c);
         CHECK(topology_cache_get(&c)->cpus[6].online);
-        CHECK_INTEQ(c.topology->cpus[6].core_id, 5); /* came online: read */
+        CHECK_INTEQ(c.topology->cpus[6].core_id, 6);
+        CHECK_INTEQ(c.topology->cpus[6].core, 6);
+
+        /* Removed and added again (a hot-add may be another CPU): read. */
+        test_write(root, "sys/devices/system/cpu/present", "0-5,7-31\n");
+        test_write(root, "sys/devices/system/cpu/online", "0-5,7-31\n");
+        topology_cache_invalidate(&c);
+        CHECK(!topology_cache_get(&c)->cpus[6].present);
+        test_write(root, "sys/devices/system/cpu/present", "0-31\n");
+        test_write(root, "sys/devices/system/cpu/online", "0-31\n");
+        topology_cache_invalidate(&c);
+        CHECK(topology_cache_get(&c)->cpus[6].online);
+        CHECK_INTEQ(c.topology->cpus[6].core_id, 5); /* came back: read */
         CHECK_INTEQ(c.topology->cpus[6].core, 5);    /* and numbered with what it says now */
         CHECK_INTEQ(c.topology->cpus[5].core_id, 5);
-        CHECK_INTEQ(c.loads, 3);
+        CHECK_INTEQ(c.loads, 5);
         topology_cache_clear(&c);
 }
 
 TEST_MAIN(T(a_burst_of_cpu_events_rereads_the_topology_once),
           T(a_failed_reread_keeps_the_last_topology_until_the_next_event),
-          T(only_a_cpu_that_came_online_is_read_again))
+          T(only_a_cpu_that_was_added_is_read_again))

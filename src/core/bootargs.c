@@ -2,6 +2,7 @@
 #include <ctype.h>
 
 #include "core/bootargs.h"
+#include "core/cgroupfs.h"
 #include "shared/sysfs.h"
 
 void kernel_flavour_read(KernelFlavour *ret)
@@ -18,6 +19,12 @@ void kernel_flavour_read(KernelFlavour *ret)
                                sys_exists("/sys/kernel/debug/sched/preempt"),
             .nohz_full = sys_exists("/sys/devices/system/cpu/nohz_full"),
         };
+        CgroupInfo c = {};
+        if (cgroup_discover(&c) >= 0 && c.mode == CGROUP_V2) {
+                _cleanup_free_ char *isolated = xasprintf("%s/cpuset.cpus.isolated", c.mount);
+                ret->domain_at_boot = !sys_exists(isolated);
+        }
+        cgroup_info_clear(&c);
 }
 
 static void add(BootArgs *b, const char *key, char *value, char *reason)
@@ -60,10 +67,20 @@ int bootargs_plan_for(const Policy *p, const Topology *t, const KernelFlavour *k
         if (!cpuset_empty(iso)) {
                 _cleanup_free_ char *i = cpuset_format_list(iso), *h = cpuset_format_list(hk);
 
-                /* No "domain" flag: the run-time cpuset partition already keeps the scheduler's load
-                 * balancing off these CPUs, and a boot-time domain could not be undone without a reboot. */
-                add(&b, "isolcpus", xasprintf("managed_irq,%s", i),
-                    xstrdup("keeps kernel-managed IRQs (which rtctl cannot move) off the isolated CPUs"));
+                /* The "domain" flag only where nothing at run time can do its part: elsewhere the
+                 * cpuset partition (v2) or sched_load_balance (v1) keeps the scheduler's load
+                 * balancing off these CPUs, and that is undone at stop, a boot-time domain only by a
+                 * reboot. */
+                if (k->domain_at_boot)
+                        add(&b, "isolcpus", xasprintf("domain,managed_irq,%s", i),
+                            xstrdup("takes the isolated CPUs out of the scheduler's load balancing, which "
+                                    "this kernel cannot do at run time (no isolated cpuset partitions "
+                                    "before 6.7), and keeps kernel-managed IRQs (which rtctl cannot "
+                                    "move) off them"));
+                else
+                        add(&b, "isolcpus", xasprintf("managed_irq,%s", i),
+                            xstrdup("keeps kernel-managed IRQs (which rtctl cannot move) off the isolated "
+                                    "CPUs"));
                 if (k->nohz_full)
                         add(&b, "nohz_full", xstrdup(i),
                             xstrdup("stops the scheduler tick on an isolated CPU that runs one task"));

@@ -181,9 +181,9 @@ static int plan_v1(const PlanContext *ctx, const CgroupInfo *cg, bool attach_onl
  * scheduler's balancing domains. That needs the CPUs in cpuset.cpus.exclusive of every ancestor below
  * the root. A local partition would need its parent to be a partition root that owns the housekeeping
  * CPUs too, and no thread outside it may use its CPUs: so on 6.1 there is no partition, the isolated
- * CPUs stay in the balancing domain (nothing else is allowed on them), and `isolcpus=domain` through
- * rtctl bootargs takes them out. The status says which. One domain for all processes, because only one
- * partition can own the isolated CPUs. */
+ * CPUs stay in the balancing domain (nothing else is allowed on them), and `isolcpus=domain`, which
+ * rtctl bootargs asks for on such a kernel (core/bootargs.c), takes them out. The status says which. One
+ * domain for all processes, because only one partition can own the isolated CPUs. */
 #define V2_HK  "housekeeping"
 #define V2_ISO "isolated"
 
@@ -222,11 +222,18 @@ static void plan_v2_domain(const PlanContext *ctx, const V2Domain *d, const CpuS
                 plan_notes_add(
                     notes, "cpuset", xasprintf("%s/cpuset.cpus.partition", domain),
                     xstrdup("no isolated partition: this kernel has no cpuset.cpus.exclusive (it came "
-                            "with 6.7), so the isolated CPUs stay in the scheduler's load balancing "
-                            "(nothing else is allowed on them, but the balancer still looks at them); "
-                            "isolcpus=domain (rtctl bootargs) takes them out"));
+                            "with 6.7), so the isolated CPUs are only a cpuset of their own: nothing else "
+                            "is allowed on them, but they stay in the scheduler's load balancing (it "
+                            "still looks at them, and may move a thread between two of them); "
+                            "isolcpus=domain, which rtctl bootargs asks for on such a kernel, takes "
+                            "them out from the next boot"));
                 return;
         }
+        plan_notes_add(notes, "cpuset", xasprintf("%s/" V2_ISO "/cpuset.cpus.partition", domain),
+                       xstrdup("an isolated partition: the isolated CPUs are exclusive to the attached "
+                               "threads' cgroup (no other cgroup may list them) and out of the "
+                               "scheduler's load balancing, so a thread stays on the isolated CPU it "
+                               "runs on; undone at stop"));
         if (d->parent)
                 add(plan, &setting_kind_file, PHASE_V2_EXCL,
                     xasprintf("%s%s/cpuset.cpus.exclusive", d->mount, d->parent), xstrdup(isolist));

@@ -72,6 +72,36 @@ TEST(plain_kernel_without_nohz_full)
         CHECK_STREQ(s, "isolcpus=managed_irq,2-3 rcu_nocbs=2-3 irqaffinity=0-1 threadirqs");
 }
 
+/* cgroup v2 on the machine: mounted at /sys/fs/cgroup with the cpuset controller; partitions, whether
+ * the kernel has isolated partitions (the root's cpuset.cpus.isolated, 6.7 and later). */
+static void cgroup2(const char *root, bool partitions)
+{
+        test_write(root, "proc/self/mounts", "cgroup2 /sys/fs/cgroup cgroup2 rw,nosuid 0 0\n");
+        test_write(root, "sys/fs/cgroup/cgroup.controllers", "cpuset cpu io memory pids\n");
+        if (partitions)
+                test_write(root, "sys/fs/cgroup/cpuset.cpus.isolated", "\n");
+}
+
+/* Debian 12's 6.1 on cgroup v2 has no isolated partition to make at run time: only isolcpus=domain
+ * takes the isolated CPUs out of the load balancing. 6.7 and later, and v1, do it at run time. */
+TEST(domain_flag_only_where_no_run_time_partition_exists)
+{
+        _cleanup_free_ char *old = machine("v2-6.1", "#1 SMP PREEMPT_DYNAMIC Debian 6.1.0\n", false, true);
+        _cleanup_free_ char *now = machine("v2-6.12", "#1 SMP PREEMPT_DYNAMIC Debian 6.12.0\n", false, true);
+        _cleanup_free_ char *v1 = machine("v1", "#1 SMP PREEMPT_DYNAMIC Debian 6.1.0\n", false, true);
+
+        cgroup2(old, false);
+        cgroup2(now, true);
+        test_write(v1, "proc/self/mounts", "cgroup /sys/fs/cgroup/cpuset cgroup rw,cpuset 0 0\n");
+        _cleanup_free_ char *a = plan(old, PROFILE_ISO), *b = plan(now, PROFILE_ISO),
+                            *c = plan(v1, PROFILE_ISO);
+        CHECK_STREQ(a, "isolcpus=domain,managed_irq,2-3 nohz_full=2-3 rcu_nocbs=2-3 irqaffinity=0-1 "
+                       "threadirqs preempt=full");
+        CHECK_STREQ(b, "isolcpus=managed_irq,2-3 nohz_full=2-3 rcu_nocbs=2-3 irqaffinity=0-1 threadirqs "
+                       "preempt=full");
+        CHECK_STREQ(c, b);
+}
+
 TEST(profile_without_isolation_or_thread_priorities_wants_nothing)
 {
         _cleanup_free_ char *root = machine("desk", "#1 SMP PREEMPT_DYNAMIC\n", false, true);
@@ -115,6 +145,7 @@ TEST(cmdline_find_handles_quotes_and_flags)
         CHECK_INTEQ(cmdline_find("threadirqsx=1", "threadirqs", NULL), 0);
 }
 
-TEST_MAIN(T(preempt_dynamic_kernel_gets_everything), T(rt_kernel_needs_no_threadirqs_nor_preempt),
-          T(plain_kernel_without_nohz_full), T(profile_without_isolation_or_thread_priorities_wants_nothing),
+TEST_MAIN(T(domain_flag_only_where_no_run_time_partition_exists), T(preempt_dynamic_kernel_gets_everything),
+          T(rt_kernel_needs_no_threadirqs_nor_preempt), T(plain_kernel_without_nohz_full),
+          T(profile_without_isolation_or_thread_priorities_wants_nothing),
           T(missing_compares_values_as_sets), T(cmdline_find_handles_quotes_and_flags))

@@ -89,6 +89,8 @@ TEST(v2_without_systemd_uses_a_threaded_domain)
         CHECK_PLANNED("/sys/fs/cgroup/rtctl-attached/cgroup.subtree_control", "cpuset");
         CHECK(find("/sys/fs/cgroup/rtctl-attached/isolated/cpuset.cpus.partition") == NULL);
         CHECK(noted("no isolated partition"));
+        CHECK(noted("isolcpus=domain, which rtctl bootargs asks for"));
+        CHECK(!noted("an isolated partition"));
         CHECK_PLANNED("/sys/fs/cgroup/rtctl-housekeeping/cgroup.procs", "all from /sys/fs/cgroup");
         CHECK_PLANNED("/proc/100/cgroup", "/rtctl-attached/isolated");
         /* Kernel threads stay in the v2 root: their CPUs go through affinity. */
@@ -168,6 +170,7 @@ TEST(v2_systemd_threaded_scope_and_remote_partition)
         CHECK_PLANNED("/sys/fs/cgroup/rtctl.slice/rtctl-attached.scope/isolated/cpuset.cpus.partition",
                       "isolated");
         CHECK(!noted("no isolated partition"));
+        CHECK(noted("an isolated partition: the isolated CPUs are exclusive"));
 }
 
 /* A process attached by thread on v2: the process into the scope (anywhere below it), each thread into

@@ -24,9 +24,14 @@ def t_bootargs_booted():
     check(iso, "no nohz_full wanted: %s" % shown["wanted"])
     nohz, isolated = read("/sys/devices/system/cpu/nohz_full", ""), read("/sys/devices/system/cpu/isolated", "")
     check(nohz == iso[0], "/sys/devices/system/cpu/nohz_full is %r, want %r" % (nohz, iso[0]))
-    # isolcpus without the domain flag: the scheduler domains stay whole (`isolated` lists only
-    # domain-isolated CPUs), the run-time cpuset partition does that part and can be undone.
-    check(isolated == "", "/sys/devices/system/cpu/isolated is %r: isolcpus took a domain flag" % isolated)
+    # `isolated` lists the CPUs isolcpus took out of the scheduler's domains. Where the kernel makes
+    # isolated partitions at run time (6.7 and later: the root's cpuset.cpus.isolated) rtctl asks for no
+    # domain flag, the partition does that part and is undone at stop; on 6.1's v2 only the boot can.
+    if os.path.exists("/sys/fs/cgroup/cpuset.cpus.isolated"):
+        check(isolated == "", "/sys/devices/system/cpu/isolated is %r: isolcpus took a domain flag" % isolated)
+    else:
+        check(isolated == iso[0], "/sys/devices/system/cpu/isolated is %r, want %r: no domain flag on a "
+              "kernel without run-time partitions" % (isolated, iso[0]))
     dmesg = run(["dmesg"], timeout=30).stdout
     check(re.search(r"Offload RCU callbacks from CPUs: %s\.?$" % re.escape(iso[0]), dmesg, re.M),
           "no 'Offload RCU callbacks from CPUs: %s' in the kernel log" % iso[0])

@@ -38,12 +38,15 @@ static char *status_field(const char *status, const char *field)
 }
 
 /* Processes rtctl put on the isolated CPUs itself (attached, or by an [Attach] rule) live under
- * rtctl.slice (cgroup v2) or in the rtctl-isolated cpuset (v1): there by design. */
+ * rtctl.slice (cgroup v2 with systemd), in /rtctl-attached (v2 without it) or in the rtctl-isolated
+ * cpuset (v1): there by design. */
 static bool placed_by_rtctl(unsigned pid)
 {
         _cleanup_free_ char *path = xasprintf("/proc/%u/cgroup", pid), *cg = NULL;
 
-        return sys_read(path, &cg) >= 0 && (strstr(cg, "/rtctl.slice/") || strstr(cg, ":/rtctl-isolated"));
+        return sys_read(path, &cg) >= 0 &&
+               (strstr(cg, "/rtctl.slice/") || strstr(cg, "::/rtctl-attached/") ||
+                strstr(cg, ":/rtctl-isolated"));
 }
 
 static void check_tasks(Audit *a, const AuditOptions *o, TaskScan *tasks, unsigned n_cpus)

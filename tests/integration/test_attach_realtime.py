@@ -3,6 +3,7 @@ SCHED_FIFO long after it was created is seen through the sched_setscheduler trac
 instance) and placed alone; a thread it creates inherits the policy and goes too; back at SCHED_OTHER it
 goes back. A JACK client matched by graph:jack gets its real-time thread placed. What rtctld makes in
 tracefs goes with stop, `rtctl restore` after a SIGKILL, and the next start."""
+import json
 import os
 import signal
 import subprocess
@@ -73,6 +74,15 @@ def test_a_thread_turning_fifo_later_goes_alone_and_its_child_with_it(env, rt_pr
     child = int(p.command("spawn", 0, "rt-child")[0])
     assert wait_until(lambda: (p.pid, child, "rt", "realtime") in attached(env), timeout=BOUND)
     assert placement(p.pid, child) == ISOLATED
+    # rtctl check says, per process, which threads are on the isolated CPUs and what tells them apart.
+    found = {c["check"]: c for c in json.loads(env.rtctl("--json", "check").stdout)}
+    detail = found["isolated-threads"]["detail"]
+    assert "(PID %d)" % p.pid in detail, detail
+    for tid in (p.tids[0], child):
+        assert "(TID %d, SCHED_FIFO)" % tid in detail, detail
+    others = len(os.listdir("/proc/%d/task" % p.pid)) - 2
+    assert "(TID %d," % p.tids[1] not in detail, detail
+    assert "%d other thread%s on housekeeping" % (others, "" if others == 1 else "s") in detail, detail
     # Back at SCHED_OTHER: back to housekeeping; its child is still real-time and stays.
     p.command("sched", 0, "other")
     assert wait_until(lambda: placement(p.pid, p.tids[0]) == HOUSEKEEPING, timeout=BOUND)

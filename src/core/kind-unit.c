@@ -54,21 +54,6 @@ const SettingKind setting_kind_unit_partition = {
     .equal = setting_equal_folded,
 };
 
-bool setting_context_unit_partition(SettingContext *ctx)
-{
-        assert(ctx);
-
-        if (ctx->unit_partition < 0) {
-                int r = systemd_has_property(ctx->systemd, "org.freedesktop.systemd1.Slice",
-                                             "CPUSetPartition", "s");
-
-                if (r < 0)
-                        return false;
-                ctx->unit_partition = r > 0;
-        }
-        return ctx->unit_partition > 0;
-}
-
 static int slice_read(SettingContext *ctx, const char *object, const char *hint, char **ret)
 {
         _cleanup_free_ char *unit = kind_unit_of(object);

@@ -14,8 +14,7 @@ void setting_context_init(SettingContext *c, sd_event *event)
         *c = (SettingContext){.refused = g_hash_table_new_full(g_str_hash, g_str_equal, free, NULL),
                               .queued_restores = g_hash_table_new_full(g_str_hash, g_str_equal, free, NULL),
                               .pmqos_fd = -EBADF,
-                              .systemd = systemd_client_new(event),
-                              .unit_partition = -1};
+                              .systemd = systemd_client_new(event)};
 }
 
 void setting_context_clear(SettingContext *c)
@@ -29,7 +28,7 @@ void setting_context_clear(SettingContext *c)
         if (c->pmqos_fd >= 0)
                 close(c->pmqos_fd);
         systemd_client_free(c->systemd);
-        *c = (SettingContext){.pmqos_fd = -EBADF, .unit_partition = -1};
+        *c = (SettingContext){.pmqos_fd = -EBADF};
 }
 
 static char *refusal_key(const TaskInfo *t)

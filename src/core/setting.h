@@ -21,9 +21,6 @@ typedef struct SettingContext {
         int pmqos_value;
         /* systemd's manager, connected on first use. */
         SystemdClient *systemd;
-        /* Whether its slices have CPUSetPartition=: 1 or 0 once asked, -1 before (and after a failed
-         * question, which is asked again next time). */
-        int unit_partition;
         /* Objects whose restore is a systemd job still under way: they stay in the journal until the
          * job ended "done" (reconcile_jobs_ended()), and stay for a later restore when it failed. */
         GHashTable *queued_restores;
@@ -100,11 +97,10 @@ extern const SettingKind setting_kind_subtree;
 extern const SettingKind setting_kind_partition;
 /* systemd:UNIT:AllowedCPUs, set at run time through systemd's D-Bus API. */
 extern const SettingKind setting_kind_unit_cpus;
-/* systemd:UNIT:CPUSetPartition, set at run time through systemd's D-Bus API where the running systemd
- * has that property (setting_context_unit_partition()). */
+/* systemd:UNIT:CPUSetPartition, through systemd's D-Bus API at run time. No tuner plans it any more
+ * (the isolated partition is a threaded cgroup below rtctl's delegated scope, which systemd leaves to
+ * rtctl): the kind is kept so that a journal an earlier rtctld wrote is still put back. */
 extern const SettingKind setting_kind_unit_partition;
-/* Whether the running systemd's slices have CPUSetPartition= (asked once per context). */
-bool setting_context_unit_partition(SettingContext *ctx);
 /* systemd:NAME.slice, a transient slice: "present" or "absent". */
 extern const SettingKind setting_kind_slice;
 

@@ -66,7 +66,9 @@ int systemd_unit_cpus(SystemdClient *c, const char *unit, char **ret);
 int systemd_set_unit_cpus(SystemdClient *c, const char *unit, const char *cpulist);
 /* Whether systemd's units have property (of D-Bus type type) on interface
  * ("org.freedesktop.systemd1.Slice"): 1 or 0, from the running manager's introspection data, so a
- * property that arrives with a newer systemd is found without comparing version numbers. */
+ * property that arrives with a newer systemd is found without comparing version numbers. No tuner asks
+ * today: CPUSetPartition=, the one it was for, partitions a unit's cgroup, and rtctl's partition is a
+ * threaded cgroup below its delegated scope (ARCHITECTURE.md, "cgroup v2: threads"). */
 int systemd_has_property(SystemdClient *c, const char *interface, const char *property, const char *type);
 /* The answer from introspection data: interface's block (up to its </interface>) holds
  * <property name="PROPERTY" type="TYPE" ...>. */

@@ -10,7 +10,7 @@ import time
 
 from vmtest_attach import alive, cgroup_ino, start_time
 from vmtest_common import (call, cgroup_of, check, cpu_set, cpus_of, dbus_mod, Fail, read, read_file, RTCTL, run,
-    SESSION_UID, test, TEST_PROFILE, UNIT, unit_prop, wait_for)
+    SESSION_UID, test, TEST_PROFILE, UNIT, unit_prop, wait_for, write)
 from vmtest_isolation import cpu_list
 from vmtest_session import (as_alice, brief, data_loop_tids, ensure_rtctld_base, kill_quietly, last_cpu,
     limit_of, pids_by_comm, pipewire_pid, play, rt_policy, rtprops, rules_brief, sched_of, session,
@@ -547,6 +547,29 @@ def t_pipewire_split_kill_restore():
             os.unlink(NORESTART)
             run(["systemctl", "daemon-reload"], timeout=60)
             ensure_rtctld_base()
+
+
+@test("pipewire-split-hotplug", timeout=360)
+def t_pipewire_split_hotplug():
+    """The isolated CPU goes offline and comes back with PipeWire, pw-cat and the JACK client split: once
+    it is back rtctld splits them again by itself (the kernel moved what was on it meanwhile), and detach
+    then puts every process and thread back, nothing killed."""
+    def how(procs, client, iso, hk):
+        cpu = max(iso)
+        path = "/sys/devices/system/cpu/cpu%d/online" % cpu
+        write(path, "0")
+        try:
+            check(read(path) == "0", "cpu%d did not go offline" % cpu)
+            time.sleep(2)
+        finally:
+            write(path, "1")
+        check(read(path) == "1", "cpu%d did not come back online" % cpu)
+        dt = wait_split(procs, client, iso, hk, "after cpu%d went offline and came back" % cpu)
+        said = "cpu%d offline 2 s and back: split again in %.1f s (%s)" % (
+            cpu, dt, runs_isolated(client["pid"], client["process_tid"], iso, "process callback"))
+        set_profile(TEST_PROFILE)
+        return said + "; detached (back to %s)" % TEST_PROFILE
+    return split_then("pipewire-split-hotplug", how)
 
 
 @test("pipewire-split-profile-switch", timeout=420)

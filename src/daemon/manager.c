@@ -4,6 +4,7 @@
 #include <inttypes.h>
 #include <malloc.h>
 #include <signal.h>
+#include <sys/mman.h>
 #include <systemd/sd-daemon.h>
 #include <time.h>
 
@@ -459,7 +460,37 @@ static int on_pass(sd_event_source *s, void *userdata)
          * the heap's holes. Handing them back keeps a daemon that runs for months at the size it has
          * between passes, not at the peak of its largest one. */
         malloc_trim(0);
+        if (!m->code_pages_released) {
+                /* Once the first pass ran every path a pass takes, the code it did not run leaves. */
+                release_code_pages();
+                m->code_pages_released = true;
+        }
         return 0;
+}
+
+/* The kernel maps a file's pages around each one a process faults in (fault-around, 64 kB), so every
+ * library function rtctld called once brought 16 pages of code with it, nearly all never run: glib alone
+ * was 764 kB of rtctld's PSS on a machine where nothing else maps it. Each executable mapping is told
+ * MADV_RANDOM (no more fault-around) and its pages dropped (MADV_DONTNEED: a clean page of a file's code
+ * is only unmapped, and read again from the page cache at its next use), so what stays mapped is the
+ * code rtctld runs. Only r-x mappings: a library's read-only data may hold relocations written at load
+ * time, which dropping would lose. */
+void release_code_pages(void)
+{
+        _cleanup_fclose_ FILE *f = fopen("/proc/self/maps", "re");
+        char line[4096];
+
+        while (f && fgets(line, sizeof line, f)) {
+                unsigned long start, end;
+                char perms[8];
+                int path = 0;
+
+                if (sscanf(line, "%lx-%lx %7s %*s %*s %*s %n", &start, &end, perms, &path) != 3 ||
+                    path <= 0 || line[path] != '/' || !streq(perms, "r-xp"))
+                        continue;
+                (void)madvise((void *)start, end - start, MADV_RANDOM);
+                (void)madvise((void *)start, end - start, MADV_DONTNEED);
+        }
 }
 
 void manager_dry_run(Manager *m, const Policy *p, PassResult *ret)

@@ -173,6 +173,7 @@ typedef struct Manager {
         ReadCache reads;
         struct BusReads *bus_reads;
         bool stopping;
+        bool code_pages_released; /* after the first pass: release_code_pages() */
 } Manager;
 
 /* The IRQ tuner's state: its refusals and pins, which the daemon's IRQ methods read and set. */
@@ -322,3 +323,6 @@ void manager_on_uevent(const Uevent *ev, void *userdata);
 void manager_handover_clear(Manager *m);
 bool manager_handover_requested(Manager *m);
 int manager_on_sleep(sd_bus_message *msg, void *userdata, sd_bus_error *error);
+
+/* Drops rtctld's mapped code pages and ends fault-around on them (manager.c says why). */
+void release_code_pages(void);

@@ -368,3 +368,37 @@ def test_a_reload_is_bracketed_for_type_notify_reload(env):
     assert wait_until(lambda: any("READY=1" in m for m in d.messages[d.messages.index(reloading) + 1:])), \
         d.messages[seen:]
     assert d.running()
+
+
+def code_mappings(pid):
+    """Each executable mapping of a file in the process: (path, VmFlags, Rss kB)."""
+    out, cur = [], None
+    with open("/proc/%d/smaps" % pid) as f:
+        for line in f:
+            head = line.split()
+            if "-" in head[0] and len(head) >= 5 and ":" not in head[0]:
+                cur = None
+                if head[1] == "r-xp" and len(head) >= 6 and head[5].startswith("/"):
+                    cur = {"path": head[5]}
+                    out.append(cur)
+            elif cur is not None and head[0] == "VmFlags:":
+                cur["flags"] = head[1:]
+            elif cur is not None and head[0] == "Rss:":
+                cur["rss_kb"] = int(head[1])
+    return out
+
+
+def test_code_pages_are_only_those_it_runs(env):
+    """After its first pass rtctld ends the kernel's fault-around on its code (every executable mapping
+    of a file random-read, "rr" in smaps' VmFlags) and drops what was mapped: later code comes in a page
+    at a time. It keeps working: a profile switch, then stop restores everything."""
+    env.profile("iso", "[Profile]\nDescription=test: isolate\n[CPU]\nIsolate=1\n")
+    d = env.start("--profile", "iso")
+    # The first pass's end comes just after the readiness the start waited for.
+    assert wait_until(lambda: all("rr" in m.get("flags", []) for m in code_mappings(d.proc.pid)), timeout=5), \
+        code_mappings(d.proc.pid)
+    assert any("libglib" in m["path"] for m in code_mappings(d.proc.pid))
+    env.rtctl("profile", "off", check=True)
+    env.rtctl("profile", "iso", check=True)
+    assert env.rtctl_json("status")["failures"] == []
+    assert d.stop() == 0, d.output()

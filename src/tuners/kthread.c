@@ -3,6 +3,8 @@
  * workqueue and writeback cpumasks, the lockup detector's CPUs. Threads the kernel binds to one CPU
  * (PF_NO_SETAFFINITY) are counted, not failed. What only boot parameters can move (nohz_full,
  * rcu_nocbs, isolcpus) is src/core/bootargs.c's: status calls it a pending reboot. */
+#include <sched.h>
+
 #include "core/cgroupfs.h"
 #include "tuners/registry.h"
 #include "shared/sysfs.h"
@@ -34,12 +36,39 @@ static void kthread_free_config(void *p)
         free(p);
 }
 
-/* A task's affinity as the kind reads it, and as a set. */
-static CpuSet *affinity_of(unsigned pid, char **ret_list)
+/* A task's affinity from sched_getaffinity(2), which gives only its CPUs that are active: the same as
+ * /proc/PID/status's Cpus_allowed_list while every possible CPU is online, without a file. NULL where
+ * it cannot say (the task is gone). */
+static CpuSet *affinity_by_syscall(unsigned pid, unsigned n_cpus, char **ret_list)
+{
+        size_t size = CPU_ALLOC_SIZE(CPUSET_MAX_CPUS);
+        cpu_set_t *mask = CPU_ALLOC(CPUSET_MAX_CPUS);
+        CpuSet *s = NULL;
+
+        if (!mask)
+                return NULL;
+        if (sched_getaffinity((pid_t)pid, size, mask) == 0) {
+                s = cpuset_new(n_cpus);
+                for (unsigned cpu = 0; cpu < n_cpus; cpu++)
+                        if (CPU_ISSET_S(cpu, size, mask))
+                                cpuset_add(s, cpu);
+                *ret_list = cpuset_format_list(s);
+        }
+        CPU_FREE(mask);
+        return s;
+}
+
+/* A task's affinity as the kind reads it, and as a set. While every possible CPU is online (and not
+ * on fixtures), the syscall says the same as the kind's file with no path walk: a pass after a CPU
+ * came back reads each kernel thread's this way. With a CPU offline only the file keeps it, and it is
+ * what the journal must hold for the restore. */
+static CpuSet *affinity_of(const PlanContext *ctx, unsigned pid, char **ret_list)
 {
         _cleanup_free_ char *object = xasprintf("/proc/%u/affinity", pid);
         CpuSet *s = NULL;
 
+        if (isempty(sysroot()) && cpuset_equal(ctx->topology->online, ctx->topology->possible))
+                return affinity_by_syscall(pid, ctx->topology->n_cpus, ret_list);
         if (setting_kind_affinity.read(NULL, object, NULL, ret_list) < 0)
                 return NULL;
         if (cpuset_parse_list(*ret_list, CPUSET_MAX_CPUS, &s, NULL) < 0) {
@@ -75,7 +104,7 @@ static void plan_threads(const PlanContext *ctx, Plan *plan, PlanNotes *notes)
                 /* IRQ threads follow their interrupt's affinity: the IRQ tuner's business. */
                 if (irq_thread_parse(t->comm, &(unsigned){0}, NULL))
                         continue;
-                cur = affinity_of(t->pid, &list);
+                cur = affinity_of(ctx, t->pid, &list);
                 if (!cur)
                         continue;
                 /* Keep a thread's own narrowing (kswapd to its node) where it leaves housekeeping CPUs,

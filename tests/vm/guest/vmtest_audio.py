@@ -167,39 +167,13 @@ def t_pipewire_jack_client():
 # the split: the audio profile's rules, nobody typing a command
 
 SHIPPED_AUDIO = "/usr/lib/rtctl/profiles/audio.conf"
-STAND_IN = "/etc/rtctl/profiles/vmaudio.conf"
-STAND_IN_TEXT = """# written by vmtest_audio.py: issue 22's audio rules while the shipped audio.conf lacks them
-[Profile]
-Description=VM test: the audio rules of issue 22 on one isolated core
-Include=vmtest
-
-[CPU]
-Isolate=auto:1
-KernelThreads=housekeeping
-
-[Attach pipewire]
-Match=comm:pipewire user:active
-Threads=realtime data-loop*
-
-[Attach jackd]
-Match=comm:jackd|jackdbus user:active
-Threads=realtime
-
-[Attach audio-clients]
-Match=graph:pipewire|jack user:active
-Threads=realtime
-"""
 
 
 def audio_profile():
-    """The shipped `audio` once its rules place real-time threads (Threads=realtime), else the stand-in
-    with the design's rules, written to /etc/rtctl/profiles."""
-    if "Threads=realtime" in read_file(SHIPPED_AUDIO):
-        return "audio"
-    if read(STAND_IN) != STAND_IN_TEXT.strip():
-        with open(STAND_IN, "w") as f:
-            f.write(STAND_IN_TEXT)
-    return "vmaudio"
+    """The shipped `audio` profile, unchanged: its [Attach] rules must place real-time threads."""
+    shipped = read_file(SHIPPED_AUDIO)
+    check("Threads=realtime" in shipped, "the shipped %s has no Threads=realtime rule" % SHIPPED_AUDIO)
+    return "audio"
 
 
 def set_profile(name):

@@ -1,9 +1,31 @@
 /* SPDX-License-Identifier: GPL-2.0-or-later */
 #include <ctype.h>
+#include <dirent.h>
 
 #include "core/bootargs.h"
 #include "core/cgroupfs.h"
 #include "shared/sysfs.h"
+
+/* Whether this v2 kernel makes isolated partitions: cpuset.cpus.exclusive (6.7), the file the cpuset
+ * tuner itself judges by, in any cgroup with the cpuset controller; or the root's cpuset.cpus.isolated
+ * (6.8), for a tree where no child has the controller yet. */
+static bool v2_has_partitions(const char *mount)
+{
+        _cleanup_free_ char *isolated = xasprintf("%s/cpuset.cpus.isolated", mount);
+        _cleanup_closedir_ DIR *d = sys_opendir(mount);
+        struct dirent *de;
+
+        if (sys_exists(isolated))
+                return true;
+        while (d && (de = readdir(d))) {
+                if (de->d_type != DT_DIR || de->d_name[0] == '.')
+                        continue;
+                _cleanup_free_ char *excl = xasprintf("%s/%s/cpuset.cpus.exclusive", mount, de->d_name);
+                if (sys_exists(excl))
+                        return true;
+        }
+        return false;
+}
 
 void kernel_flavour_read(KernelFlavour *ret)
 {
@@ -20,10 +42,8 @@ void kernel_flavour_read(KernelFlavour *ret)
             .nohz_full = sys_exists("/sys/devices/system/cpu/nohz_full"),
         };
         CgroupInfo c = {};
-        if (cgroup_discover(&c) >= 0 && c.mode == CGROUP_V2) {
-                _cleanup_free_ char *isolated = xasprintf("%s/cpuset.cpus.isolated", c.mount);
-                ret->domain_at_boot = !sys_exists(isolated);
-        }
+        if (cgroup_discover(&c) >= 0 && c.mode == CGROUP_V2)
+                ret->domain_at_boot = !v2_has_partitions(c.mount);
         cgroup_info_clear(&c);
 }
 

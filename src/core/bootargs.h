@@ -25,8 +25,9 @@ typedef struct KernelFlavour {
         bool preempt_dynamic; /* "PREEMPT_DYNAMIC" in the version, or debugfs sched/preempt */
         bool nohz_full;       /* built with NO_HZ_FULL: /sys/devices/system/cpu/nohz_full exists */
         /* Only the boot can take CPUs out of the scheduler's load balancing: cgroup v2 whose kernel has
-         * no isolated partitions to make at run time (cpuset.cpus.isolated in the root, 6.7 and later).
-         * v1 cpusets do it at run time (sched_load_balance), and so does a v2 partition. */
+         * no isolated partitions to make at run time (cpuset.cpus.exclusive, 6.7 and later; or the
+         * root's cpuset.cpus.isolated, 6.8). v1 cpusets do it at run time (sched_load_balance), and so
+         * does a v2 partition. */
         bool domain_at_boot;
 } KernelFlavour;
 

@@ -194,13 +194,17 @@ static void load(TaskScan *s)
                                 continue; /* it exited meanwhile */
                         if (c) {
                                 c->reads++;
-                                /* The pidfd is opened after the read: a PID is reused only once every
-                                 * other PID was handed out, never between two calls. */
+                                /* The pidfd holds the process that has this PID when it is opened;
+                                 * a second read after it proves that is the one read (same start). */
+                                TaskInfo again;
                                 int fd;
                                 if (now && n_kept < limit && keepable(&t, now, hz) &&
                                     (fd = (int)syscall(SYS_pidfd_open, pid, 0)) >= 0) {
-                                        GREEDY_REALLOC(kept, kept_alloc, n_kept + 1);
-                                        kept[n_kept++] = (TaskCacheEntry){.info = t, .pidfd = fd};
+                                        if (task_info(pid, &again) >= 0 && again.starttime == t.starttime) {
+                                                GREEDY_REALLOC(kept, kept_alloc, n_kept + 1);
+                                                kept[n_kept++] = (TaskCacheEntry){.info = t, .pidfd = fd};
+                                        } else
+                                                close_fd(fd);
                                 }
                         }
                 }
@@ -239,7 +243,9 @@ void task_cache_clear(TaskCache *c)
 
 const TaskInfo *task_scan_cached_kthread(const TaskScan *s, unsigned pid)
 {
-        const TaskCacheEntry *e = s ? cache_find(s->cache, pid) : NULL;
+        /* Only once this pass's scan pruned the cache: before it, a held thread may have ended and its
+         * PID be another's. */
+        const TaskCacheEntry *e = s && s->loaded ? cache_find(s->cache, pid) : NULL;
 
         return e ? &e->info : NULL;
 }

@@ -29,12 +29,14 @@ int task_uids(unsigned pid, uid_t *ret_uid, uid_t *ret_euid);
  * or 0), -EBADF when fd is no pidfd. */
 int pidfd_get_pid(int fd);
 
-/* Kernel threads as read in earlier passes, each held by a pidfd. A kernel thread's flags and name are
- * set once, right after it is created, and never change; only its going does, and a pidfd says that
- * exactly (it polls readable once the thread ended), so its PID is never taken for another's. A scan
- * with a cache reads /proc/PID/stat only of user processes and of kernel threads it does not hold yet:
- * after a CPU event, the dozens to thousands of per-CPU kernel threads cost one poll(2) instead of a
- * file each. A thread younger than a second is not kept (it may not have its name and binding yet). */
+/* Kernel threads as read in earlier passes, each held by a pidfd. A kernel thread's flags are set
+ * once, right after it is created (its name too, but a kworker's comm in /proc/PID/stat carries the
+ * workqueue it last ran, which the cache does not follow: nothing reads it); only its going changes,
+ * and a pidfd says that exactly (it polls readable once the thread ended). A scan with a cache reads
+ * /proc/PID/stat only of user processes and of kernel threads it does not hold yet: after a CPU event,
+ * the dozens to thousands of per-CPU kernel threads cost one poll(2) instead of a file each. A thread
+ * younger than a second is not kept (it may not have its name and binding yet), and one is kept only
+ * when a read after its pidfd was opened finds the same start time, so the pidfd is the one read. */
 typedef struct TaskCacheEntry {
         TaskInfo info;
         int pidfd;
@@ -64,8 +66,8 @@ const TaskInfo *task_scan_find(TaskScan *s, unsigned pid, TaskInfo *buf);
 /* The PID of a process whose comm is exactly comm (cut at 15 characters, as the kernel does), 0 when
  * none runs. */
 unsigned task_scan_find_comm(TaskScan *s, const char *comm);
-/* A kernel thread as the scan's cache holds it (checked alive by the last scan), without a read. NULL
- * where there is no cache or it does not hold pid. */
+/* A kernel thread as the scan's cache holds it (checked alive by this pass's scan), without a read. NULL
+ * where there is no cache, the pass has not scanned yet, or the cache does not hold pid. */
 const TaskInfo *task_scan_cached_kthread(const TaskScan *s, unsigned pid);
 void task_scan_clear(TaskScan *s);
 

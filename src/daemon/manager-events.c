@@ -11,10 +11,13 @@ static bool is_cpu_event(const Uevent *ev)
 }
 
 /* CPUs came or went: the topology is reread once, when the pass this schedules (or a caller) next uses
- * it, however many CPU events come before. */
-static void on_cpu_event(Manager *m, const char *reason)
+ * it, however many CPU events come before; places too after an add or remove (places). */
+static void on_cpu_event(Manager *m, const char *reason, bool places)
 {
-        topology_cache_invalidate(&m->topology);
+        if (places)
+                topology_cache_invalidate_places(&m->topology);
+        else
+                topology_cache_invalidate(&m->topology);
         manager_mark_cpu_tuners(m);
         manager_schedule_pass(m, reason);
         manager_schedule_settle(m);
@@ -39,13 +42,13 @@ void manager_on_uevent(const Uevent *ev, void *userdata)
         if (!ev) {
                 /* Lost events: CPUs and devices may have come and gone unseen. A whole pass plans every
                  * device there is now, as at start. */
-                on_cpu_event(m, "lost uevents");
+                on_cpu_event(m, "lost uevents", true);
                 dirty_mark_all(&m->dirty);
                 return;
         }
         reason = xasprintf("%s %s %s", ev->subsystem, ev->action, ev->sysname);
         if (is_cpu_event(ev)) {
-                on_cpu_event(m, reason);
+                on_cpu_event(m, reason, streq(ev->action, "add") || streq(ev->action, "remove"));
                 return;
         }
         for (size_t i = 0; i < tuners_n(); i++) {

@@ -473,23 +473,36 @@ static int on_pass(sd_event_source *s, void *userdata)
  * was 764 kB of rtctld's PSS on a machine where nothing else maps it. Each executable mapping is told
  * MADV_RANDOM (no more fault-around) and its pages dropped (MADV_DONTNEED: a clean page of a file's code
  * is only unmapped, and read again from the page cache at its next use), so what stays mapped is the
- * code rtctld runs. Only r-x mappings: a library's read-only data may hold relocations written at load
- * time, which dropping would lose. */
+ * code rtctld runs. Only r-x mappings of files with no page of their own (Anonymous: 0 in smaps): a
+ * mapping with one was written (text relocations, a debugger's breakpoint, a uprobe), and dropping it
+ * would lose that; a library's read-only data may hold relocations, so it is left too. */
+static void release_mapping(unsigned long start, unsigned long end)
+{
+        (void)madvise((void *)start, end - start, MADV_RANDOM);
+        (void)madvise((void *)start, end - start, MADV_DONTNEED);
+}
+
 void release_code_pages(void)
 {
-        _cleanup_fclose_ FILE *f = fopen("/proc/self/maps", "re");
+        _cleanup_fclose_ FILE *f = fopen("/proc/self/smaps", "re");
+        unsigned long start = 0, end = 0, anon;
+        bool code = false;
         char line[4096];
 
         while (f && fgets(line, sizeof line, f)) {
-                unsigned long start, end;
+                unsigned long s, e;
                 char perms[8];
                 int path = 0;
 
-                if (sscanf(line, "%lx-%lx %7s %*s %*s %*s %n", &start, &end, perms, &path) != 3 ||
-                    path <= 0 || line[path] != '/' || !streq(perms, "r-xp"))
-                        continue;
-                (void)madvise((void *)start, end - start, MADV_RANDOM);
-                (void)madvise((void *)start, end - start, MADV_DONTNEED);
+                if (sscanf(line, "%lx-%lx %7s %*s %*s %*s %n", &s, &e, perms, &path) == 3) {
+                        code = path > 0 && line[path] == '/' && streq(perms, "r-xp");
+                        start = s;
+                        end = e;
+                } else if (code && sscanf(line, "Anonymous: %lu", &anon) == 1) {
+                        if (anon == 0)
+                                release_mapping(start, end);
+                        code = false;
+                }
         }
 }
 

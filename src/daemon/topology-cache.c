@@ -27,6 +27,13 @@ void topology_cache_invalidate(TopologyCache *c)
         c->stale = true;
 }
 
+void topology_cache_invalidate_places(TopologyCache *c)
+{
+        assert(c);
+
+        c->stale = c->places_stale = true;
+}
+
 Topology *topology_cache_get(TopologyCache *c)
 {
         Topology *t = NULL;
@@ -39,7 +46,8 @@ Topology *topology_cache_get(TopologyCache *c)
                 return c->topology;
         /* Tried once per invalidation: a failure is not tried again by every reader until the next event. */
         c->stale = false;
-        r = topology_load(c->topology, &t);
+        r = topology_load(c->places_stale ? NULL : c->topology, &t);
+        c->places_stale = false;
         if (r < 0) {
                 log_warning_errno(r, "Failed to reread the CPU topology: %m, ignoring");
                 return c->topology;

@@ -82,8 +82,16 @@ static int on_kernel_uevent(sd_event_source *s, int fd, uint32_t revents, void *
                 }
                 if (n == 0)
                         break;
-                /* Only the kernel (port 0) speaks for devices on this group. */
-                if (from.nl_pid == 0 && !(msg.msg_flags & MSG_TRUNC) && uevent_parse(buf, (size_t)n, &ev))
+                if (from.nl_pid != 0)
+                        continue; /* only the kernel (port 0) speaks for devices on this group */
+                if (msg.msg_flags & MSG_TRUNC) {
+                        /* Larger than any uevent should be: what it said is lost, so resync. */
+                        log_warning("A kernel uevent was cut (over %zu bytes); rescanning every device",
+                                    sizeof buf - 1);
+                        m->handler(NULL, m->userdata);
+                        continue;
+                }
+                if (uevent_parse(buf, (size_t)n, &ev))
                         m->handler(&ev, m->userdata);
         }
         return 0;

@@ -119,7 +119,11 @@ static void plan_threads(const PlanContext *ctx, Plan *plan, PlanNotes *notes)
                         continue;
                 s = plan_add(plan, &setting_kind_affinity, "kthread", 0,
                              xasprintf("/proc/%u/affinity", t->pid), cpuset_format_list(cur));
-                s->current = TAKE_PTR(list); /* read in this pass: the applier need not read it again */
+                /* Read in this pass: the applier need not read it again. Where it will be written the
+                 * applier may journal it as the original, which only the file gives whole (the syscall
+                 * leaves out a CPU that is going or not yet active): then the applier reads it. */
+                if (s->kind->equal(list, s->desired))
+                        s->current = TAKE_PTR(list);
         }
         if (pinned)
                 plan_notes_add(

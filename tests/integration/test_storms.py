@@ -101,7 +101,7 @@ def usage_of(pid, fewest=None):
     return {"fds": len(fds), "transient_fds": [x for x in looks[0] if x not in fds], "rss_kb": int(status["VmRSS"].split()[0]),
             "anon_kb": int(status["RssAnon"].split()[0]), "fd_targets": fds, "pidfds": len(held),
             "pidfds_ended": len(held) - len(live), "pidfds_twice": len(live) - len(set(live)),
-            "pidfds_not_kthreads": [p for p in live if not machine.is_kthread(p)]}
+            "pidfds_not_kthreads": [p for p in live if not machine.is_kthread(p) and os.path.exists("/proc/%d" % p)]}
 
 
 class Usage:

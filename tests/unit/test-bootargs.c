@@ -73,22 +73,32 @@ TEST(plain_kernel_without_nohz_full)
 }
 
 /* cgroup v2 on the machine: mounted at /sys/fs/cgroup with the cpuset controller; partitions, whether
- * the kernel has isolated partitions (the root's cpuset.cpus.isolated, 6.7 and later). */
+ * the kernel has isolated partitions (the root's cpuset.cpus.isolated, 6.8 and later). */
 static void cgroup2(const char *root, bool partitions)
 {
         test_write(root, "proc/self/mounts", "cgroup2 /sys/fs/cgroup cgroup2 rw,nosuid 0 0\n");
         test_write(root, "sys/fs/cgroup/cgroup.controllers", "cpuset cpu io memory pids\n");
+        test_write(root, "sys/fs/cgroup/system.slice/cpuset.cpus", "\n");
         if (partitions)
                 test_write(root, "sys/fs/cgroup/cpuset.cpus.isolated", "\n");
 }
 
 /* Debian 12's 6.1 on cgroup v2 has no isolated partition to make at run time: only isolcpus=domain
- * takes the isolated CPUs out of the load balancing. 6.7 and later, and v1, do it at run time. */
+ * takes the isolated CPUs out of the load balancing. 6.7 and later (cpuset.cpus.exclusive), and v1, do
+ * it at run time. */
 TEST(domain_flag_only_where_no_run_time_partition_exists)
 {
         _cleanup_free_ char *old = machine("v2-6.1", "#1 SMP PREEMPT_DYNAMIC Debian 6.1.0\n", false, true);
         _cleanup_free_ char *now = machine("v2-6.12", "#1 SMP PREEMPT_DYNAMIC Debian 6.12.0\n", false, true);
         _cleanup_free_ char *v1 = machine("v1", "#1 SMP PREEMPT_DYNAMIC Debian 6.1.0\n", false, true);
+
+        /* 6.7: cpuset.cpus.exclusive in the cgroups, the root's cpuset.cpus.isolated only from 6.8. */
+        _cleanup_free_ char *v67 = machine("v2-6.7", "#1 SMP PREEMPT_DYNAMIC 6.7.0\n", false, true);
+        cgroup2(v67, false);
+        test_write(v67, "sys/fs/cgroup/system.slice/cpuset.cpus.exclusive", "\n");
+        _cleanup_free_ char *d = plan(v67, PROFILE_ISO);
+        CHECK_STREQ(d, "isolcpus=managed_irq,2-3 nohz_full=2-3 rcu_nocbs=2-3 irqaffinity=0-1 threadirqs "
+                       "preempt=full");
 
         cgroup2(old, false);
         cgroup2(now, true);

@@ -40,7 +40,10 @@ TEST(kernel_threads_are_read_once_and_said_as_read)
         (void)ta;
 
         unsigned long long held = c.n, reads = c.reads;
+        /* A pass that has not scanned yet gets nothing from the cache: unpruned, it may be stale. */
+        CHECK(!task_scan_cached_kthread(&b, 2));
         const TaskInfo *tb = task_scan_all(&b, &n_b);
+        CHECK(task_scan_cached_kthread(&b, 2));
         const TaskInfo *tp = task_scan_all(&plain, &n_plain);
         /* Each process listed is either held or read; a kernel thread or two may end between. */
         CHECK_INTEQ(n_b, c.hits + (c.reads - reads));

@@ -96,11 +96,20 @@ TEST(only_a_cpu_that_was_added_is_read_again)
         CHECK_INTEQ(c.topology->cpus[6].core_id, 6);
         CHECK_INTEQ(c.topology->cpus[6].core, 6);
 
+        /* A CPU added or removed between two reads leaves the masks as they were: the add/remove
+         * uevent itself says to read every place again: cpu5 too, online all along. */
+        test_write(root, "sys/devices/system/cpu/cpu5/topology/core_id", "5\n");
+        topology_cache_invalidate_places(&c);
+        CHECK_INTEQ(topology_cache_get(&c)->cpus[6].core_id, 5);
+        CHECK_INTEQ(c.topology->cpus[5].core_id, 5);
+        test_write(root, "sys/devices/system/cpu/cpu6/topology/core_id", "6\n");
+
         /* Removed and added again (a hot-add may be another CPU): read. */
         test_write(root, "sys/devices/system/cpu/present", "0-5,7-31\n");
         test_write(root, "sys/devices/system/cpu/online", "0-5,7-31\n");
         topology_cache_invalidate(&c);
         CHECK(!topology_cache_get(&c)->cpus[6].present);
+        test_write(root, "sys/devices/system/cpu/cpu6/topology/core_id", "5\n");
         test_write(root, "sys/devices/system/cpu/present", "0-31\n");
         test_write(root, "sys/devices/system/cpu/online", "0-31\n");
         topology_cache_invalidate(&c);
@@ -108,7 +117,7 @@ TEST(only_a_cpu_that_was_added_is_read_again)
         CHECK_INTEQ(c.topology->cpus[6].core_id, 5); /* came back: read */
         CHECK_INTEQ(c.topology->cpus[6].core, 5);    /* and numbered with what it says now */
         CHECK_INTEQ(c.topology->cpus[5].core_id, 5);
-        CHECK_INTEQ(c.loads, 5);
+        CHECK_INTEQ(c.loads, 6);
         topology_cache_clear(&c);
 }
 

@@ -417,7 +417,7 @@ def t_bootargs_grub():
     want = shown["wanted"].split()
     check(shown["boot_loader"] == "grub", "boot loader %r, want grub" % shown["boot_loader"])
     # The domain flag where the kernel has no isolated partition to make at run time (6.1's v2), not
-    # where it has (6.7 and later: the root's cpuset.cpus.isolated).
+    # where it has (6.7 and later; on the releases tested, the root's cpuset.cpus.isolated says so).
     flags = "managed_irq," if os.path.exists("/sys/fs/cgroup/cpuset.cpus.isolated") else "domain,managed_irq,"
     check(any(w.startswith("isolcpus=" + flags) for w in want) and "preempt=full" in want,
           "wanted %s, want isolcpus=%s..." % (shown["wanted"], flags))

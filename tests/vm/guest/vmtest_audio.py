@@ -546,8 +546,9 @@ def t_pipewire_split_hotplug():
         # invalidates it).
         status = json.loads(run([RTCTL, "--json", "status"], timeout=60).stdout or "{}")
         check(status.get("failures") == [], "%s; but rtctl status has failures: %s" % (said, status.get("failures")))
-        part = "/sys/fs/cgroup/rtctl.slice/rtctl-attached.scope/isolated/cpuset.cpus.partition"
-        if os.path.exists(part):
+        scope = "/sys/fs/cgroup/rtctl.slice/rtctl-attached.scope"
+        part = scope + "/isolated/cpuset.cpus.partition"
+        if os.path.exists(scope + "/cpuset.cpus.exclusive"):  # 6.7 and later: rtctl makes one
             ok = wait_for(lambda: read(part) == "isolated", 30, 0.25)
             check(ok, "%s; but the partition reads %r after the CPU came back" % (said, read(part)))
             said += "; partition %s again" % read(part)

@@ -17,7 +17,7 @@ _rtctl_irqs() {
 _rtctl() {
     local cur prev words cword
     _init_completion || return
-    local verbs="status profiles profile plan restore attach detach run hold holds irq check verify bootargs latency"
+    local verbs="status profiles profile plan restore attach detach run hold holds irq check verify bootargs latency xruns"
     local globals="--json --no-legend --pager --no-pager"
     # The verb, how many arguments follow it, and the first of them.
     local verb="" first="" w i n=0
@@ -86,6 +86,11 @@ _rtctl() {
                 --duration|--slice) COMPREPLY=($(compgen -W "10s 30s 1m" -- "$cur")) ;;
                 --svg) _filedir svg ;;
                 *) COMPREPLY=($(compgen -W "--cpus --duration --method --compare --slice --svg $globals" -- "$cur")) ;;
+            esac ;;
+        xruns)
+            case $prev in
+                --cpus|--window) ;;
+                *) COMPREPLY=($(compgen -W "--cpus --window $globals" -- "$cur")) ;;
             esac ;;
         irq)
             if [[ $cur == -* ]]; then

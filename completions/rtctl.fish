@@ -69,6 +69,7 @@ complete -c rtctl -n $noverb -a check -d 'Audit the machine for audio work'
 complete -c rtctl -n $noverb -a verify -d 'Whether everything the profile sets is in place'
 complete -c rtctl -n $noverb -a bootargs -d 'Kernel arguments only a reboot applies'
 complete -c rtctl -n $noverb -a latency -d 'Wake-up latency per CPU'
+complete -c rtctl -n $noverb -a xruns -d 'Name the cause of each xrun'
 
 complete -c rtctl -n '__rtctl_nth profile 0' -a '(__rtctl_profiles)'
 complete -c rtctl -n '__rtctl_verb plan run check bootargs; and not __rtctl_after_dashdash' -l profile -x -a '(__rtctl_profiles)' -d 'Profile'
@@ -94,3 +95,7 @@ complete -c rtctl -n '__rtctl_verb latency' -l method -x -a 'auto timerlat timer
 complete -c rtctl -n '__rtctl_verb latency' -l compare -x -a '(__rtctl_profiles)' -d 'Alternate with this profile'
 complete -c rtctl -n '__rtctl_verb latency' -l slice -x -a '10s 30s 1m' -d 'How long each turn of --compare lasts'
 complete -c rtctl -n '__rtctl_verb latency' -l svg -r -F -d 'Write the histograms as an SVG picture'
+
+complete -c rtctl -n '__rtctl_verb xruns; and not __rtctl_after_dashdash' -l cpus -x -d 'The audio CPUs to record'
+complete -c rtctl -n '__rtctl_verb xruns; and not __rtctl_after_dashdash' -l window -x -d 'How far back from an xrun to look (ms)'
+complete -c rtctl -n '__rtctl_verb xruns; and __rtctl_after_dashdash' -x -a '(__rtctl_complete_command)'

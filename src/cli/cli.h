@@ -69,3 +69,4 @@ int cli_read_holds(Cli *c, char ***ret_cells, size_t *ret_n, bool quiet_absent);
 int verb_verify(Cli *c, int argc, char *argv[]);
 int verb_bootargs(Cli *c, int argc, char *argv[]);
 int verb_latency(Cli *c, int argc, char *argv[]);
+int verb_xruns(Cli *c, int argc, char *argv[]);

@@ -46,7 +46,11 @@ static void help(void)
             "  latency [--cpus CPUS] [--duration 30s] [--method auto|timerlat|timer]\n"
             "          [--compare PROFILE] [--svg FILE]\n"
             "                         Wake-up latency per CPU (avg, p99, p99.9, max, histogram);\n"
-            "                         --compare alternates the profile in force with PROFILE\n\n"
+            "                         --compare alternates the profile in force with PROFILE\n"
+            "  xruns [--cpus CPUS] [--window MS] [-- COMMAND]\n"
+            "                         Follow the JACK or PipeWire server's xruns and name what took\n"
+            "                         the time on the audio CPUs in each late cycle, with the fix\n"
+            "                         (as root; records with a private tracefs instance)\n\n"
             "Options:\n"
             "  -h --help              Show this help (after a command: its usage)\n"
             "     --version           Show the version\n"
@@ -263,6 +267,7 @@ static const struct {
     {"detach", verb_attach},   {"irq", verb_irq},           {"check", verb_check},
     {"hold", verb_hold},       {"run", verb_hold},          {"holds", verb_holds},
     {"verify", verb_verify},   {"bootargs", verb_bootargs}, {"latency", verb_latency},
+    {"xruns", verb_xruns},
 };
 
 static void version(void)

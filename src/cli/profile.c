@@ -2,6 +2,7 @@
 /* profile, restore, plan */
 #include "cli/args.h"
 #include "cli/latency.h"
+#include "cli/xruns.h"
 #include "cli/local.h"
 #include "core/daemon-conf.h"
 #include "core/tracefs.h"
@@ -105,6 +106,13 @@ int verb_restore(Cli *c, int argc, char *argv[])
                 return args.exit;
         /* What a killed `rtctl latency` left in tracefs: its own journal, whatever rtctld's state. */
         if (latency_put_back_leftovers(&err) < 0) {
+                fprintf(stderr, "%s\n", err);
+                tracefs_failed = true;
+                free(err);
+                err = NULL;
+        }
+        /* And what a killed `rtctl xruns` left there. */
+        if (xruns_put_back_leftovers(&err) < 0) {
                 fprintf(stderr, "%s\n", err);
                 tracefs_failed = true;
                 free(err);

@@ -97,15 +97,20 @@ const SettingKind setting_kind_tracefs_mount = {
 
 static const char *const tracefs_dirs[] = {TRACEFS_MOUNT, "/sys/kernel/debug/tracing"};
 
+/* The instances rtctl makes: rtctld's, and rtctl xruns's recording. */
+static const char *const instance_names[] = {SCHED_TRACE_INSTANCE, XRUNS_TRACE_INSTANCE};
+
 bool tracefs_journal_object(const SettingKind *kind, const char *object)
 {
         if (kind == &setting_kind_tracefs_mount)
                 return streq(object, TRACEFS_MOUNT);
-        for (size_t i = 0; kind == &setting_kind_tracefs_instance && i < ELEMENTSOF(tracefs_dirs); i++) {
-                _cleanup_free_ char *want = xasprintf("%s/instances/" SCHED_TRACE_INSTANCE, tracefs_dirs[i]);
-                if (streq(object, want))
-                        return true;
-        }
+        for (size_t i = 0; kind == &setting_kind_tracefs_instance && i < ELEMENTSOF(tracefs_dirs); i++)
+                for (size_t n = 0; n < ELEMENTSOF(instance_names); n++) {
+                        _cleanup_free_ char *want =
+                            xasprintf("%s/instances/%s", tracefs_dirs[i], instance_names[n]);
+                        if (streq(object, want))
+                                return true;
+                }
         return false;
 }
 
@@ -131,26 +136,28 @@ static const char *usual_tracefs(void)
 }
 
 /* Journals object's original before kind writes value. */
-static int journalled_write(Journal *j, const SettingKind *kind, const char *object, const char *original,
-                            const char *value)
+static int journalled_write(Journal *j, const char *owner, const SettingKind *kind, const char *object,
+                            const char *original, const char *value)
 {
         int r;
 
-        journal_remember(j, kind, "rtctld", object, original);
+        journal_remember(j, kind, owner, object, original);
         r = journal_save(j);
         if (r < 0)
                 return r;
         return kind->write(NULL, object, value);
 }
 
-int sched_trace_start(Journal *j, int *ret_fd, char **ret_why)
+int tracefs_instance_create(Journal *j, const char *owner, const char *name, char **ret_dir, char **ret_inst,
+                            char **ret_why)
 {
-        _cleanup_free_ char *inst = NULL, *pipe = NULL;
+        _cleanup_free_ char *inst = NULL;
         const char *dir = usual_tracefs();
-        int r, fd;
+        int r;
 
         assert(j);
-        assert(ret_fd);
+        assert(name);
+        assert(ret_inst);
         assert(ret_why);
 
         if (!dir) {
@@ -158,7 +165,8 @@ int sched_trace_start(Journal *j, int *ret_fd, char **ret_why)
                         *ret_why = xstrdup("this kernel has no tracefs (" TRACEFS_MOUNT " is missing)");
                         return -EOPNOTSUPP;
                 }
-                r = journalled_write(j, &setting_kind_tracefs_mount, TRACEFS_MOUNT, "unmounted", "mounted");
+                r = journalled_write(j, owner, &setting_kind_tracefs_mount, TRACEFS_MOUNT, "unmounted",
+                                     "mounted");
                 if (r < 0) {
                         *ret_why = xasprintf("cannot mount tracefs on " TRACEFS_MOUNT ": %s", strerror(-r));
                         (void)sched_trace_restore(j, -EBADF);
@@ -166,6 +174,49 @@ int sched_trace_start(Journal *j, int *ret_fd, char **ret_why)
                 }
                 dir = TRACEFS_MOUNT;
         }
+        inst = xasprintf("%s/instances/%s", dir, name);
+        /* One left by a process killed before it journalled it is ours all the same. */
+        (void)instance_write(NULL, inst, "absent");
+        /* An instance takes record-cmd from the top level when it is made, and cannot change it after.
+         * With it on, enabling an event starts the kernel's comm recording, which hooks sched_switch and
+         * sched_wakeup: code patched on every CPU each time the rules come and go, and a probe on every
+         * context switch, for names rtctl never reads (it reads /proc, or the events' own fields). So the
+         * top level's is off while the instance is made, and back at once; journalled, in case of a kill
+         * in between. */
+        _cleanup_free_ char *record_cmd = xasprintf("%s/options/record-cmd", dir), *was = NULL;
+        bool cmd_off = false;
+        if (sys_read(record_cmd, &was) >= 0 && streq(strstrip(was), "1"))
+                cmd_off = journalled_write(j, owner, &setting_kind_file, record_cmd, "1", "0") >= 0;
+        r = journalled_write(j, owner, &setting_kind_tracefs_instance, inst, "absent", "present");
+        if (cmd_off && setting_kind_file.write(NULL, record_cmd, "1") >= 0) {
+                g_autoptr(GHashTable) back = g_hash_table_new(g_str_hash, g_str_equal);
+                g_hash_table_add(back, record_cmd);
+                journal_forget_set(j, back);
+                (void)journal_save(j);
+        }
+        if (r < 0) {
+                *ret_why = xasprintf("cannot make %s: %s", inst, strerror(-r));
+                (void)sched_trace_restore(j, -EBADF);
+                return -EOPNOTSUPP;
+        }
+        if (ret_dir)
+                *ret_dir = xstrdup(dir);
+        *ret_inst = TAKE_PTR(inst);
+        return 0;
+}
+
+int sched_trace_start(Journal *j, int *ret_fd, char **ret_why)
+{
+        _cleanup_free_ char *dir = NULL, *inst = NULL, *pipe = NULL;
+        int r, fd;
+
+        assert(j);
+        assert(ret_fd);
+        assert(ret_why);
+
+        r = tracefs_instance_create(j, "rtctld", SCHED_TRACE_INSTANCE, &dir, &inst, ret_why);
+        if (r < 0)
+                return r;
         for (size_t i = 0; i < ELEMENTSOF(events); i++) {
                 _cleanup_free_ char *p = xasprintf("%s/events/syscalls/%s/enable", dir, events[i]);
                 if (!sys_exists(p)) {
@@ -175,27 +226,8 @@ int sched_trace_start(Journal *j, int *ret_fd, char **ret_why)
                         return -EOPNOTSUPP;
                 }
         }
-        inst = xasprintf("%s/instances/" SCHED_TRACE_INSTANCE, dir);
-        /* One left by a daemon killed before it journalled it is ours all the same. */
-        (void)instance_write(NULL, inst, "absent");
-        /* An instance takes record-cmd from the top level when it is made, and cannot change it after.
-         * With it on, enabling an event starts the kernel's comm recording, which hooks sched_switch and
-         * sched_wakeup: code patched on every CPU each time the rules come and go, and a probe on every
-         * context switch, for names rtctld never reads (it reads /proc). So the top level's is off
-         * while the instance is made, and back at once; journalled, in case of a kill in between. */
-        _cleanup_free_ char *record_cmd = xasprintf("%s/options/record-cmd", dir), *was = NULL;
-        bool cmd_off = false;
-        if (sys_read(record_cmd, &was) >= 0 && streq(strstrip(was), "1"))
-                cmd_off = journalled_write(j, &setting_kind_file, record_cmd, "1", "0") >= 0;
-        r = journalled_write(j, &setting_kind_tracefs_instance, inst, "absent", "present");
-        if (cmd_off && setting_kind_file.write(NULL, record_cmd, "1") >= 0) {
-                g_autoptr(GHashTable) back = g_hash_table_new(g_str_hash, g_str_equal);
-                g_hash_table_add(back, record_cmd);
-                journal_forget_set(j, back);
-                (void)journal_save(j);
-        }
         /* Small and woken on every event: buffer_percent 0 wakes the reader at the first byte. */
-        if (r >= 0) {
+        {
                 _cleanup_free_ char *size = xasprintf("%s/buffer_size_kb", inst);
                 _cleanup_free_ char *percent = xasprintf("%s/buffer_percent", inst);
                 (void)sys_write(size, "64");

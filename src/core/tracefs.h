@@ -21,6 +21,9 @@ int tracefs_find(char **ret_dir);
 #define SCHED_TRACE_INSTANCE "rtctl-attach"
 #define SCHED_TRACE_JOURNAL  "tracefs.json"
 #define TRACEFS_MOUNT        "/sys/kernel/tracing"
+/* rtctl xruns's recording: its own instance and journal, the same kinds. */
+#define XRUNS_TRACE_INSTANCE "rtctl-xruns"
+#define XRUNS_TRACE_JOURNAL  "xruns-tracefs.json"
 
 /* DIR/instances/rtctl-attach: "present" or "absent" (rmdir takes its events and buffer along). */
 extern const SettingKind setting_kind_tracefs_instance;
@@ -29,6 +32,13 @@ extern const SettingKind setting_kind_tracefs_mount;
 /* Whether object is one that kind writes: the instance under either usual tracefs directory, the
  * mount point. */
 bool tracefs_journal_object(const SettingKind *kind, const char *object);
+
+/* Makes DIR/instances/NAME (one of the names tracefs_journal_object() knows), journalled first in j
+ * under owner, mounting tracefs on TRACEFS_MOUNT when it is nowhere to be found (also journalled).
+ * *ret_dir: the tracefs directory (optional), *ret_inst: the instance's. -EOPNOTSUPP with a sentence;
+ * whatever it did before failing is undone. */
+int tracefs_instance_create(Journal *j, const char *owner, const char *name, char **ret_dir, char **ret_inst,
+                            char **ret_why);
 
 /* Creates the instance, journalled first in j (mounting tracefs when it is nowhere to be found, also
  * journalled), enables the four events and opens trace_pipe (non-blocking) into *ret_fd. -EOPNOTSUPP

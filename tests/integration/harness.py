@@ -188,7 +188,8 @@ class Env:
         reports = [d.output() for d in self.daemons
                    if re.search(r"ERROR: (Address|Leak)Sanitizer|runtime error:", d.output())]
         # Whatever a failed test left behind goes back before the snapshot is taken.
-        if self.journal or os.path.exists(os.path.join(self.run, "tracefs.json")):
+        if self.journal or any(os.path.exists(os.path.join(self.run, j))
+                               for j in ("tracefs.json", "xruns-tracefs.json")):
             subprocess.run([RTCTL, "restore"], env=self.environ, capture_output=True, timeout=HANG_SECONDS)
         shutil.rmtree(self.dir, ignore_errors=True)
         assert not reports, "rtctld's sanitizers reported:\n" + "\n".join(reports)

@@ -1,0 +1,967 @@
+/* SPDX-License-Identifier: GPL-2.0-or-later */
+/* xruns: follows the audio server's xruns and names, for each, what took the time on the audio CPUs
+ * during the late cycle, with the profile line that would prevent it.
+ *
+ * The xruns come from JACK's xrun callback: jack2's server, or PipeWire's through its JACK interface
+ * (under pw-jack). libjack is opened at run time (dlopen), so that rtctl runs where no JACK library is
+ * installed; JACK's headers (libjack-jackd2-dev) are needed at build time only.
+ *
+ * What ran comes from a private tracefs instance (XRUNS_TRACE_INSTANCE), recording only the audio CPUs:
+ * context switches, IRQ and softirq handlers, workqueue items, hrtimer expiries, idle exits and
+ * frequency changes, time-stamped with CLOCK_MONOTONIC (trace_clock mono) as the xruns are. The
+ * instance and a tracefs mount it needed are journalled first (XRUNS_TRACE_JOURNAL), so that a killed
+ * run's leftovers go with the next run or `rtctl restore`. */
+#include <dlfcn.h>
+#include <fcntl.h>
+#include <poll.h>
+#include <signal.h>
+#include <sys/file.h>
+#include <sys/wait.h>
+#include <time.h>
+#if HAVE_JACK_H
+#include <jack/jack.h>
+#endif
+
+#include "cli/args.h"
+#include "cli/cli.h"
+#include "cli/xruns.h"
+#include "core/attach.h"
+#include "core/daemon-conf.h"
+#include "core/irqs.h"
+#include "core/journal.h"
+#include "core/topology.h"
+#include "core/tracefs.h"
+#include "core/xruns.h"
+#include "shared/sysfs.h"
+
+#define USAGE "xruns [--cpus LIST] [--window MS] [--json] [-- COMMAND [ARG...]]"
+
+/* Seconds of the CPUs' history kept. */
+#define KEEP_NS (3ULL * 1000000000ULL)
+/* How long after an xrun the trace is read: the last events reach trace_pipe by then. */
+#define SETTLE_NS (60ULL * 1000000ULL)
+
+static const char *const trace_events[] = {
+    "sched/sched_switch",
+    "sched/sched_wakeup",
+    "irq/irq_handler_entry",
+    "irq/irq_handler_exit",
+    "irq/softirq_entry",
+    "irq/softirq_exit",
+    "workqueue/workqueue_execute_start",
+    "workqueue/workqueue_execute_end",
+    "timer/hrtimer_expire_entry",
+    "timer/hrtimer_expire_exit",
+    "power/cpu_idle",
+    "power/cpu_frequency",
+};
+
+static volatile sig_atomic_t interrupted;
+static int xrun_pipe[2] = {-EBADF, -EBADF};
+
+static void on_signal(int sig)
+{
+        interrupted = sig;
+}
+
+static uint64_t now_ns(void)
+{
+        struct timespec ts;
+
+        clock_gettime(CLOCK_MONOTONIC, &ts);
+        return (uint64_t)ts.tv_sec * 1000000000ULL + (uint64_t)ts.tv_nsec;
+}
+
+/* ---- the server --------------------------------------------------------------------------------- */
+
+typedef struct Server {
+        void *lib;
+        void *client;
+        const char *kind; /* "jack2" or "pipewire-jack" */
+        unsigned rate, frames;
+        int (*close)(void *);
+        float (*delayed)(void *);
+} Server;
+
+#if HAVE_JACK_H
+static int on_xrun(void *arg)
+{
+        uint64_t t = now_ns();
+
+        (void)arg;
+        /* Written from JACK's notification thread (jack2) or the process thread (PipeWire): a pipe
+         * write is all it does. */
+        if (write(xrun_pipe[1], &t, sizeof t) < 0) {
+        }
+        return 0;
+}
+
+static int on_process(jack_nframes_t n, void *arg)
+{
+        (void)n;
+        (void)arg;
+        return 0;
+}
+
+static void on_shutdown(void *arg)
+{
+        (void)arg;
+        interrupted = SIGHUP;
+}
+
+static int server_open(Server *s, char **ret_error)
+{
+        Dl_info info = {};
+        jack_status_t status = 0;
+        __typeof__(jack_client_open) *open_fn;
+        __typeof__(jack_set_xrun_callback) *set_xrun;
+        __typeof__(jack_set_process_callback) *set_process;
+        __typeof__(jack_on_shutdown) *set_shutdown;
+        __typeof__(jack_activate) *activate;
+        __typeof__(jack_get_sample_rate) *rate;
+        __typeof__(jack_get_buffer_size) *frames;
+
+        s->lib = dlopen("libjack.so.0", RTLD_NOW | RTLD_LOCAL);
+        if (!s->lib) {
+                *ret_error = xasprintf("cannot load libjack.so.0 (%s): install libjack-jackd2-0 for jack2, "
+                                       "or run under pw-jack for PipeWire",
+                                       dlerror());
+                return -ENOENT;
+        }
+        open_fn = dlsym(s->lib, "jack_client_open");
+        set_xrun = dlsym(s->lib, "jack_set_xrun_callback");
+        set_process = dlsym(s->lib, "jack_set_process_callback");
+        set_shutdown = dlsym(s->lib, "jack_on_shutdown");
+        activate = dlsym(s->lib, "jack_activate");
+        rate = dlsym(s->lib, "jack_get_sample_rate");
+        frames = dlsym(s->lib, "jack_get_buffer_size");
+        s->close = (int (*)(void *))dlsym(s->lib, "jack_client_close");
+        s->delayed = (float (*)(void *))dlsym(s->lib, "jack_get_xrun_delayed_usecs");
+        if (!open_fn || !set_xrun || !set_process || !set_shutdown || !activate || !rate || !frames ||
+            !s->close) {
+                *ret_error = xstrdup("libjack.so.0 lacks the JACK API rtctl needs");
+                return -ENOTSUP;
+        }
+        s->kind = dladdr((void *)open_fn, &info) && info.dli_fname && strstr(info.dli_fname, "pipewire")
+                      ? "pipewire-jack"
+                      : "jack2";
+        s->client = open_fn("rtctl-xruns", JackNoStartServer, &status);
+        if (!s->client) {
+                *ret_error =
+                    xasprintf("cannot connect to the JACK server%s%s (status 0x%x): is it running%s?",
+                              getenv("JACK_DEFAULT_SERVER") ? " " : "",
+                              strempty(getenv("JACK_DEFAULT_SERVER")), (unsigned)status,
+                              streq(s->kind, "jack2") ? " (for PipeWire: rtctl xruns under pw-jack)" : "");
+                return -ECONNREFUSED;
+        }
+        set_shutdown(s->client, on_shutdown, NULL);
+        set_xrun(s->client, on_xrun, NULL);
+        /* Both servers tell only an active client (jack2's JackClient::ClientNotify; PipeWire calls it from
+         * the client's own cycle), so it takes part in the graph, with no ports and nothing to do: one
+         * wake-up per cycle of its process thread. */
+        set_process(s->client, on_process, NULL);
+        if (activate(s->client) != 0) {
+                *ret_error = xstrdup("cannot activate the JACK client");
+                return -EIO;
+        }
+        s->rate = rate(s->client);
+        s->frames = frames(s->client);
+        return 0;
+}
+#else
+static int server_open(Server *s, char **ret_error)
+{
+        (void)s;
+        *ret_error = xstrdup("this rtctl was built without JACK's headers (libjack-jackd2-dev): it cannot "
+                             "follow a JACK or PipeWire server's xruns");
+        return -EOPNOTSUPP;
+}
+#endif
+
+static void server_close(Server *s)
+{
+        if (s->client && s->close)
+                s->close(s->client);
+        s->client = NULL;
+}
+
+/* ---- the recording ------------------------------------------------------------------------------ */
+
+typedef struct Recording {
+        Journal *journal;
+        char *inst;
+        int fd;
+        int lock;
+} Recording;
+
+static int inst_write(const char *inst, const char *file, const char *value)
+{
+        _cleanup_free_ char *p = xasprintf("%s/%s", inst, file);
+
+        return sys_write(p, value);
+}
+
+static void recording_stop(Recording *rec)
+{
+        int r;
+
+        if (!rec->journal)
+                return;
+        r = sched_trace_restore(rec->journal, rec->fd);
+        rec->fd = -EBADF;
+        if (r < 0)
+                fprintf(stderr,
+                        "Could not put tracefs back as it was: %s (kept in the journal for `rtctl "
+                        "restore`).\n",
+                        strerror(-r));
+        journal_free(rec->journal);
+        rec->journal = NULL;
+        if (rec->lock >= 0)
+                close(rec->lock);
+        rec->lock = -EBADF;
+}
+
+static int recording_start(Recording *rec, const CpuSet *cpus, char **ret_error)
+{
+        _cleanup_free_ char *runtime = rtctl_runtime_dir(), *path = NULL, *lockp = NULL, *dir = NULL,
+                            *mask = NULL, *pipe = NULL;
+        int r;
+
+        *rec = (Recording){.fd = -EBADF, .lock = -EBADF};
+        r = mkdir_p(runtime, 0755);
+        if (r < 0) {
+                *ret_error = xasprintf("cannot make %s: %s", runtime, strerror(-r));
+                return r;
+        }
+        /* One recording at a time: a second would take the first's instance. */
+        lockp = xasprintf("%s/xruns.lock", runtime);
+        rec->lock = open(lockp, O_RDWR | O_CREAT | O_CLOEXEC, 0600);
+        if (rec->lock < 0 || flock(rec->lock, LOCK_EX | LOCK_NB) < 0) {
+                r = -errno;
+                *ret_error = r == -EWOULDBLOCK ? xstrdup("another rtctl xruns is recording")
+                                               : xasprintf("cannot lock %s: %s", lockp, strerror(-r));
+                return r;
+        }
+        path = xasprintf("%s/" XRUNS_TRACE_JOURNAL, runtime);
+        r = journal_open(path, JOURNAL_RUNTIME, &rec->journal, ret_error);
+        if (r < 0)
+                return r;
+        /* What a killed run left goes first. */
+        if (journal_size(rec->journal) > 0) {
+                r = sched_trace_restore(rec->journal, -EBADF);
+                if (r < 0) {
+                        *ret_error = xasprintf("cannot put back what a killed rtctl xruns left in tracefs "
+                                               "(journal %s): %s",
+                                               path, strerror(-r));
+                        return r;
+                }
+                fprintf(stderr, "Put back what an interrupted rtctl xruns left in tracefs.\n");
+        }
+        r = tracefs_instance_create(rec->journal, "rtctl xruns", XRUNS_TRACE_INSTANCE, &dir, &rec->inst,
+                                    ret_error);
+        if (r < 0)
+                return r;
+        /* The audio CPUs alone, a buffer big enough for a few seconds of them, the clock the xruns have. */
+        mask = cpuset_format_mask(cpus);
+        if ((r = inst_write(rec->inst, "trace_clock", "mono")) < 0 ||
+            (r = inst_write(rec->inst, "tracing_cpumask", mask)) < 0 ||
+            (r = inst_write(rec->inst, "buffer_size_kb", "4096")) < 0) {
+                *ret_error = xasprintf("cannot set up %s: %s", rec->inst, strerror(-r));
+                return r;
+        }
+        for (size_t i = 0; i < ELEMENTSOF(trace_events); i++) {
+                _cleanup_free_ char *f = xasprintf("events/%s/enable", trace_events[i]);
+                r = inst_write(rec->inst, f, "1");
+                /* Only the context switches are essential; a kernel without the rest records less. */
+                if (r < 0 && i == 0) {
+                        *ret_error = xasprintf("cannot enable %s in %s: %s", trace_events[i], rec->inst,
+                                               strerror(-r));
+                        return r;
+                }
+        }
+        pipe = xasprintf("%s/trace_pipe", rec->inst);
+        {
+                _cleanup_free_ char *p = sys_path(pipe);
+                rec->fd = open(p, O_RDONLY | O_NONBLOCK | O_CLOEXEC);
+        }
+        if (rec->fd < 0) {
+                r = -errno;
+                *ret_error = xasprintf("cannot open %s: %s", pipe, strerror(-r));
+                return r;
+        }
+        return 0;
+}
+
+/* ---- who is who ---------------------------------------------------------------------------------- */
+
+typedef struct Lookup {
+        GHashTable *audio; /* TID -> 1 audio, 2 not */
+} Lookup;
+
+static bool graph_process(unsigned tgid)
+{
+        _cleanup_free_ char *comm = NULL, *maps = NULL, *cp = xasprintf("/proc/%u/comm", tgid),
+                            *mp = xasprintf("/proc/%u/maps", tgid);
+
+        if (sys_read(cp, &comm) >= 0) {
+                strstrip(comm);
+                if (streq(comm, "jackd") || streq(comm, "jackdbus") || streq(comm, "pipewire"))
+                        return true;
+        }
+        return sys_read(mp, &maps) >= 0 && attach_maps_graphs(maps) != 0;
+}
+
+/* An audio thread is a real-time thread (prio < 100 in the trace) of the server or of a process that
+ * has the graph mapped. */
+static int is_audio(unsigned tid, const char *comm, int prio, void *userdata)
+{
+        Lookup *l = userdata;
+        unsigned tgid;
+        gpointer v;
+
+        (void)comm;
+        if (prio < 0 || prio >= 100)
+                return 0;
+        v = g_hash_table_lookup(l->audio, GUINT_TO_POINTER(tid));
+        if (v)
+                return GPOINTER_TO_INT(v) == 1;
+        bool yes = attach_thread_tgid(tid, &tgid) >= 0 && graph_process(tgid);
+        g_hash_table_insert(l->audio, GUINT_TO_POINTER(tid), GINT_TO_POINTER(yes ? 1 : 2));
+        return yes;
+}
+
+/* ---- findings ------------------------------------------------------------------------------------ */
+
+typedef struct Context {
+        CpuSet *isolated; /* rtctld's isolated CPUs, NULL when unknown */
+        IrqTable *irqs;
+        unsigned period_us;
+} Context;
+
+/* The kernel's prio of a real-time task (0..98, lower is higher) as chrt's priority (99..1). */
+static int rt_priority(int prio)
+{
+        return 99 - prio;
+}
+
+static unsigned idle_latency_us(unsigned cpu, unsigned long long state, char **ret_name)
+{
+        _cleanup_free_ char *lat = NULL, *name = NULL,
+                            *lp = xasprintf("/sys/devices/system/cpu/cpu%u/cpuidle/state%llu/latency", cpu,
+                                            state),
+                            *np = xasprintf("/sys/devices/system/cpu/cpu%u/cpuidle/state%llu/name", cpu,
+                                            state);
+        unsigned v = 0;
+
+        if (sys_read(lp, &lat) >= 0)
+                (void)safe_atou(strstrip(lat), &v);
+        *ret_name = sys_read(np, &name) >= 0 ? xstrdup(strstrip(name)) : xasprintf("state%llu", state);
+        return v;
+}
+
+static bool cpu_isolated(const Context *ctx, unsigned cpu)
+{
+        return ctx->isolated && cpuset_has(ctx->isolated, cpu);
+}
+
+static char *not_isolated_fix(const Context *ctx, unsigned cpu)
+{
+        if (cpu_isolated(ctx, cpu))
+                return NULL;
+        return xasprintf("CPU %u is not isolated — `Isolate=` in the profile (the shipped audio profile: "
+                         "`rtctl profile audio`)",
+                         cpu);
+}
+
+/* The sentence and the fix for one cause. */
+static void describe(const Context *ctx, const XrunCause *c, int audio_prio, char **ret_what, char **ret_fix)
+{
+        double ms = (double)c->ns / 1e6;
+        _cleanup_free_ char *esc = text_escape(strempty(c->name));
+
+        switch (c->actor) {
+        case XRUN_TASK: {
+                bool above = c->prio >= 0 && c->prio < 100 && audio_prio >= 0 && c->prio <= audio_prio;
+                *ret_what = xasprintf("task `%s` (TID %llu, %s %d) ran %.2f ms on CPU %u", esc, c->id,
+                                      c->prio >= 0 && c->prio < 100 ? "real-time priority" : "nice",
+                                      c->prio >= 0 && c->prio < 100 ? rt_priority(c->prio) : c->prio - 120,
+                                      ms, c->cpu);
+                if (above)
+                        *ret_fix = xasprintf(
+                            "it runs at or above the audio threads' priority (%d): give it a priority below "
+                            "them (chrt), or keep it off CPU %u%s",
+                            rt_priority(audio_prio), c->cpu,
+                            cpu_isolated(ctx, c->cpu)
+                                ? " (nothing but the audio graph belongs on an isolated CPU)"
+                                : ": `Isolate=` sets the CPU apart for the audio graph");
+                else if (startswith(c->name, "kworker/"))
+                        *ret_fix =
+                            xasprintf("a kernel worker: `KernelThreads=housekeeping` moves the unbound "
+                                      "ones; a per-CPU one follows whoever queues work on CPU %u",
+                                      c->cpu);
+                else
+                        *ret_fix =
+                            not_isolated_fix(ctx, c->cpu)
+                                ?: xasprintf("it was let onto the isolated CPU %u: `rtctl attach` and "
+                                             "[Attach] rules put only the audio threads there",
+                                             c->cpu);
+                return;
+        }
+        case XRUN_IRQ: {
+                const Irq *irq = ctx->irqs ? irq_table_find(ctx->irqs, (unsigned)c->id) : NULL;
+                _cleanup_free_ char *aff = irq && irq->affinity ? cpuset_format_list(irq->affinity) : NULL;
+                *ret_what = xasprintf("IRQ %llu %s%s%s%s ran %.2f ms on CPU %u", c->id, esc,
+                                      irq && irq->driver ? " (" : "", irq && irq->driver ? irq->driver : "",
+                                      irq && irq->driver ? ")" : "", ms, c->cpu);
+                if (irq && irq->class == IRQ_CLASS_AUDIO)
+                        *ret_fix =
+                            xasprintf("it carries your audio interface%s%s, keep it — raise its thread "
+                                      "priority (`[IRQ audio]`)",
+                                      irq->sound_card ? " " : "", strempty(irq->sound_card));
+                else if (irq && irq->unmovable)
+                        *ret_fix =
+                            xasprintf("only the kernel places it (%s): keep its device busy elsewhere, "
+                                      "or choose another CPU to isolate (`Isolate=`)",
+                                      irq->unmovable);
+                else
+                        *ret_fix =
+                            xasprintf("move it to the housekeeping CPUs: `[IRQ] Balance=housekeeping` "
+                                      "(its affinity now: %s)",
+                                      aff ?: "?");
+                return;
+        }
+        case XRUN_SOFTIRQ:
+                *ret_what = xasprintf("softirq %s ran %.2f ms on CPU %u", esc, ms, c->cpu);
+                if (streq(c->name, "TIMER") || streq(c->name, "HRTIMER"))
+                        *ret_fix = xstrdup("timers queued on this CPU: `nohz_full=` (`rtctl bootargs`)");
+                else if (streq(c->name, "RCU"))
+                        *ret_fix = xstrdup("RCU callbacks: `rcu_nocbs=` (`rtctl bootargs`)");
+                else
+                        *ret_fix =
+                            xasprintf("it follows a device IRQ on CPU %u: move the device IRQs off it "
+                                      "(`[IRQ] Balance=housekeeping`)",
+                                      c->cpu);
+                return;
+        case XRUN_WORK: {
+                _cleanup_free_ char *comm = text_escape(strempty(c->comm));
+                *ret_what = xasprintf("workqueue item %s (%s) ran %.2f ms on CPU %u", esc,
+                                      isempty(comm) ? "kworker" : comm, ms, c->cpu);
+                if (streq(c->name, "vmstat_update"))
+                        *ret_fix = xstrdup("`vm.stat_interval` (a [Sysctl] line: vm.stat_interval=10)");
+                else if (startswith(strempty(c->comm), "kworker/u"))
+                        *ret_fix = xstrdup("an unbound workqueue: `KernelThreads=housekeeping`");
+                else
+                        *ret_fix = xasprintf("per-CPU work queued on CPU %u by whatever runs there", c->cpu);
+                return;
+        }
+        case XRUN_TIMER:
+                *ret_what = xasprintf("timer %s ran %.2f ms on CPU %u", esc, ms, c->cpu);
+                *ret_fix = xstrdup(startswith(strempty(c->name), "tick_")
+                                       ? "the scheduler tick: `nohz_full=` (`rtctl bootargs`)"
+                                       : "a timer armed on this CPU: whoever armed it runs there");
+                return;
+        case XRUN_IDLE: {
+                _cleanup_free_ char *state = NULL;
+                unsigned us = idle_latency_us(c->cpu, c->id, &state);
+                *ret_what = xasprintf("CPU %u woke from idle state %s %llu times (exit latency %u µs each)",
+                                      c->cpu, state, (unsigned long long)c->ns, us);
+                *ret_fix = xstrdup("`MaxExitLatencyUs=0` in [Power] for the isolated CPUs");
+                return;
+        }
+        case XRUN_FREQ:
+                *ret_what = xasprintf("CPU %u changed frequency %llu times (last %.0f MHz)", c->cpu,
+                                      (unsigned long long)c->ns, (double)c->id / 1000.0);
+                *ret_fix = xstrdup("`Governor=performance` in [Power] for the isolated CPUs");
+                return;
+        case XRUN_OVER:
+                *ret_what = xasprintf("the audio thread `%s` (TID %llu) worked %.2f ms without a break, "
+                                      "in a %.2f ms period",
+                                      esc, c->id, ms, ctx->period_us / 1000.0);
+                *ret_fix = xstrdup("its own work is over budget: a longer period (more frames) or less "
+                                   "work per cycle");
+                return;
+        default:
+                *ret_what = xstrdup("?");
+                *ret_fix = xstrdup("");
+        }
+}
+
+/* ---- one xrun ------------------------------------------------------------------------------------ */
+
+typedef struct Finding {
+        uint64_t mono_ns;
+        time_t wall;
+        XrunCause *causes;
+        size_t n_causes;
+        unsigned audio_work_us; /* the audio threads' longest stretch */
+        unsigned window_us;     /* how far back from the xrun was looked */
+        double audio_share;     /* of their CPUs the audio threads took in the last 10 periods */
+        int audio_prio;
+} Finding;
+
+/* The cost of a counted cause, in ns, to rank it with the timed ones. */
+static uint64_t cause_cost(const XrunCause *c)
+{
+        if (c->actor == XRUN_IDLE) {
+                _cleanup_free_ char *name = NULL;
+                return (uint64_t)idle_latency_us(c->cpu, c->id, &name) * 1000ULL * c->ns;
+        }
+        return c->actor == XRUN_FREQ ? 0 : c->ns;
+}
+
+static int cmp_cost(const void *a, const void *b)
+{
+        uint64_t x = cause_cost(a), y = cause_cost(b);
+
+        return x < y ? 1 : x > y ? -1 : 0;
+}
+
+/* The audio threads' share of their CPUs over the span before at: a client over its budget keeps its
+ * CPU saturated period after period; one held up once catches up and sleeps again. */
+static double audio_share(XrunTrace *trace, const unsigned *list, size_t n, uint64_t at, uint64_t span,
+                          Lookup *l)
+{
+        XrunCause *c = NULL;
+        size_t nc = 0;
+        uint64_t total = 0;
+
+        if (at <= span || n == 0)
+                return 0;
+        (void)xrun_trace_causes(trace, list, n, at - span, at, UINT64_MAX, is_audio, l, &c, &nc);
+        for (size_t i = 0; i < nc; i++)
+                if (c[i].actor == XRUN_OVER)
+                        total += c[i].total_ns;
+        xrun_causes_free(c, nc);
+        return (double)total / (double)(span * n);
+}
+
+static void analyse(XrunTrace *trace, const CpuSet *cpus, const Context *ctx, uint64_t window_ns,
+                    uint64_t at, Finding *f)
+{
+        _cleanup_free_ unsigned *list = NULL;
+        Lookup l = {.audio = g_hash_table_new(g_direct_hash, g_direct_equal)};
+        size_t n = 0, keep = 0;
+        uint64_t period_ns = (uint64_t)ctx->period_us * 1000ULL;
+        uint64_t min_ns = MAX(20000ULL, period_ns / 20);
+
+        list = xreallocarray(NULL, cpuset_count(cpus) + 1, sizeof(unsigned));
+        for (unsigned cpu = 0; cpu < cpus->size; cpu++)
+                if (cpuset_has(cpus, cpu))
+                        list[n++] = cpu;
+        /* The window, and before it the busy stretch it starts in: the cycles that caught up after
+         * whatever held the CPU ran without a break since. */
+        uint64_t from = at > window_ns ? at - window_ns : 0;
+        from = xrun_trace_busy_since(trace, list, n, from, 20000, KEEP_NS / 3);
+        f->window_us = (unsigned)((at - from) / 1000);
+        (void)xrun_trace_causes(trace, list, n, from, at, min_ns, is_audio, &l, &f->causes, &f->n_causes);
+        /* Over budget: a stretch of the audio threads' own work past the period, while they kept the CPU
+         * 90 % busy over the last 10 periods (20 ms at least), and nothing else took half a period. A
+         * thread held up works through the cycles it missed without a break: that is catching up, and
+         * time the hypervisor takes inside a thread's run looks like the thread's own. */
+        f->audio_share = audio_share(trace, list, n, at, MAX(10 * period_ns, 20000000ULL), &l);
+        g_hash_table_unref(l.audio);
+        bool other = false;
+        for (size_t i = 0; i < f->n_causes; i++)
+                if (f->causes[i].actor != XRUN_OVER && cause_cost(&f->causes[i]) * 2 >= period_ns)
+                        other = true;
+        /* The highest audio priority seen tells which tasks ran above the graph. */
+        f->audio_prio = -1;
+        for (size_t i = 0; i < f->n_causes; i++) {
+                XrunCause *c = &f->causes[i];
+                if (c->actor == XRUN_OVER) {
+                        f->audio_work_us = MAX(f->audio_work_us, (unsigned)(c->ns / 1000));
+                        if (f->audio_prio < 0 || c->prio < f->audio_prio)
+                                f->audio_prio = c->prio;
+                        if (other || c->ns * 100 < period_ns * 95 || f->audio_share < 0.9) {
+                                xrun_cause_clear(c);
+                                continue;
+                        }
+                }
+                if (c->actor == XRUN_FREQ || (c->actor == XRUN_IDLE && cause_cost(c) < min_ns)) {
+                        xrun_cause_clear(c);
+                        continue;
+                }
+                f->causes[keep++] = *c;
+        }
+        f->n_causes = keep;
+        qsort(f->causes, f->n_causes, sizeof(XrunCause), cmp_cost);
+}
+
+static json_object *finding_json(const Context *ctx, const Server *s, const Finding *f, size_t index)
+{
+        json_object *o = json_object_new_object(), *arr = json_object_new_array();
+        char when[64];
+        struct tm tm;
+
+        localtime_r(&f->wall, &tm);
+        strftime(when, sizeof when, "%Y-%m-%dT%H:%M:%S%z", &tm);
+        json_object_object_add(o, "index", json_object_new_int64((int64_t)index + 1));
+        json_object_object_add(o, "time", json_object_new_string(when));
+        json_object_object_add(o, "monotonic_ns", json_object_new_int64((int64_t)f->mono_ns));
+        json_object_object_add(o, "server", json_object_new_string(s->kind));
+        json_object_object_add(o, "rate", json_object_new_int64(s->rate));
+        json_object_object_add(o, "frames", json_object_new_int64(s->frames));
+        json_object_object_add(o, "period_us", json_object_new_int64(ctx->period_us));
+        json_object_object_add(o, "audio_work_us", json_object_new_int64(f->audio_work_us));
+        json_object_object_add(o, "window_us", json_object_new_int64(f->window_us));
+        json_object_object_add(o, "audio_share", json_object_new_double(f->audio_share));
+        for (size_t i = 0; i < f->n_causes; i++) {
+                const XrunCause *c = &f->causes[i];
+                _cleanup_free_ char *what = NULL, *fix = NULL;
+                json_object *j = json_object_new_object();
+                describe(ctx, c, f->audio_prio, &what, &fix);
+                json_object_object_add(j, "kind", json_object_new_string(xrun_actor_name(c->actor)));
+                json_object_object_add(j, "cpu", json_object_new_int64(c->cpu));
+                json_object_object_add(j, "id", json_object_new_int64((int64_t)c->id));
+                json_object_object_add(j, "name", json_object_new_string(strempty(c->name)));
+                if (c->comm)
+                        json_object_object_add(j, "comm", json_object_new_string(c->comm));
+                if (c->actor == XRUN_IDLE)
+                        json_object_object_add(j, "count", json_object_new_int64((int64_t)c->ns));
+                json_object_object_add(j, "us", json_object_new_int64((int64_t)(cause_cost(c) / 1000)));
+                json_object_object_add(j, "what", json_object_new_string(what));
+                json_object_object_add(j, "fix", json_object_new_string(fix));
+                json_object_array_add(arr, j);
+        }
+        json_object_object_add(o, "causes", arr);
+        return o;
+}
+
+static void finding_print(const Context *ctx, const Server *s, const Finding *f, size_t index,
+                          const char *cpus_list)
+{
+        char when[64];
+        struct tm tm;
+
+        localtime_r(&f->wall, &tm);
+        strftime(when, sizeof when, "%H:%M:%S", &tm);
+        printf("xrun %zu at %s (%s, %u frames at %u Hz: %.2f ms period)\n", index + 1, when, s->kind,
+               s->frames, s->rate, ctx->period_us / 1000.0);
+        if (f->n_causes == 0) {
+                printf("  no cause seen on CPU %s: nothing else took more than %u µs there in the %.1f ms "
+                       "before; the audio threads worked at most %.2f ms at a time, %.0f %% of the CPU over "
+                       "the last periods. Time taken where the kernel cannot see it (the hypervisor, SMIs) "
+                       "does not show here.\n",
+                       cpus_list, MAX(20u, ctx->period_us / 20), f->window_us / 1000.0,
+                       f->audio_work_us / 1000.0, f->audio_share * 100);
+                return;
+        }
+        for (size_t i = 0; i < f->n_causes && i < 3; i++) {
+                _cleanup_free_ char *what = NULL, *fix = NULL;
+                describe(ctx, &f->causes[i], f->audio_prio, &what, &fix);
+                printf("  %s %s\n    fix: %s\n", i == 0 ? "cause:" : "also: ", what, fix);
+        }
+}
+
+/* ---- the verb ------------------------------------------------------------------------------------- */
+
+static int find_dashdash(int argc, char *argv[])
+{
+        int i = 1;
+
+        while (i < argc && !streq(argv[i], "--"))
+                i++;
+        return i;
+}
+
+static CpuSet *isolated_cpus(Cli *c, unsigned size)
+{
+        sd_bus_message *reply = NULL;
+        const char *s;
+        CpuSet *set = NULL;
+
+        if (cli_get_property(c, "IsolatedCPUs", "s", &reply, true) != EXIT_OK)
+                return NULL;
+        if (sd_bus_message_read(reply, "s", &s) > 0 && !isempty(s))
+                (void)cpuset_parse_list(s, size, &set, NULL);
+        sd_bus_message_unref(reply);
+        return set;
+}
+
+/* The CPUs the audio threads may run on: rtctld's isolated ones, else every online CPU. */
+static CpuSet *audio_cpus(Cli *c, const Topology *topo, const char *given, CpuSet *isolated,
+                          char **ret_error)
+{
+        CpuSet *set = NULL;
+
+        if (given) {
+                _cleanup_free_ char *err = NULL;
+                if (cpuset_parse_list(given, topo->n_cpus, &set, &err) < 0 || cpuset_empty(set)) {
+                        *ret_error = xasprintf("--cpus: %s is not a CPU list%s%s", given, err ? ": " : "",
+                                               strempty(err));
+                        cpuset_free(set);
+                        return NULL;
+                }
+                return set;
+        }
+        (void)c;
+        return isolated ? cpuset_dup(isolated) : cpuset_dup(topo->online);
+}
+
+int verb_xruns(Cli *c, int argc, char *argv[])
+{
+        enum { ARG_CPUS = CLI_OPT_VERB, ARG_WINDOW };
+        static const struct option options[] = {
+            {"cpus", required_argument, NULL, ARG_CPUS},
+            {"window", required_argument, NULL, ARG_WINDOW},
+            {},
+        };
+        int dashdash = find_dashdash(argc, argv);
+        CliArgs args = {.cli = c, .argc = dashdash, .argv = argv, .usage = USAGE, .options = options};
+        const char *cpus_arg = NULL;
+        unsigned window_ms = 0;
+        _cleanup_topology_ Topology *topo = NULL;
+        _cleanup_cpuset_ CpuSet *cpus = NULL;
+        _cleanup_free_ char *err = NULL, *cpus_list = NULL;
+        _cleanup_xrun_trace_ XrunTrace *trace = NULL;
+        Context ctx = {};
+        Server server = {};
+        Recording rec = {.fd = -EBADF, .lock = -EBADF};
+        GArray *findings = g_array_new(false, true, sizeof(Finding));
+        GArray *pending = g_array_new(false, false, sizeof(uint64_t));
+        pid_t child = 0;
+        int status = 0, code = EXIT_OK, r;
+        uint64_t started;
+
+        while ((r = cli_next_option(&args)) > 0)
+                if (r == ARG_CPUS)
+                        cpus_arg = args.value;
+                else if (r == ARG_WINDOW &&
+                         (safe_atou(args.value, &window_ms) < 0 || window_ms == 0 || window_ms > 2000)) {
+                        cli_usage_error(&args, "--window takes milliseconds from 1 to 2000, not %s",
+                                        args.value);
+                        goto out;
+                }
+        if (r < 0 || !cli_args_count(&args, 0, 0)) {
+                code = args.exit;
+                goto out;
+        }
+        if (dashdash < argc && dashdash + 1 >= argc) {
+                code = cli_usage_error(&args, "no command: give it after \"--\"");
+                goto out;
+        }
+        if (geteuid() != 0) {
+                fprintf(stderr, "rtctl xruns records with tracefs, which needs root: run it with sudo.\n");
+                code = EXIT_FAILED;
+                goto out;
+        }
+        r = topology_load(NULL, &topo);
+        if (r < 0) {
+                fprintf(stderr, "Cannot read the CPU topology: %s\n", strerror(-r));
+                code = EXIT_FAILED;
+                goto out;
+        }
+        ctx.isolated = isolated_cpus(c, topo->n_cpus);
+        cpus = audio_cpus(c, topo, cpus_arg, ctx.isolated, &err);
+        if (!cpus) {
+                fprintf(stderr, "%s\n", err);
+                code = EXIT_USAGE;
+                goto out;
+        }
+        cpus_list = cpuset_format_list(cpus);
+        if (pipe2(xrun_pipe, O_CLOEXEC | O_NONBLOCK) < 0) {
+                fprintf(stderr, "Cannot make a pipe: %m\n");
+                code = EXIT_FAILED;
+                goto out;
+        }
+        r = server_open(&server, &err);
+        if (r < 0) {
+                fprintf(stderr, "rtctl xruns: %s\n", err);
+                code = EXIT_FAILED;
+                goto out;
+        }
+        ctx.period_us = server.rate ? (unsigned)((uint64_t)server.frames * 1000000ULL / server.rate) : 0;
+        if (window_ms == 0) /* the late cycle and the one before it, and time for the news to arrive */
+                window_ms = MAX(10u, (4 * ctx.period_us + 999) / 1000);
+        (void)irq_table_load(0, topo->n_cpus, &ctx.irqs);
+
+        struct sigaction sa = {.sa_handler = on_signal};
+        sigemptyset(&sa.sa_mask);
+        sigaction(SIGINT, &sa, NULL);
+        sigaction(SIGTERM, &sa, NULL);
+        sigaction(SIGHUP, &sa, NULL);
+
+        r = recording_start(&rec, cpus, &err);
+        if (r < 0) {
+                fprintf(stderr, "rtctl xruns: %s\n", err);
+                code = EXIT_FAILED;
+                goto out;
+        }
+        trace = xrun_trace_new(KEEP_NS);
+        started = now_ns();
+        if (!c->json)
+                fprintf(stderr,
+                        "Following %s's xruns (%u frames at %u Hz), recording CPU %s; Ctrl-C ends.\n",
+                        server.kind, server.frames, server.rate, cpus_list);
+        if (dashdash < argc) {
+                child = fork();
+                if (child < 0) {
+                        fprintf(stderr, "Cannot start %s: %m\n", argv[dashdash + 1]);
+                        code = EXIT_FAILED;
+                        goto out;
+                }
+                if (child == 0) {
+                        signal(SIGINT, SIG_DFL);
+                        signal(SIGTERM, SIG_DFL);
+                        signal(SIGHUP, SIG_DFL);
+                        execvp(argv[dashdash + 1], argv + dashdash + 1);
+                        fprintf(stderr, "Cannot run %s: %m\n", argv[dashdash + 1]);
+                        _exit(127);
+                }
+        }
+
+        for (;;) {
+                char buf[65536];
+                ssize_t n;
+                uint64_t t;
+                bool done = interrupted != 0;
+
+                if (child > 0 && waitpid(child, &status, WNOHANG) == child) {
+                        child = 0;
+                        done = true;
+                }
+                while ((n = read(rec.fd, buf, sizeof buf)) > 0)
+                        xrun_trace_feed(trace, buf, (size_t)n);
+                while (read(xrun_pipe[0], &t, sizeof t) == (ssize_t)sizeof t)
+                        /* The server's first xrun of a new client can be its own start: skip the first
+                         * 200 ms. */
+                        if (t > started + 200000000ULL)
+                                g_array_append_val(pending, t);
+                /* An xrun is read once the trace has passed it, or SETTLE_NS after. */
+                while (pending->len > 0) {
+                        uint64_t at = g_array_index(pending, uint64_t, 0), now = now_ns();
+                        if (!done && xrun_trace_now(trace) < at + SETTLE_NS && now < at + 4 * SETTLE_NS)
+                                break;
+                        Finding f = {.mono_ns = at,
+                                     .wall = time(NULL) - (time_t)((now - at) / 1000000000ULL)};
+                        analyse(trace, cpus, &ctx, (uint64_t)window_ms * 1000000ULL, at, &f);
+                        g_array_append_val(findings, f);
+                        if (!c->json) {
+                                finding_print(&ctx, &server, &f, findings->len - 1, cpus_list);
+                                fflush(stdout);
+                        }
+                        g_array_remove_index(pending, 0);
+                }
+                if (done && pending->len == 0)
+                        break;
+                struct pollfd p = {.fd = xrun_pipe[0], .events = POLLIN};
+                (void)poll(&p, 1, 20);
+        }
+
+        /* The summary: xruns by their first cause. */
+        {
+                g_autoptr(GHashTable) by = g_hash_table_new_full(g_str_hash, g_str_equal, free, NULL);
+                json_object *root = c->json ? json_object_new_object() : NULL, *arr = NULL;
+                size_t unexplained = 0;
+                if (root)
+                        arr = json_object_new_array();
+                for (size_t i = 0; i < findings->len; i++) {
+                        const Finding *f = &g_array_index(findings, Finding, i);
+                        if (arr)
+                                json_object_array_add(arr, finding_json(&ctx, &server, f, i));
+                        if (f->n_causes == 0) {
+                                unexplained++;
+                                continue;
+                        }
+                        const XrunCause *top = &f->causes[0];
+                        char *key = top->actor == XRUN_IRQ
+                                        ? xasprintf("IRQ %llu %s", top->id, top->name)
+                                        : xasprintf("%s %s", xrun_actor_name(top->actor), top->name);
+                        unsigned prev = GPOINTER_TO_UINT(g_hash_table_lookup(by, key));
+                        g_hash_table_replace(by, key, GUINT_TO_POINTER(prev + 1));
+                }
+                if (root) {
+                        json_object *sum = json_object_new_object();
+                        GHashTableIter it;
+                        gpointer k, v;
+                        json_object_object_add(root, "server", json_object_new_string(server.kind));
+                        json_object_object_add(root, "cpus", json_object_new_string(cpus_list));
+                        json_object_object_add(root, "window_ms", json_object_new_int64(window_ms));
+                        json_object_object_add(root, "lost_events",
+                                               json_object_new_int64((int64_t)xrun_trace_lost(trace)));
+                        json_object_object_add(root, "xruns", arr);
+                        g_hash_table_iter_init(&it, by);
+                        while (g_hash_table_iter_next(&it, &k, &v))
+                                json_object_object_add(sum, k, json_object_new_int64(GPOINTER_TO_UINT(v)));
+                        if (unexplained)
+                                json_object_object_add(sum, "unexplained",
+                                                       json_object_new_int64((int64_t)unexplained));
+                        json_object_object_add(root, "summary", sum);
+                        printf("%s\n", json_object_to_json_string_ext(
+                                           root, JSON_C_TO_STRING_PRETTY | JSON_C_TO_STRING_NOSLASHESCAPE));
+                        json_object_put(root);
+                } else {
+                        GHashTableIter it;
+                        gpointer k, v;
+                        printf("%u xrun%s in %.0f s", findings->len, findings->len == 1 ? "" : "s",
+                               (double)(now_ns() - started) / 1e9);
+                        g_hash_table_iter_init(&it, by);
+                        const char *sep = ": ";
+                        while (g_hash_table_iter_next(&it, &k, &v)) {
+                                _cleanup_free_ char *e = text_escape(k);
+                                printf("%s%u by %s", sep, GPOINTER_TO_UINT(v), e);
+                                sep = ", ";
+                        }
+                        if (unexplained)
+                                printf("%s%zu with no cause seen", sep, unexplained);
+                        printf(".\n");
+                        if (xrun_trace_lost(trace))
+                                printf("The kernel dropped %llu trace events: some causes may be missing.\n",
+                                       (unsigned long long)xrun_trace_lost(trace));
+                }
+        }
+        if (dashdash < argc)
+                code = WIFEXITED(status) ? WEXITSTATUS(status)
+                                         : 128 + (WIFSIGNALED(status) ? WTERMSIG(status) : 0);
+
+out:
+        if (child > 0) {
+                kill(child, SIGTERM);
+                (void)waitpid(child, NULL, 0);
+        }
+        server_close(&server);
+        recording_stop(&rec);
+        for (size_t i = 0; i < findings->len; i++)
+                xrun_causes_free(g_array_index(findings, Finding, i).causes,
+                                 g_array_index(findings, Finding, i).n_causes);
+        g_array_free(findings, true);
+        g_array_free(pending, true);
+        cpuset_free(ctx.isolated);
+        if (ctx.irqs)
+                irq_table_free(ctx.irqs);
+        free(rec.inst);
+        for (size_t i = 0; i < 2; i++)
+                if (xrun_pipe[i] >= 0)
+                        close(xrun_pipe[i]);
+        return code;
+}
+
+int xruns_put_back_leftovers(char **ret_error)
+{
+        _cleanup_free_ char *runtime = rtctl_runtime_dir(),
+                            *path = xasprintf("%s/" XRUNS_TRACE_JOURNAL, runtime),
+                            *lockp = xasprintf("%s/xruns.lock", runtime);
+        _cleanup_journal_ Journal *j = NULL;
+        _cleanup_close_ int lock = -EBADF;
+        int r;
+
+        if (access(path, F_OK) < 0)
+                return 0;
+        /* A run in progress keeps its own. */
+        lock = open(lockp, O_RDWR | O_CLOEXEC);
+        if (lock >= 0 && flock(lock, LOCK_EX | LOCK_NB) < 0)
+                return 0;
+        r = journal_open(path, JOURNAL_RUNTIME, &j, ret_error);
+        if (r < 0)
+                return r;
+        if (journal_size(j) == 0)
+                return 0;
+        r = sched_trace_restore(j, -EBADF);
+        if (r < 0) {
+                *ret_error =
+                    xasprintf("cannot put back what a killed rtctl xruns left in tracefs: %s", strerror(-r));
+                return r;
+        }
+        fprintf(stderr, "Put back what an interrupted rtctl xruns left in tracefs (journal %s).\n", path);
+        return 1;
+}

@@ -1,0 +1,232 @@
+/* SPDX-License-Identifier: GPL-2.0-or-later */
+/* rtctl xruns's trace reader (src/core/xruns.c): trace_pipe's text, in the kernel's format, into what
+ * took the time on an audio CPU while the audio thread waited. The host tests (tests/integration/
+ * test_xruns.py) make the disturbances for real; this host cannot drive a device IRQ on the audio CPU
+ * hard enough to cause xruns (see there), so the IRQ's attribution is checked here on a trace. */
+#include "core/xruns.h"
+#include "test.h"
+
+/* TID 600 is the audio thread (SCHED_FIFO 10: kernel prio 89). */
+static int audio_600(unsigned tid, const char *comm, int prio, void *userdata)
+{
+        (void)comm;
+        (void)prio;
+        (void)userdata;
+        return tid == 600;
+}
+
+#define SW(cpu, t, pcomm, ppid, pprio, pstate, ncomm, npid, nprio)                                          \
+        "           " pcomm "-" #ppid "     [00" #cpu "] d..2.   " t ": sched_switch: prev_comm=" pcomm     \
+        " prev_pid=" #ppid " prev_prio=" #pprio " prev_state=" pstate " ==> next_comm=" ncomm               \
+        " next_pid=" #npid " next_prio=" #nprio "\n"
+#define WAKE(cpu, t, comm, pid, prio)                                                                       \
+        "          <idle>-0       [00" #cpu "] dNh4.   " t ": sched_wakeup: comm=" comm " pid=" #pid        \
+        " prio=" #prio " target_cpu=00" #cpu "\n"
+
+static XrunCause *causes(XrunTrace *t, uint64_t from, uint64_t to, size_t *n)
+{
+        XrunCause *c = NULL;
+        unsigned cpu = 1;
+
+        CHECK_INTEQ(xrun_trace_causes(t, &cpu, 1, from, to, 20000, audio_600, NULL, &c, n), 0);
+        return c;
+}
+
+static const XrunCause *find(XrunCause *c, size_t n, XrunActor a)
+{
+        for (size_t i = 0; i < n; i++)
+                if (c[i].actor == a)
+                        return &c[i];
+        return NULL;
+}
+
+#define S(sec) ((uint64_t)(sec)*1000000000ULL)
+
+/* c is there, and is id (name, when given) with ns. */
+static void check_cause(const XrunCause *c, unsigned long long id, const char *name, uint64_t ns)
+{
+        CHECK(c);
+        if (!c)
+                return;
+        CHECK_INTEQ(c->id, id);
+        if (name)
+                CHECK_STREQ(c->name, name);
+        CHECK_INTEQ(c->ns, ns);
+}
+
+TEST(a_higher_priority_task_that_preempts_the_audio_thread)
+{
+        _cleanup_xrun_trace_ XrunTrace *t = xrun_trace_new(S(3));
+        const char *trace = SW(1, "100.000000", "swapper/1", 0, 120, "R", "jackd", 600, 89)
+            /* 1 ms in, the burst preempts it for 5 ms (prev_state R: preempted, still runnable) */
+            SW(1, "100.001000", "jackd", 600, 89, "R", "burst", 700, 49)
+                SW(1, "100.006000", "burst", 700, 49, "S", "jackd", 600, 89)
+                    SW(1, "100.007000", "jackd", 600, 89, "S", "swapper/1", 0, 120);
+        size_t n;
+
+        xrun_trace_feed(t, trace, strlen(trace));
+        XrunCause *c = causes(t, S(100), S(100) + 8000000, &n);
+        CHECK(n >= 1);
+        CHECK_INTEQ(c[0].actor, XRUN_TASK);
+        CHECK_INTEQ(c[0].id, 700);
+        CHECK_STREQ(c[0].name, "burst");
+        CHECK_INTEQ(c[0].prio, 49);
+        CHECK_INTEQ(c[0].ns, 5000000);
+        /* The audio thread's own work: 2 ms between its wake-up and its sleep, the burst left out. */
+        check_cause(find(c, n, XRUN_OVER), 600, NULL, 2000000);
+        xrun_causes_free(c, n);
+}
+
+TEST(an_irq_inside_the_audio_threads_run_is_the_irqs)
+{
+        _cleanup_xrun_trace_ XrunTrace *t = xrun_trace_new(S(3));
+        const char *trace = SW(
+            1, "100.000000", "swapper/1", 0, 120, "R", "jackd", 600,
+            89) "           jackd-600     [001] d.h1.   100.000500: irq_handler_entry: irq=45 "
+                "name=xhci_hcd\n"
+                "           jackd-600     [001] d.h1.   100.000810: irq_handler_exit: irq=45 ret=handled\n"
+                "           jackd-600     [001] ..s1.   100.000810: softirq_entry: vec=4 [action=BLOCK]\n"
+                "           jackd-600     [001] ..s1.   100.000900: softirq_exit: vec=4 [action=BLOCK]\n" SW(
+                    1, "100.002000", "jackd", 600, 89, "S", "swapper/1", 0, 120);
+        size_t n;
+
+        xrun_trace_feed(t, trace, strlen(trace));
+        XrunCause *c = causes(t, S(100), S(100) + 3000000, &n);
+        check_cause(find(c, n, XRUN_IRQ), 45, "xhci_hcd", 310000);
+        const XrunCause *soft = find(c, n, XRUN_SOFTIRQ);
+        CHECK(soft);
+        CHECK_STREQ(soft->name, "BLOCK");
+        CHECK_INTEQ(soft->ns, 90000);
+        /* 2 ms of run, 400 µs of it the IRQ's and the softirq's. */
+        CHECK_INTEQ(find(c, n, XRUN_OVER)->ns, 1600000);
+        xrun_causes_free(c, n);
+}
+
+TEST(a_task_counts_only_while_the_audio_thread_waits)
+{
+        _cleanup_xrun_trace_ XrunTrace *t = xrun_trace_new(S(3));
+        /* updatedb runs 4 ms while the audio thread sleeps: no delay. Then the audio thread is woken
+         * at 100.005 and updatedb keeps the CPU 700 µs more (a kernel section that does not preempt). */
+        const char *trace = SW(1, "100.000000", "swapper/1", 0, 120, "R", "updatedb", 800, 120)
+            WAKE(1, "100.005000", "jackd", 600, 89)
+                SW(1, "100.005700", "updatedb", 800, 120, "R", "jackd", 600, 89)
+                    SW(1, "100.006000", "jackd", 600, 89, "S", "swapper/1", 0, 120);
+        size_t n;
+
+        xrun_trace_feed(t, trace, strlen(trace));
+        XrunCause *c = causes(t, S(100), S(100) + 7000000, &n);
+        CHECK(n >= 1);
+        CHECK_INTEQ(c[0].actor, XRUN_TASK);
+        CHECK_STREQ(c[0].name, "updatedb");
+        CHECK_INTEQ(c[0].ns, 700000);
+        xrun_causes_free(c, n);
+}
+
+TEST(work_items_idle_exits_and_exec_renames)
+{
+        _cleanup_xrun_trace_ XrunTrace *t = xrun_trace_new(S(3));
+        const char *trace =
+            "          <idle>-0       [001] d..1.   99.999000: cpu_idle: state=3 cpu_id=1\n" WAKE(
+                1, "100.000000", "kworker/1:1", 900, 120)
+                WAKE(1, "100.000000", "jackd", 600,
+                     89) "          <idle>-0       [001] d..1.   100.000050: cpu_idle: state=4294967295 "
+                         "cpu_id=1\n" SW(1, "100.000100", "swapper/1", 0, 120, "R", "kworker/1:1", 900,
+                                         120) "     kworker/1:1-900     [001] ...1.   100.000100: "
+                                              "workqueue_execute_start: work struct "
+                                              "00000000a1b2c3d4: function vmstat_update\n"
+                                              "     kworker/1:1-900     [001] ...1.   100.000400: "
+                                              "workqueue_execute_end: work struct "
+                                              "00000000a1b2c3d4: function vmstat_update\n" SW(
+                                                  1, "100.000400", "kworker/1:1", 900, 120, "I", "jackd",
+                                                  600, 89)
+            /* it execs and comes back under another name: one task */
+            SW(1, "100.000500", "jackd", 600, 89, "R", "chrt", 950, 120)
+                SW(1, "100.000700", "python3", 950, 49, "R", "jackd", 600, 89)
+                    SW(1, "100.001000", "jackd", 600, 89, "S", "swapper/1", 0, 120);
+        size_t n;
+
+        xrun_trace_feed(t, trace, strlen(trace));
+        XrunCause *c = causes(t, S(100) - 2000000, S(100) + 2000000, &n);
+        const XrunCause *work = find(c, n, XRUN_WORK), *idle = find(c, n, XRUN_IDLE),
+                        *task = find(c, n, XRUN_TASK);
+        CHECK(work);
+        CHECK_STREQ(work->name, "vmstat_update");
+        CHECK_STREQ(work->comm, "kworker/1:1");
+        CHECK_INTEQ(work->ns, 300000);
+        check_cause(idle, 3, NULL, 1); /* a count */
+        check_cause(task, 950, "python3", 200000);
+        CHECK(task && task->prio == 49);
+        xrun_causes_free(c, n);
+}
+
+TEST(lines_cut_anywhere_forged_comms_and_lost_events)
+{
+        _cleanup_xrun_trace_ XrunTrace *t = xrun_trace_new(S(3));
+        /* A comm that looks like the start of a line ("x [001] d 1.0: ") must not move the time. */
+        const char *trace = SW(
+            1, "100.000000", "swapper/1", 0, 120, "R", "jackd", 600,
+            89) "           x [000] d 1.0: -601     [001] d..2.   100.001000: sched_switch: prev_comm=jackd "
+                "prev_pid=600 prev_prio=89 prev_state=R ==> next_comm=x [000] d 1.0: next_pid=601 "
+                "next_prio=9\n" SW(1, "100.003000", "x [000] d 1.0:", 601, 9, "S", "jackd", 600,
+                                   89) "CPU:1 [LOST 17 EVENTS]\n"
+                                       "garbage without a cpu\n";
+        size_t n;
+
+        /* Byte by byte. */
+        for (size_t i = 0; i < strlen(trace); i++)
+                xrun_trace_feed(t, trace + i, 1);
+        CHECK_INTEQ(xrun_trace_lost(t), 17);
+        CHECK_INTEQ(xrun_trace_now(t), S(100) + 3000000);
+        XrunCause *c = causes(t, S(100), S(100) + 4000000, &n);
+        check_cause(find(c, n, XRUN_TASK), 601, "x [000] d 1.0:", 2000000);
+        xrun_causes_free(c, n);
+}
+
+TEST(the_busy_stretch_before_a_window)
+{
+        _cleanup_xrun_trace_ XrunTrace *t = xrun_trace_new(S(3));
+        /* Idle until 100.000, then busy without a break (a burst, then the catch-up) to 100.030. */
+        const char *trace = SW(1, "99.990000", "jackd", 600, 89, "S", "swapper/1", 0, 120)
+            SW(1, "100.000000", "swapper/1", 0, 120, "R", "burst", 700, 49)
+                SW(1, "100.020000", "burst", 700, 49, "S", "jackd", 600, 89)
+                    SW(1, "100.030000", "jackd", 600, 89, "S", "swapper/1", 0, 120);
+        unsigned cpu = 1;
+
+        xrun_trace_feed(t, trace, strlen(trace));
+        CHECK_INTEQ(xrun_trace_busy_since(t, &cpu, 1, S(100) + 25000000, 20000, S(1)), S(100));
+        /* Idle at the time asked: it stays. */
+        CHECK_INTEQ(xrun_trace_busy_since(t, &cpu, 1, S(100) + 35000000, 20000, S(1)), S(100) + 35000000);
+        /* Never further back than asked. */
+        CHECK_INTEQ(xrun_trace_busy_since(t, &cpu, 1, S(100) + 25000000, 20000, 10000000),
+                    S(100) + 15000000);
+}
+
+TEST(old_segments_are_forgotten)
+{
+        _cleanup_xrun_trace_ XrunTrace *t = xrun_trace_new(S(1));
+        char line[512];
+        size_t n;
+
+        /* 10 s of a task switching every ms: only the last second is kept. */
+        for (unsigned i = 0; i < 10000; i++) {
+                snprintf(line, sizeof line,
+                         "           a-%u     [001] d..2.   %u.%06u: sched_switch: prev_comm=a prev_pid=%u "
+                         "prev_prio=120 prev_state=S ==> next_comm=a next_pid=%u next_prio=120\n",
+                         700 + i % 2, 100 + i / 1000, (i % 1000) * 1000, 700 + i % 2, 700 + (i + 1) % 2);
+                xrun_trace_feed(t, line, strlen(line));
+        }
+        XrunCause *c = causes(t, S(100), S(110), &n);
+        uint64_t sum = 0;
+        for (size_t i = 0; i < n; i++)
+                sum += c[i].ns;
+        /* No audio thread: no demand is known, so every task counts; about 1 s of them is left. */
+        CHECK(sum <= S(1) + 2000000);
+        CHECK(sum >= S(1) - 2000000);
+        xrun_causes_free(c, n);
+}
+
+TEST_MAIN(T(a_higher_priority_task_that_preempts_the_audio_thread),
+          T(an_irq_inside_the_audio_threads_run_is_the_irqs),
+          T(a_task_counts_only_while_the_audio_thread_waits), T(work_items_idle_exits_and_exec_renames),
+          T(lines_cut_anywhere_forged_comms_and_lost_events), T(the_busy_stretch_before_a_window),
+          T(old_segments_are_forgotten))

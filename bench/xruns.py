@@ -136,43 +136,9 @@ exit $rc
 # client is never given permissions, and waits. A JACK client is always processed (node.always-process),
 # so the core puts it on the dummy driver without a session manager. Debian's own has
 # vm.overrides (min-quantum 1024 in a VM), which would make 64 frames impossible on this host.
-PW_CONF = """context.properties = {
-    core.daemon = true
-    core.name = pipewire-0
-    link.max-buffers = 16
-    default.clock.rate = %(rate)d
-    default.clock.allowed-rates = [ %(rate)d ]
-    default.clock.quantum = %(period)d
-    default.clock.min-quantum = %(period)d
-    default.clock.max-quantum = %(period)d
-    settings.check-quantum = false
-}
-context.spa-libs = {
-    audio.convert.* = audioconvert/libspa-audioconvert
-    support.* = support/libspa-support
-}
-context.modules = [
-    { name = libpipewire-module-rt args = { nice.level = -11 } flags = [ ifexists nofail ] }
-    { name = libpipewire-module-protocol-native }
-    { name = libpipewire-module-profiler }
-    { name = libpipewire-module-metadata }
-    { name = libpipewire-module-spa-node-factory }
-    { name = libpipewire-module-client-node }
-    { name = libpipewire-module-access }
-    { name = libpipewire-module-adapter }
-    { name = libpipewire-module-link-factory }
-]
-context.objects = [
-    { factory = spa-node-factory
-        args = {
-            factory.name = support.node.driver
-            node.name = Dummy-Driver
-            node.group = pipewire.dummy
-            priority.driver = 20000
-        }
-    }
-]
-"""
+# (bench/pipewire-dummy.conf, which tests/integration/test_xruns.py runs too: %(rate)d, %(period)d filled in)
+with open(os.path.join(HERE, "pipewire-dummy.conf")) as _f:
+    PW_CONF = _f.read()
 
 SERVERS = {"jack": ("jackd", CELL), "pipewire": ("pipewire", PW_CELL)}
 

@@ -89,8 +89,9 @@ _rtctl() {
             esac ;;
         xruns)
             case $prev in
+                --server) COMPREPLY=($(compgen -W "auto pipewire jack" -- "$cur")) ;;
                 --cpus|--window) ;;
-                *) COMPREPLY=($(compgen -W "--cpus --window $globals" -- "$cur")) ;;
+                *) COMPREPLY=($(compgen -W "--server --cpus --window $globals" -- "$cur")) ;;
             esac ;;
         irq)
             if [[ $cur == -* ]]; then

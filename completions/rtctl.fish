@@ -96,6 +96,7 @@ complete -c rtctl -n '__rtctl_verb latency' -l compare -x -a '(__rtctl_profiles)
 complete -c rtctl -n '__rtctl_verb latency' -l slice -x -a '10s 30s 1m' -d 'How long each turn of --compare lasts'
 complete -c rtctl -n '__rtctl_verb latency' -l svg -r -F -d 'Write the histograms as an SVG picture'
 
+complete -c rtctl -n '__rtctl_verb xruns; and not __rtctl_after_dashdash' -l server -x -a 'auto pipewire jack' -d 'The server to follow'
 complete -c rtctl -n '__rtctl_verb xruns; and not __rtctl_after_dashdash' -l cpus -x -d 'The audio CPUs to record'
 complete -c rtctl -n '__rtctl_verb xruns; and not __rtctl_after_dashdash' -l window -x -d 'How far back from an xrun to look (ms)'
 complete -c rtctl -n '__rtctl_verb xruns; and __rtctl_after_dashdash' -x -a '(__rtctl_complete_command)'

@@ -5,8 +5,8 @@ pkgs=(
   # build
   gcc meson ninja-build pkg-config
   libsystemd-dev libglib2.0-dev libjson-c-dev libnl-3-dev zlib1g-dev
-  # rtctl xruns: JACK's headers (libjack is opened at run time)
-  libjack-jackd2-dev
+  # rtctl xruns: PipeWire's and JACK's headers (the libraries are opened at run time)
+  libpipewire-0.3-dev libspa-0.2-dev libjack-jackd2-dev
   # tests
   python3 python3-pytest python3-dbus python3-dbusmock dbus util-linux clang-format kmod
   jackd2 procps

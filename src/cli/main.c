@@ -47,7 +47,7 @@ static void help(void)
             "          [--compare PROFILE] [--svg FILE]\n"
             "                         Wake-up latency per CPU (avg, p99, p99.9, max, histogram);\n"
             "                         --compare alternates the profile in force with PROFILE\n"
-            "  xruns [--cpus CPUS] [--window MS] [-- COMMAND]\n"
+            "  xruns [--server auto|pipewire|jack] [--cpus CPUS] [-- COMMAND]\n"
             "                         Follow the JACK or PipeWire server's xruns and name what took\n"
             "                         the time on the audio CPUs in each late cycle, with the fix\n"
             "                         (as root; records with a private tracefs instance)\n\n"

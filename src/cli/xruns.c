@@ -14,6 +14,7 @@
 #include <dlfcn.h>
 #include <fcntl.h>
 #include <poll.h>
+#include <sched.h>
 #include <signal.h>
 #include <sys/file.h>
 #include <sys/wait.h>
@@ -34,10 +35,13 @@
 #include "core/xruns.h"
 #include "shared/sysfs.h"
 
-#define USAGE "xruns [--cpus LIST] [--window MS] [--json] [-- COMMAND [ARG...]]"
+#define USAGE                                                                                               \
+        "xruns [--server auto|pipewire|jack] [--cpus LIST] [--window MS] [--json] [-- COMMAND [ARG...]]"
 
 /* Seconds of the CPUs' history kept. */
 #define KEEP_NS (3ULL * 1000000000ULL)
+/* How long after joining the graph xruns are not counted. */
+#define SETTLE_START_NS (1000ULL * 1000000ULL)
 /* How long after an xrun the trace is read: the last events reach trace_pipe by then. */
 #define SETTLE_NS (60ULL * 1000000ULL)
 
@@ -77,7 +81,8 @@ static uint64_t now_ns(void)
 typedef struct Server {
         void *lib;
         void *client;
-        const char *kind; /* "jack2" or "pipewire-jack" */
+        PwSource *pw;
+        const char *kind; /* "pipewire", "jack2" or "pipewire-jack" */
         unsigned rate, frames;
         int (*close)(void *);
         float (*delayed)(void *);
@@ -109,7 +114,7 @@ static void on_shutdown(void *arg)
         interrupted = SIGHUP;
 }
 
-static int server_open(Server *s, char **ret_error)
+static int jack_open(Server *s, char **ret_error)
 {
         Dl_info info = {};
         jack_status_t status = 0;
@@ -169,20 +174,65 @@ static int server_open(Server *s, char **ret_error)
         return 0;
 }
 #else
-static int server_open(Server *s, char **ret_error)
+static int jack_open(Server *s, char **ret_error)
 {
         (void)s;
         *ret_error = xstrdup("this rtctl was built without JACK's headers (libjack-jackd2-dev): it cannot "
-                             "follow a JACK or PipeWire server's xruns");
+                             "follow a JACK server's xruns");
         return -EOPNOTSUPP;
 }
 #endif
+
+static int pipewire_open(Server *s, char **ret_error)
+{
+        int r = pw_source_open(xrun_pipe[1], &s->pw, ret_error);
+
+        if (r < 0)
+                return r;
+        s->kind = "pipewire";
+        /* The rate and quantum come with the profiler's first cycles. */
+        for (int i = 0; i < 200 && !interrupted; i++) {
+                pw_source_params(s->pw, &s->rate, &s->frames);
+                if (s->rate > 0 && s->frames > 0)
+                        return 0;
+                usleep(10000);
+        }
+        *ret_error = xstrdup("PipeWire's profiler told no cycle in 2 s: is a driver running (a device "
+                             "playing, or a client)?");
+        return -ETIMEDOUT;
+}
+
+/* server: "auto" (PipeWire's profiler when a PipeWire answers, else JACK), "pipewire" or "jack". */
+static int server_open(Server *s, const char *server, char **ret_error)
+{
+        _cleanup_free_ char *pw_error = NULL;
+        int r;
+
+        if (!streq(server, "jack")) {
+                r = pipewire_open(s, streq(server, "auto") ? &pw_error : ret_error);
+                if (r >= 0 || streq(server, "pipewire"))
+                        return r;
+                if (s->pw) {
+                        pw_source_close(s->pw);
+                        s->pw = NULL;
+                }
+        }
+        r = jack_open(s, ret_error);
+        if (r < 0 && pw_error) {
+                char *both = xasprintf("%s; and PipeWire: %s", *ret_error, pw_error);
+                free(*ret_error);
+                *ret_error = both;
+        }
+        return r;
+}
 
 static void server_close(Server *s)
 {
         if (s->client && s->close)
                 s->close(s->client);
         s->client = NULL;
+        pw_source_close(s->pw);
+        s->pw = NULL;
 }
 
 /* ---- the recording ------------------------------------------------------------------------------ */
@@ -473,6 +523,24 @@ static void describe(const Context *ctx, const XrunCause *c, int audio_prio, cha
                                       (unsigned long long)c->ns, (double)c->id / 1000.0);
                 *ret_fix = xstrdup("`Governor=performance` in [Power] for the isolated CPUs");
                 return;
+        case XRUN_STALL: {
+                _cleanup_free_ char *rt = NULL;
+                long long runtime = 0;
+                *ret_what =
+                    xasprintf("CPU %u stayed idle %.2f ms while an audio thread waited to run", c->cpu, ms);
+                if (sys_read("/proc/sys/kernel/sched_rt_runtime_us", &rt) >= 0)
+                        runtime = strtoll(strstrip(rt), NULL, 10);
+                *ret_fix = runtime >= 0
+                               ? xasprintf("real-time throttling holds real-time threads back once "
+                                           "they took %lld µs of a second (kernel.sched_rt_runtime_us): "
+                                           "`kernel.sched_rt_runtime_us = -1` in [Sysctl], as tuned's "
+                                           "realtime profile sets it (a runaway real-time thread can "
+                                           "then hold its CPU), or less work on this CPU",
+                                           runtime)
+                               : xstrdup("real-time throttling is off: the wake-up was held back "
+                                         "outside the kernel (the hypervisor)");
+                return;
+        }
         case XRUN_OVER:
                 *ret_what = xasprintf("the audio thread `%s` (TID %llu) worked %.2f ms without a break, "
                                       "in a %.2f ms period",
@@ -549,9 +617,10 @@ static void analyse(XrunTrace *trace, const CpuSet *cpus, const Context *ctx, ui
                 if (cpuset_has(cpus, cpu))
                         list[n++] = cpu;
         /* The window, and before it the busy stretch it starts in: the cycles that caught up after
-         * whatever held the CPU ran without a break since. */
+         * whatever held the CPU ran without a break since (20 periods, 50 ms at least, further back: a
+         * saturated CPU would otherwise add up every tick of a second). */
         uint64_t from = at > window_ns ? at - window_ns : 0;
-        from = xrun_trace_busy_since(trace, list, n, from, 20000, KEEP_NS / 3);
+        from = xrun_trace_busy_since(trace, list, n, from, 20000, MAX(20 * period_ns, 50000000ULL));
         f->window_us = (unsigned)((at - from) / 1000);
         (void)xrun_trace_causes(trace, list, n, from, at, min_ns, is_audio, &l, &f->causes, &f->n_causes);
         /* Over budget: a stretch of the audio threads' own work past the period, while they kept the CPU
@@ -584,7 +653,8 @@ static void analyse(XrunTrace *trace, const CpuSet *cpus, const Context *ctx, ui
                 f->causes[keep++] = *c;
         }
         f->n_causes = keep;
-        qsort(f->causes, f->n_causes, sizeof(XrunCause), cmp_cost);
+        if (f->n_causes > 1)
+                qsort(f->causes, f->n_causes, sizeof(XrunCause), cmp_cost);
 }
 
 static json_object *finding_json(const Context *ctx, const Server *s, const Finding *f, size_t index)
@@ -700,15 +770,16 @@ static CpuSet *audio_cpus(Cli *c, const Topology *topo, const char *given, CpuSe
 
 int verb_xruns(Cli *c, int argc, char *argv[])
 {
-        enum { ARG_CPUS = CLI_OPT_VERB, ARG_WINDOW };
+        enum { ARG_CPUS = CLI_OPT_VERB, ARG_WINDOW, ARG_SERVER };
         static const struct option options[] = {
+            {"server", required_argument, NULL, ARG_SERVER},
             {"cpus", required_argument, NULL, ARG_CPUS},
             {"window", required_argument, NULL, ARG_WINDOW},
             {},
         };
         int dashdash = find_dashdash(argc, argv);
         CliArgs args = {.cli = c, .argc = dashdash, .argv = argv, .usage = USAGE, .options = options};
-        const char *cpus_arg = NULL;
+        const char *cpus_arg = NULL, *server_arg = "auto";
         unsigned window_ms = 0;
         _cleanup_topology_ Topology *topo = NULL;
         _cleanup_cpuset_ CpuSet *cpus = NULL;
@@ -720,12 +791,20 @@ int verb_xruns(Cli *c, int argc, char *argv[])
         GArray *findings = g_array_new(false, true, sizeof(Finding));
         GArray *pending = g_array_new(false, false, sizeof(uint64_t));
         pid_t child = 0;
+        FILE *raw = NULL;
         int status = 0, code = EXIT_OK, r;
         uint64_t started;
 
         while ((r = cli_next_option(&args)) > 0)
                 if (r == ARG_CPUS)
                         cpus_arg = args.value;
+                else if (r == ARG_SERVER && !streq(args.value, "auto") && !streq(args.value, "pipewire") &&
+                         !streq(args.value, "jack")) {
+                        code =
+                            cli_usage_error(&args, "--server is auto, pipewire or jack, not %s", args.value);
+                        goto out;
+                } else if (r == ARG_SERVER)
+                        server_arg = args.value;
                 else if (r == ARG_WINDOW &&
                          (safe_atou(args.value, &window_ms) < 0 || window_ms == 0 || window_ms > 2000)) {
                         cli_usage_error(&args, "--window takes milliseconds from 1 to 2000, not %s",
@@ -759,12 +838,26 @@ int verb_xruns(Cli *c, int argc, char *argv[])
                 goto out;
         }
         cpus_list = cpuset_format_list(cpus);
+        /* rtctl itself, its JACK or PipeWire threads and the trace's reading stay off the CPUs it records,
+         * where they would be among the causes (threads made later inherit this). */
+        {
+                cpu_set_t mask;
+                unsigned n = 0;
+                CPU_ZERO(&mask);
+                FOREACH_CPU (cpu, topo->online)
+                        if (!cpuset_has(cpus, (unsigned)cpu) && cpu < CPU_SETSIZE) {
+                                CPU_SET(cpu, &mask);
+                                n++;
+                        }
+                if (n > 0)
+                        (void)sched_setaffinity(0, sizeof mask, &mask);
+        }
         if (pipe2(xrun_pipe, O_CLOEXEC | O_NONBLOCK) < 0) {
                 fprintf(stderr, "Cannot make a pipe: %m\n");
                 code = EXIT_FAILED;
                 goto out;
         }
-        r = server_open(&server, &err);
+        r = server_open(&server, server_arg, &err);
         if (r < 0) {
                 fprintf(stderr, "rtctl xruns: %s\n", err);
                 code = EXIT_FAILED;
@@ -788,6 +881,9 @@ int verb_xruns(Cli *c, int argc, char *argv[])
                 goto out;
         }
         trace = xrun_trace_new(KEEP_NS);
+        /* RTCTL_XRUNS_RAW=FILE keeps the trace as read, to look into a finding by hand. */
+        if (getenv("RTCTL_XRUNS_RAW"))
+                raw = fopen(getenv("RTCTL_XRUNS_RAW"), "we");
         started = now_ns();
         if (!c->json)
                 fprintf(stderr,
@@ -820,12 +916,15 @@ int verb_xruns(Cli *c, int argc, char *argv[])
                         child = 0;
                         done = true;
                 }
-                while ((n = read(rec.fd, buf, sizeof buf)) > 0)
+                while ((n = read(rec.fd, buf, sizeof buf)) > 0) {
                         xrun_trace_feed(trace, buf, (size_t)n);
+                        if (raw)
+                                (void)fwrite(buf, 1, (size_t)n, raw);
+                }
                 while (read(xrun_pipe[0], &t, sizeof t) == (ssize_t)sizeof t)
-                        /* The server's first xrun of a new client can be its own start: skip the first
-                         * 200 ms. */
-                        if (t > started + 200000000ULL)
+                        /* Joining can itself make an xrun (jack2 reorders its graph for a new client;
+                         * PipeWire starts its profiler): the first second is not counted. */
+                        if (t > started + SETTLE_START_NS)
                                 g_array_append_val(pending, t);
                 /* An xrun is read once the trace has passed it, or SETTLE_NS after. */
                 while (pending->len > 0) {
@@ -864,8 +963,9 @@ int verb_xruns(Cli *c, int argc, char *argv[])
                                 continue;
                         }
                         const XrunCause *top = &f->causes[0];
-                        char *key = top->actor == XRUN_IRQ
-                                        ? xasprintf("IRQ %llu %s", top->id, top->name)
+                        char *key = top->actor == XRUN_IRQ ? xasprintf("IRQ %llu %s", top->id, top->name)
+                                    : top->actor == XRUN_STALL
+                                        ? xstrdup("stall")
                                         : xasprintf("%s %s", xrun_actor_name(top->actor), top->name);
                         unsigned prev = GPOINTER_TO_UINT(g_hash_table_lookup(by, key));
                         g_hash_table_replace(by, key, GUINT_TO_POINTER(prev + 1));
@@ -921,6 +1021,8 @@ out:
         }
         server_close(&server);
         recording_stop(&rec);
+        if (raw)
+                fclose(raw);
         for (size_t i = 0; i < findings->len; i++)
                 xrun_causes_free(g_array_index(findings, Finding, i).causes,
                                  g_array_index(findings, Finding, i).n_causes);

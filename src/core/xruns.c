@@ -36,6 +36,16 @@ typedef struct Cpu {
         GArray *segs; /* of Seg, oldest first from `first` on */
         size_t first;
         long long idle_state; /* -1: not idle */
+        uint64_t last;        /* the latest time stamp of a line logged on this CPU */
+        /* The last wake-ups aimed at this CPU: a switch the trace does not show (this kernel logs no
+         * switch away from the idle task) is named by the wake-up of the task found running. */
+        struct {
+                unsigned pid;
+                int prio;
+                uint64_t at;
+                char comm[NAME_MAX_LEN];
+        } wakes[8];
+        size_t next_wake;
 } Cpu;
 
 struct XrunTrace {
@@ -50,7 +60,7 @@ struct XrunTrace {
 static const char *const actor_names[_XRUN_ACTOR_MAX] = {
     [XRUN_TASK] = "task",   [XRUN_IRQ] = "irq",   [XRUN_SOFTIRQ] = "softirq", [XRUN_WORK] = "work",
     [XRUN_TIMER] = "timer", [XRUN_IDLE] = "idle", [XRUN_FREQ] = "cpufreq",    [XRUN_OVER] = "over-budget",
-    [XRUN_NONE] = "none",   [XRUN_WAKE] = "wake",
+    [XRUN_NONE] = "none",   [XRUN_WAKE] = "wake", [XRUN_STALL] = "stall",
 };
 
 const char *xrun_actor_name(XrunActor a)
@@ -270,6 +280,34 @@ static bool timestamp(const char *p, const char *end, uint64_t *ret)
         return true;
 }
 
+/* A running task logs a line at least every scheduler tick (HZ 250: 4 ms), the tick's own. */
+#define TICK_SLACK_NS 4500000ULL
+
+static void missed_switch(XrunTrace *t, Cpu *c, uint64_t now, unsigned long long running)
+{
+        uint64_t at = now;
+        int prio = 120;
+        const char *comm = "<...>";
+
+        /* Only between tasks: inside an IRQ the line's task is the one interrupted. Its wake-up tells
+         * its name and priority, and, when it woke the idle CPU within a tick of this line, when it
+         * came: the idle task gives way at once. Later than a tick, the CPU sat idle in between (real-
+         * time throttling holds a woken real-time task so): it came with this line. */
+        if (c->depth != 1 || c->stack[0].id == running)
+                return;
+        for (size_t i = 0; i < ELEMENTSOF(c->wakes); i++)
+                if (c->wakes[i].pid == running && c->wakes[i].at <= now) {
+                        prio = c->wakes[i].prio;
+                        comm = c->wakes[i].comm;
+                        if (c->stack[0].id == 0 && c->wakes[i].at >= c->stack[0].since &&
+                            now - c->wakes[i].at <= TICK_SLACK_NS)
+                                at = c->wakes[i].at;
+                }
+        close_top(t, c, at, false);
+        c->stack[0] = (Frame){.actor = XRUN_TASK, .id = running, .prio = prio, .since = at};
+        copy_name(c->stack[0].name, comm, strlen(comm));
+}
+
 static void on_switch(XrunTrace *t, Cpu *c, uint64_t now, const char *f, const char *end)
 {
         const char *arrow = find(f, end, " ==> "), *pc, *npid, *nc;
@@ -367,6 +405,8 @@ bool xrun_trace_line(XrunTrace *t, const char *line, size_t len)
                 ev_len = (size_t)(f - ev);
                 for (size_t i = 0; !ok && i < ELEMENTSOF(known); i++)
                         ok = ev_len == strlen(known[i]) && memcmp(ev, known[i], ev_len) == 0;
+                if (ok)
+                        break; /* p stays at the " [" */
         }
         if (!ok)
                 return false;
@@ -399,6 +439,23 @@ bool xrun_trace_line(XrunTrace *t, const char *line, size_t len)
         }
         if (!(c = cpu_get(t, cpu_nr)))
                 return false;
+        /* A CPU's lines come in time order; one that does not was not the kernel's. */
+        if (now < c->last)
+                return false;
+        c->last = now;
+        /* The task the line was logged in ("<comm>-<pid>" before the CPU): when it is not the one the
+         * last switch put there, a switch went unlogged. */
+        {
+                const char *q = p;
+                unsigned long long running;
+                while (q > line && q[-1] == ' ')
+                        q--;
+                const char *d = q;
+                while (d > line && d[-1] >= '0' && d[-1] <= '9')
+                        d--;
+                if (d < q && d > line && d[-1] == '-' && number(d, q, 10, &running))
+                        missed_switch(t, c, now, running);
+        }
         if (IS("sched_switch")) {
                 on_switch(t, c, now, f, end);
                 return true;
@@ -412,6 +469,17 @@ bool xrun_trace_line(XrunTrace *t, const char *line, size_t len)
                         return false;
                 Seg s = {.start = now, .end = now, .actor = XRUN_WAKE, .id = id, .prio = -1};
                 add_seg(t, c, &s);
+                unsigned long long prio = 120;
+                const char *comm = find(f, pid, "comm=");
+                (void)field_number(pid, end, " prio=", &prio);
+                size_t w = c->next_wake++ % ELEMENTSOF(c->wakes);
+                c->wakes[w].pid = (unsigned)id;
+                c->wakes[w].prio = (int)prio;
+                c->wakes[w].at = now;
+                c->wakes[w].comm[0] = 0;
+                if (comm)
+                        copy_name(c->wakes[w].comm, comm + strlen("comm="),
+                                  (size_t)(pid - comm - strlen("comm=")));
                 return true;
         }
         if (IS("irq_handler_entry")) {
@@ -661,8 +729,17 @@ int xrun_trace_causes(XrunTrace *t, const unsigned *cpus, size_t n_cpus, uint64_
                         uint64_t a = MAX(s->start, from_ns), b = MIN(s->end, to_ns);
                         uint64_t ns = b - a;
                         _cleanup_free_ char *k2 = NULL;
-                        if (s->actor == XRUN_TASK && s->id == 0)
-                                continue; /* idle */
+                        /* Idle while an audio thread waited to run: a stall (real-time throttling, a
+                         * wake-up the hypervisor held back). Idle otherwise is nobody's. */
+                        Seg stall;
+                        if (s->actor == XRUN_TASK && s->id == 0) {
+                                if (!demand || (ns = covered(demand, a, b)) == 0)
+                                        continue;
+                                stall =
+                                    (Seg){.start = s->start, .end = s->end, .actor = XRUN_STALL, .prio = -1};
+                                memcpy(stall.name, "idle", 5);
+                                s = &stall;
+                        }
                         if (s->actor == XRUN_TASK && is_audio &&
                             is_audio((unsigned)s->id, s->name, s->prio, userdata) > 0) {
                                 Stretch *st =
@@ -683,7 +760,7 @@ int xrun_trace_causes(XrunTrace *t, const unsigned *cpus, size_t n_cpus, uint64_
                         }
                         if (s->actor == XRUN_IDLE || s->actor == XRUN_FREQ)
                                 ns = 1; /* a count */
-                        else if (demand)
+                        else if (demand && s->actor != XRUN_STALL)
                                 ns = covered(demand, a, b);
                         if (ns == 0)
                                 continue;
@@ -741,7 +818,8 @@ int xrun_trace_causes(XrunTrace *t, const unsigned *cpus, size_t n_cpus, uint64_
                 g_array_append_val(out, *cause);
                 *cause = (XrunCause){};
         }
-        qsort(out->data, out->len, sizeof(XrunCause), cmp_cause);
+        if (out->len > 1)
+                qsort(out->data, out->len, sizeof(XrunCause), cmp_cause);
         *ret_n = out->len;
         *ret = (XrunCause *)(void *)g_array_free(out, false);
         return 0;

@@ -27,6 +27,7 @@ typedef enum XrunActor {
         XRUN_OVER,    /* an audio thread's own work in one cycle: id = TID, name = comm */
         XRUN_NONE,    /* nothing shown: the report says what was seen instead */
         XRUN_WAKE,    /* (internal) a wake-up of task id aimed at this CPU */
+        XRUN_STALL,   /* the CPU idle while an audio thread waited to run */
         _XRUN_ACTOR_MAX,
 } XrunActor;
 

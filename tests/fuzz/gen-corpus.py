@@ -167,6 +167,36 @@ def sched_trace(corpus):
                "7f00-7f10 rw-s 00000000 00:19 9 /dev/shm/jack-shm-registry\n")
 
 
+def xrun_trace(corpus):
+    """trace_pipe's lines as rtctl xruns reads them: every event it knows, as 6.18 prints them, a lost-events
+    line, a forged comm, a switch the trace leaves out (lines logged in a task no switch brought)."""
+    lines = [
+        "          <idle>-0       [001] d..1.   99.999000: cpu_idle: state=3 cpu_id=1\n",
+        "          <idle>-0       [001] dNh4.   100.000000: sched_wakeup: comm=jackd pid=601 prio=89 target_cpu=001\n",
+        "          <idle>-0       [001] d..1.   100.000050: cpu_idle: state=4294967295 cpu_id=1\n",
+        "           <...>-601     [001] d.h1.   100.000500: irq_handler_entry: irq=45 name=xhci_hcd\n",
+        "           <...>-601     [001] d.h1.   100.000810: irq_handler_exit: irq=45 ret=handled\n",
+        "           <...>-601     [001] ..s1.   100.000810: softirq_entry: vec=4 [action=BLOCK]\n",
+        "           <...>-601     [001] ..s1.   100.000900: softirq_exit: vec=4 [action=BLOCK]\n",
+        "           <...>-601     [001] d.h..   100.001000: hrtimer_expire_entry: hrtimer=00000000a7286c0a "
+        "function=tick_nohz_handler now=100001000000\n",
+        "           <...>-601     [001] d.h..   100.001005: hrtimer_expire_exit: hrtimer=00000000a7286c0a\n",
+        "           jackd-601     [001] d..2.   100.002000: sched_switch: prev_comm=jackd prev_pid=601 prev_prio=89 "
+        "prev_state=R ==> next_comm=kworker/1:1 next_pid=900 next_prio=120\n",
+        "     kworker/1:1-900     [001] ...1.   100.002100: workqueue_execute_start: work struct 00000000a1b2c3d4: "
+        "function vmstat_update\n",
+        "     kworker/1:1-900     [001] ...1.   100.002400: workqueue_execute_end: work struct 00000000a1b2c3d4: "
+        "function vmstat_update\n",
+        "     kworker/1:1-900     [001] d..2.   100.002500: sched_switch: prev_comm=kworker/1:1 prev_pid=900 "
+        "prev_prio=120 prev_state=I ==> next_comm=x [000] d 1.0: next_pid=7 next_prio=4\n",
+        "           <...>-600     [000] d..2.   100.003000: cpu_frequency: state=2000000 cpu_id=1\n",
+        "CPU:1 [LOST 17 EVENTS]\n",
+    ]
+    for i in range(0, len(lines), 3):
+        corpus.add("xrun-trace", "".join(lines[i:i + 3]))
+    corpus.add("xrun-trace", "".join(lines))
+
+
 def journals(corpus, build):
     """What the unit tests leave in their scratch directories, and a journal of every shape rtctl writes."""
     fixtures = os.path.join(build, "tests/unit/fixtures")
@@ -222,6 +252,7 @@ def main():
     profiles(corpus)
     proc_events(corpus)
     sched_trace(corpus)
+    xrun_trace(corpus)
     journals(corpus, build)
     for name in sorted(corpus.counts):
         print(f"{name}: {len(os.listdir(os.path.join(args.out, name)))} seeds")

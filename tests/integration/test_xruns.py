@@ -57,29 +57,58 @@ def units_for(load):
 
 
 class Graph:
-    """jackd and a fixed-work client, real-time threads on AUDIO, the rest on HOUSEKEEPING."""
+    """A server and a fixed-work client, real-time threads on AUDIO, the rest on HOUSEKEEPING. server: jack
+    (jackd -d dummy) or pipewire (a headless one with bench/pipewire-dummy.conf, its socket in tmp_path,
+    the client under pw-jack)."""
 
-    def __init__(self, tmp_path, load):
+    def __init__(self, tmp_path, load, server):
         self.shm_before = set(os.listdir("/dev/shm"))
-        self.log = open(os.path.join(tmp_path, "jackd.log"), "w")
-        env = jack_env()
-        self.jackd = subprocess.Popen(["taskset", "-c", str(HOUSEKEEPING), "jackd", "-n", SERVER, "-R", "-P", "10",
-                                       "-d", "dummy", "-r", str(RATE), "-p", str(FRAMES)],
-                                      stdout=self.log, stderr=subprocess.STDOUT, env=env)
+        os.makedirs(tmp_path)
+        self.log = open(os.path.join(tmp_path, "server.log"), "w")
+        self.env = jack_env()
         self.client = None
-        w = subprocess.run(["jack_wait", "-w", "-t", "30"], env=env, capture_output=True, text=True)
-        assert w.returncode == 0, w.stdout + w.stderr
-        self.client = subprocess.Popen(["taskset", "-c", str(HOUSEKEEPING), CLIENT, "--units", str(units_for(load)),
-                                        "--warmup", "0", "--seconds", "600", "--name", "xrun-client"],
-                                       stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, env=env)
-        assert wait_until(lambda: rt_threads(self.client.pid), timeout=30)
-        for pid in (self.jackd.pid, self.client.pid):
+        hk = ["taskset", "-c", str(HOUSEKEEPING)]
+        if server == "jack":
+            self.server = subprocess.Popen(hk + ["jackd", "-n", SERVER, "-R", "-P", "10", "-d", "dummy", "-r",
+                                                 str(RATE), "-p", str(FRAMES)],
+                                           stdout=self.log, stderr=subprocess.STDOUT, env=self.env)
+            w = subprocess.run(["jack_wait", "-w", "-t", "30"], env=self.env, capture_output=True, text=True)
+            assert w.returncode == 0, w.stdout + w.stderr
+            wrap = []
+        else:
+            run = os.path.join(tmp_path, "run")
+            os.makedirs(run, mode=0o700)
+            conf = os.path.join(tmp_path, "pipewire.conf")
+            with open(os.path.join(ROOT, "bench", "pipewire-dummy.conf")) as f, open(conf, "w") as out:
+                out.write(f.read() % {"rate": RATE, "period": FRAMES})
+            self.env.update(PIPEWIRE_RUNTIME_DIR=run, XDG_RUNTIME_DIR=run, PIPEWIRE_REMOTE="pipewire-0",
+                            PIPEWIRE_LATENCY="%d/%d" % (FRAMES, RATE), PIPEWIRE_QUANTUM="%d/%d" % (FRAMES, RATE))
+            self.server = subprocess.Popen(hk + ["pipewire", "-c", conf], stdout=self.log, stderr=subprocess.STDOUT,
+                                           env=self.env)
+            assert wait_until(lambda: os.path.exists(os.path.join(run, "pipewire-0")), timeout=30)
+            wrap = ["pw-jack"]
+        self.client = subprocess.Popen(hk + wrap + [CLIENT, "--units", str(units_for(load)), "--warmup", "0",
+                                                    "--seconds", "600", "--name", "xrun-client"],
+                                       stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, env=self.env)
+        assert wait_until(lambda: rt_threads(self.client.pid) and rt_threads(self.server_pid()), timeout=30)
+        for pid in (self.server_pid(), self.client.pid):
             for t in rt_threads(pid):
                 pin(t, AUDIO)
         time.sleep(0.5)
 
+    def server_pid(self):
+        """The server itself, below taskset's exec."""
+        return self.server.pid
+
+    def xruns(self, *command):
+        """rtctl --json xruns on the audio CPU around command; its report."""
+        p = subprocess.run([RTCTL, "--json", "xruns", "--cpus", str(AUDIO), "--"] + list(command),
+                           env=dict(self.rtctl_env, **self.env), capture_output=True, text=True, timeout=120)
+        assert p.returncode == 0, p.stdout + p.stderr
+        return json.loads(p.stdout)
+
     def close(self):
-        for p in (self.client, self.jackd):
+        for p in (self.client, self.server):
             if p and p.poll() is None:
                 p.send_signal(signal.SIGTERM)
                 try:
@@ -94,11 +123,12 @@ class Graph:
 
 
 @pytest.fixture
-def graph(tmp_path):
+def graph(tmp_path, env):
     made = []
 
-    def make(load):
-        g = Graph(tmp_path, load)
+    def make(load, server="jack"):
+        g = Graph(tmp_path / ("g%d" % len(made)), load, server)
+        g.rtctl_env = env.environ
         made.append(g)
         return g
     yield make
@@ -106,49 +136,52 @@ def graph(tmp_path):
         g.close()
 
 
-def xruns(env, *command):
-    """rtctl --json xruns on the audio CPU around command; its report."""
-    p = subprocess.run([RTCTL, "--json", "xruns", "--cpus", str(AUDIO), "--"] + list(command),
-                       env=dict(env.environ, **jack_env()), capture_output=True, text=True, timeout=120)
-    assert p.returncode == 0, p.stdout + p.stderr
-    return json.loads(p.stdout)
-
-
 def first_causes(report):
     return [x["causes"][0] if x["causes"] else None for x in report["xruns"]]
 
 
-# A task named rtctl-burst at SCHED_FIFO 50 (the graph runs at 10 and 9) on the audio CPU: 5 ms of work
-# every 300 ms, for 4 s.
-BURST = ("import ctypes, time\n"
+# A task named rtctl-burst at SCHED_FIFO 95 (above jackd's 10 and PipeWire's 88) on the audio CPU: 5 ms of
+# work every 300 ms, for 4 s, each start (CLOCK_MONOTONIC, as rtctl xruns reports) written to argv[1].
+BURST = ("import ctypes, sys, time\n"
          "ctypes.CDLL(None).prctl(15, b'rtctl-burst', 0, 0, 0)\n"
+         "out = open(sys.argv[1], 'w')\n"
          "end = time.monotonic() + 4\n"
          "while time.monotonic() < end:\n"
          "    t = time.monotonic()\n"
+         "    out.write('%.6f\\n' % t)\n"
          "    while time.monotonic() - t < 0.005: pass\n"
-         "    time.sleep(0.3)\n")
+         "    time.sleep(0.3)\n"
+         "out.close()\n")
 
 
-def test_a_fifo_task_above_the_graph_is_named_with_its_fix(env, graph):
-    graph(0.5)
-    report = xruns(env, "taskset", "-c", str(AUDIO), "chrt", "-f", "50", "python3", "-c", BURST)
-    causes = first_causes(report)
-    burst = [c for c in causes if c and c["kind"] == "task" and c["name"] == "rtctl-burst"]
-    # 13 bursts of 5 ms, each longer than the 2.67 ms period: most make an xrun, each named.
-    assert len(burst) >= 5, json.dumps(report, indent=1)[-4000:]
-    assert len(burst) >= 0.7 * len(causes), json.dumps(report, indent=1)[-4000:]
-    for c in burst:
+@pytest.mark.parametrize("server", ["jack", "pipewire"])
+def test_a_fifo_task_above_the_graph_is_named_with_its_fix(graph, server, tmp_path):
+    g = graph(0.5, server)
+    times = tmp_path / "bursts"
+    report = g.xruns("taskset", "-c", str(AUDIO), "chrt", "-f", "95", "python3", "-c", BURST, str(times))
+    bursts = [float(x) for x in times.read_text().split()]
+    # The xruns a burst made: told within 20 ms of its start (this VM makes others of its own, which
+    # are not the burst's to explain).
+    made = [x for x in report["xruns"] if any(0 <= x["monotonic_ns"] / 1e9 - b <= 0.020 for b in bursts)]
+    named = [x["causes"][0] for x in made if x["causes"] and x["causes"][0]["kind"] == "task"
+             and x["causes"][0]["name"] == "rtctl-burst"]
+    # 13 bursts of 5 ms, each longer than the 2.67 ms period.
+    assert len(named) >= 5, report["summary"]
+    assert len(named) >= 0.8 * len(made), [(x["monotonic_ns"], x["causes"][:1]) for x in made]
+    for c in named:
         assert c["cpu"] == AUDIO
-        assert 4000 <= c["us"] <= 12000, c
-        assert "priority" in c["what"] and "50" in c["what"], c
+        assert 1000 <= c["us"] <= 12000, c
+        assert "priority 95" in c["what"], c
         assert "below" in c["fix"] and "Isolate=" in c["fix"], c
-    assert report["server"] == "jack2" and report["cpus"] == str(AUDIO)
-    assert report["summary"].get("task rtctl-burst", 0) == len(burst)
+    assert report["server"] == {"jack": "jack2", "pipewire": "pipewire"}[server]
+    assert report["cpus"] == str(AUDIO)
+    assert report["summary"].get("task rtctl-burst", 0) >= len(named)
 
 
-def test_a_client_over_its_budget_is_named_with_its_fix(env, graph):
-    graph(1.3)
-    report = xruns(env, "sleep", "4")
+@pytest.mark.parametrize("server", ["jack", "pipewire"])
+def test_a_client_over_its_budget_is_named_with_its_fix(graph, server):
+    g = graph(1.3, server)
+    report = g.xruns("sleep", "4")
     causes = first_causes(report)
     over = [c for c in causes if c and c["kind"] == "over-budget"]
     assert len(over) >= 20, json.dumps(report, indent=1)[-4000:]
@@ -159,9 +192,10 @@ def test_a_client_over_its_budget_is_named_with_its_fix(env, graph):
         assert c["us"] * 1000 >= 0.95 * PERIOD_NS
 
 
-def test_no_disturbance_no_cause_made_up(env, graph):
-    graph(0.3)
-    report = xruns(env, "sleep", "6")
+@pytest.mark.parametrize("server", ["jack", "pipewire"])
+def test_no_disturbance_no_cause_made_up(graph, server):
+    g = graph(0.3, server)
+    report = g.xruns("sleep", "6")
     # Whatever xruns this VM's hypervisor makes: none is blamed on the client's work (30 % of the period)
     # or on a task above the graph (there is none); anything named ran on the audio CPU for real.
     for x in report["xruns"]:

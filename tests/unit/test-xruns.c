@@ -19,8 +19,10 @@ static int audio_600(unsigned tid, const char *comm, int prio, void *userdata)
         "           " pcomm "-" #ppid "     [00" #cpu "] d..2.   " t ": sched_switch: prev_comm=" pcomm     \
         " prev_pid=" #ppid " prev_prio=" #pprio " prev_state=" pstate " ==> next_comm=" ncomm               \
         " next_pid=" #npid " next_prio=" #nprio "\n"
-#define WAKE(cpu, t, comm, pid, prio)                                                                       \
-        "          <idle>-0       [00" #cpu "] dNh4.   " t ": sched_wakeup: comm=" comm " pid=" #pid        \
+#define WAKE(cpu, t, comm, pid, prio) WAKE_IN(cpu, t, "<idle>-0", comm, pid, prio)
+/* A wake-up logged while running (the line's prefix): the task that runs, and the one woken. */
+#define WAKE_IN(cpu, t, running, comm, pid, prio)                                                           \
+        "          " running "       [00" #cpu "] dNh4.   " t ": sched_wakeup: comm=" comm " pid=" #pid     \
         " prio=" #prio " target_cpu=00" #cpu "\n"
 
 static XrunCause *causes(XrunTrace *t, uint64_t from, uint64_t to, size_t *n)
@@ -108,7 +110,7 @@ TEST(a_task_counts_only_while_the_audio_thread_waits)
         /* updatedb runs 4 ms while the audio thread sleeps: no delay. Then the audio thread is woken
          * at 100.005 and updatedb keeps the CPU 700 µs more (a kernel section that does not preempt). */
         const char *trace = SW(1, "100.000000", "swapper/1", 0, 120, "R", "updatedb", 800, 120)
-            WAKE(1, "100.005000", "jackd", 600, 89)
+            WAKE_IN(1, "100.005000", "updatedb-800", "jackd", 600, 89)
                 SW(1, "100.005700", "updatedb", 800, 120, "R", "jackd", 600, 89)
                     SW(1, "100.006000", "jackd", 600, 89, "S", "swapper/1", 0, 120);
         size_t n;
@@ -156,6 +158,37 @@ TEST(work_items_idle_exits_and_exec_renames)
         check_cause(idle, 3, NULL, 1); /* a count */
         check_cause(task, 950, "python3", 200000);
         CHECK(task && task->prio == 49);
+        xrun_causes_free(c, n);
+}
+
+TEST(a_switch_away_from_idle_the_trace_leaves_out)
+{
+        _cleanup_xrun_trace_ XrunTrace *t = xrun_trace_new(S(3));
+        /* 6.18 here logs no switch away from the idle task: the burst is seen by the lines logged in it,
+         * its time from its wake-up on the idle CPU (within a tick of its first line), its name from its
+         * wake-up. The audio thread waits from 100.0015. */
+        const char *trace = SW(1, "100.000000", "jackd", 600, 89, "S", "swapper/1", 0, 120)
+            WAKE(1, "100.001000", "burst", 700, 4) WAKE_IN(1, "100.001500", "<...>-700", "jackd", 600, 89)
+                SW(1, "100.006000", "burst", 700, 4, "S", "jackd", 600, 89)
+                    SW(1, "100.007000", "jackd", 600, 89, "S", "swapper/1", 0, 120);
+        size_t n;
+
+        xrun_trace_feed(t, trace, strlen(trace));
+        XrunCause *c = causes(t, S(100), S(100) + 8000000, &n);
+        const XrunCause *burst = find(c, n, XRUN_TASK);
+        /* Charged while the audio thread waited: 100.0015 to 100.006. */
+        check_cause(burst, 700, "burst", 4500000);
+        CHECK(burst && burst->prio == 4);
+        xrun_causes_free(c, n);
+
+        /* Woken, then nothing for 40 ms (throttled: no tick came), then its first line: the CPU was
+         * idle while the audio thread waited, a stall. */
+        const char *stall =
+            WAKE(1, "100.010000", "jackd", 600, 89) WAKE_IN(1, "100.050000", "<...>-600", "other", 650, 120)
+                SW(1, "100.051000", "jackd", 600, 89, "S", "swapper/1", 0, 120);
+        xrun_trace_feed(t, stall, strlen(stall));
+        c = causes(t, S(100) + 9000000, S(100) + 52000000, &n);
+        check_cause(find(c, n, XRUN_STALL), 0, "idle", 40000000);
         xrun_causes_free(c, n);
 }
 
@@ -228,5 +261,6 @@ TEST(old_segments_are_forgotten)
 TEST_MAIN(T(a_higher_priority_task_that_preempts_the_audio_thread),
           T(an_irq_inside_the_audio_threads_run_is_the_irqs),
           T(a_task_counts_only_while_the_audio_thread_waits), T(work_items_idle_exits_and_exec_renames),
+          T(a_switch_away_from_idle_the_trace_leaves_out),
           T(lines_cut_anywhere_forged_comms_and_lost_events), T(the_busy_stretch_before_a_window),
           T(old_segments_are_forgotten))

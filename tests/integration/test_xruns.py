@@ -33,7 +33,11 @@ pytestmark = pytest.mark.skipif(os.cpu_count() < 2 or not os.path.exists(CLIENT)
 
 
 def jack_env():
-    return dict(os.environ, JACK_NO_AUDIO_RESERVATION="1", JACK_DEFAULT_SERVER=SERVER)
+    """The server's name for JACK clients; and, for the ASan+UBSan tier, what the servers' libraries keep
+    to the end (lsan-xruns.supp)."""
+    return dict(os.environ, JACK_NO_AUDIO_RESERVATION="1", JACK_DEFAULT_SERVER=SERVER,
+                LSAN_OPTIONS="suppressions=" + os.path.join(os.path.dirname(os.path.abspath(__file__)),
+                                                            "lsan-xruns.supp"))
 
 
 def rt_threads(pid):

@@ -14,7 +14,6 @@
 #include <dlfcn.h>
 #include <fcntl.h>
 #include <poll.h>
-#include <pthread.h>
 #include <sched.h>
 #include <signal.h>
 #include <sys/file.h>
@@ -115,7 +114,7 @@ static void on_shutdown(void *arg)
         interrupted = SIGHUP;
 }
 
-static int jack_open(Server *s, const CpuSet *audio, char **ret_error)
+static int jack_open(Server *s, char **ret_error)
 {
         Dl_info info = {};
         jack_status_t status = 0;
@@ -170,27 +169,16 @@ static int jack_open(Server *s, const CpuSet *audio, char **ret_error)
                 *ret_error = xstrdup("cannot activate the JACK client");
                 return -EIO;
         }
-        /* Its process thread is one more node the cycle waits for: on the audio CPUs, its few
-         * microseconds a cycle cost less than a wake-up of another CPU in every cycle (the rest of rtctl
-         * stays off them). */
-        __typeof__(jack_client_thread_id) *thread_id = dlsym(s->lib, "jack_client_thread_id");
-        if (thread_id && audio) {
-                cpu_set_t mask;
-                CPU_ZERO(&mask);
-                FOREACH_CPU (cpu, audio)
-                        if (cpu < CPU_SETSIZE)
-                                CPU_SET(cpu, &mask);
-                (void)pthread_setaffinity_np(thread_id(s->client), sizeof mask, &mask);
-        }
+        /* Its process thread stays off the audio CPUs with the rest of rtctl: there, a client over its
+         * budget at the same SCHED_FIFO priority never lets it run, and rtctl could not even exit. */
         s->rate = rate(s->client);
         s->frames = frames(s->client);
         return 0;
 }
 #else
-static int jack_open(Server *s, const CpuSet *audio, char **ret_error)
+static int jack_open(Server *s, char **ret_error)
 {
         (void)s;
-        (void)audio;
         *ret_error = xstrdup("this rtctl was built without JACK's headers (libjack-jackd2-dev): it cannot "
                              "follow a JACK server's xruns");
         return -EOPNOTSUPP;
@@ -217,7 +205,7 @@ static int pipewire_open(Server *s, char **ret_error)
 }
 
 /* server: "auto" (PipeWire's profiler when a PipeWire answers, else JACK), "pipewire" or "jack". */
-static int server_open(Server *s, const char *server, const CpuSet *audio, char **ret_error)
+static int server_open(Server *s, const char *server, char **ret_error)
 {
         _cleanup_free_ char *pw_error = NULL;
         int r;
@@ -231,7 +219,7 @@ static int server_open(Server *s, const char *server, const CpuSet *audio, char 
                         s->pw = NULL;
                 }
         }
-        r = jack_open(s, audio, ret_error);
+        r = jack_open(s, ret_error);
         if (r < 0 && pw_error) {
                 char *both = xasprintf("%s; and PipeWire: %s", *ret_error, pw_error);
                 free(*ret_error);
@@ -871,7 +859,7 @@ int verb_xruns(Cli *c, int argc, char *argv[])
                 code = EXIT_FAILED;
                 goto out;
         }
-        r = server_open(&server, server_arg, cpus, &err);
+        r = server_open(&server, server_arg, &err);
         if (r < 0) {
                 fprintf(stderr, "rtctl xruns: %s\n", err);
                 code = EXIT_FAILED;

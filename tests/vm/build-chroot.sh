@@ -40,7 +40,8 @@ die() { printf 'build-chroot.sh: error: %s\n' "$*" >&2; exit 1; }
 # debian/control's Build-Depends, what dpkg-buildpackage itself needs, and dbus (dbus-daemon) for the
 # unit tests the package build runs (test-systemd and test-journal-restore start a private bus)
 BUILD_PKGS=(build-essential dpkg-dev debhelper meson ninja-build pkgconf python3
-	libglib2.0-dev libjson-c-dev libnl-3-dev libsystemd-dev zlib1g-dev dbus)
+	libglib2.0-dev libjson-c-dev libnl-3-dev libsystemd-dev zlib1g-dev libjack-jackd2-dev libpipewire-0.3-dev
+	dbus)
 # shellcheck source=tests/vm/mirrors.sh
 . "$HERE/mirrors.sh"
 MIRROR=$(detect_mirror)

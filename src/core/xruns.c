@@ -58,9 +58,9 @@ struct XrunTrace {
 };
 
 static const char *const actor_names[_XRUN_ACTOR_MAX] = {
-    [XRUN_TASK] = "task",   [XRUN_IRQ] = "irq",   [XRUN_SOFTIRQ] = "softirq", [XRUN_WORK] = "work",
-    [XRUN_TIMER] = "timer", [XRUN_IDLE] = "idle", [XRUN_FREQ] = "cpufreq",    [XRUN_OVER] = "over-budget",
-    [XRUN_NONE] = "none",   [XRUN_WAKE] = "wake", [XRUN_STALL] = "stall",
+    [XRUN_TASK] = "task",   [XRUN_IRQ] = "irq",     [XRUN_SOFTIRQ] = "softirq", [XRUN_WORK] = "work",
+    [XRUN_TIMER] = "timer", [XRUN_IDLE] = "idle",   [XRUN_FREQ] = "cpufreq",    [XRUN_OVER] = "over-budget",
+    [XRUN_WAKE] = "wake",   [XRUN_STALL] = "stall",
 };
 
 const char *xrun_actor_name(XrunActor a)
@@ -146,24 +146,28 @@ static void add_seg(XrunTrace *t, Cpu *c, const Seg *s)
 }
 
 /* The top frame's time up to now, as a segment. */
+/* The top frame's time from its start to end, as a segment (a work item's with its kworker). */
+static Seg top_seg(const Cpu *c, uint64_t end, bool slept)
+{
+        const Frame *f = &c->stack[c->depth - 1];
+        Seg s = {
+            .start = f->since, .end = end, .actor = f->actor, .id = f->id, .prio = f->prio, .slept = slept};
+
+        memcpy(s.name, f->name, sizeof(s.name));
+        if (f->actor == XRUN_WORK && c->depth > 1)
+                memcpy(s.comm, c->stack[0].name, sizeof(s.comm));
+        return s;
+}
+
 static void close_top(XrunTrace *t, Cpu *c, uint64_t now, bool slept)
 {
         if (c->depth == 0)
                 return;
-        Frame *f = &c->stack[c->depth - 1];
-        if (now > f->since) {
-                Seg s = {.start = f->since,
-                         .end = now,
-                         .actor = f->actor,
-                         .id = f->id,
-                         .prio = f->prio,
-                         .slept = slept};
-                memcpy(s.name, f->name, sizeof(s.name));
-                if (f->actor == XRUN_WORK && c->depth > 1)
-                        memcpy(s.comm, c->stack[0].name, sizeof(s.comm));
+        if (now > c->stack[c->depth - 1].since) {
+                Seg s = top_seg(c, now, slept);
                 add_seg(t, c, &s);
         }
-        f->since = now;
+        c->stack[c->depth - 1].since = now;
 }
 
 static void push(XrunTrace *t, Cpu *c, uint64_t now, XrunActor actor, unsigned long long id,
@@ -348,7 +352,8 @@ static void on_switch(XrunTrace *t, Cpu *c, uint64_t now, const char *f, const c
         copy_name(c->stack[0].name, pc, (size_t)(npid - pc));
 }
 
-bool xrun_trace_line(XrunTrace *t, const char *line, size_t len)
+/* One line of trace_pipe, without its newline; false when it is not one of ours. */
+static bool trace_line(XrunTrace *t, const char *line, size_t len)
 {
         const char *end = line + len, *p, *colon, *ev, *f;
         unsigned long long cpu_nr, v, id;
@@ -546,7 +551,7 @@ void xrun_trace_feed(XrunTrace *t, const char *buf, size_t n)
                         continue;
                 }
                 if (!t->line_overflow && t->line_len > 0)
-                        (void)xrun_trace_line(t, t->line, t->line_len);
+                        (void)trace_line(t, t->line, t->line_len);
                 t->line_len = 0;
                 t->line_overflow = false;
         }
@@ -682,7 +687,7 @@ static int cmp_cause(const void *a, const void *b)
 {
         const XrunCause *x = a, *y = b;
 
-        return x->ns < y->ns ? 1 : x->ns > y->ns ? -1 : 0;
+        return x->cost_ns < y->cost_ns ? 1 : x->cost_ns > y->cost_ns ? -1 : 0;
 }
 
 int xrun_trace_causes(XrunTrace *t, const unsigned *cpus, size_t n_cpus, uint64_t from_ns, uint64_t to_ns,
@@ -703,17 +708,8 @@ int xrun_trace_causes(XrunTrace *t, const unsigned *cpus, size_t n_cpus, uint64_
                 /* The segment still open at to_ns counts too, up to to_ns. */
                 Seg open = {};
                 size_t n = c->segs->len;
-                if (c->depth > 0 && c->stack[c->depth - 1].since < to_ns) {
-                        const Frame *fr = &c->stack[c->depth - 1];
-                        open = (Seg){.start = fr->since,
-                                     .end = to_ns,
-                                     .actor = fr->actor,
-                                     .id = fr->id,
-                                     .prio = fr->prio};
-                        memcpy(open.name, fr->name, sizeof(open.name));
-                        if (fr->actor == XRUN_WORK && c->depth > 1)
-                                memcpy(open.comm, c->stack[0].name, sizeof(open.comm));
-                }
+                if (c->depth > 0 && c->stack[c->depth - 1].since < to_ns)
+                        open = top_seg(c, to_ns, false);
                 GArray *demand =
                     is_audio ? audio_demand(c, from_ns, to_ns, &open, is_audio, userdata) : NULL;
                 /* No audio thread ran or waited here (a burst held the CPU longer than the window, or
@@ -803,7 +799,8 @@ int xrun_trace_causes(XrunTrace *t, const unsigned *cpus, size_t n_cpus, uint64_
                                            .prio = st->prio,
                                            .name = xstrdup(st->name),
                                            .ns = st->best,
-                                           .total_ns = st->total};
+                                           .total_ns = st->total,
+                                           .cost_ns = st->best};
                         g_array_append_val(out, cause);
                 }
         }
@@ -815,6 +812,7 @@ int xrun_trace_causes(XrunTrace *t, const unsigned *cpus, size_t n_cpus, uint64_
                         xrun_cause_clear(cause);
                         continue;
                 }
+                cause->cost_ns = counted ? 0 : cause->ns;
                 g_array_append_val(out, *cause);
                 *cause = (XrunCause){};
         }

@@ -25,7 +25,6 @@ typedef enum XrunActor {
         XRUN_IDLE,    /* exits from idle state id (> 0: deeper than polling): ns = their count */
         XRUN_FREQ,    /* frequency changes: id = the last kHz, ns = their count */
         XRUN_OVER,    /* an audio thread's own work in one cycle: id = TID, name = comm */
-        XRUN_NONE,    /* nothing shown: the report says what was seen instead */
         XRUN_WAKE,    /* (internal) a wake-up of task id aimed at this CPU */
         XRUN_STALL,   /* the CPU idle while an audio thread waited to run */
         _XRUN_ACTOR_MAX,
@@ -42,6 +41,7 @@ typedef struct XrunCause {
         char *comm;        /* XRUN_WORK: the kworker that ran it */
         uint64_t ns;       /* time taken inside the window (XRUN_IDLE/XRUN_FREQ: a count) */
         uint64_t total_ns; /* XRUN_OVER: all the thread's time inside the window */
+        uint64_t cost_ns;  /* what ranks it: ns (0 for a count, whose time only the caller can tell) */
         uint64_t last_ns;  /* when its latest segment inside the window ended */
 } XrunCause;
 
@@ -86,7 +86,3 @@ void xrun_causes_free(XrunCause *c, size_t n);
  * the CPU, then the cycles that caught up without a break. */
 uint64_t xrun_trace_busy_since(XrunTrace *t, const unsigned *cpus, size_t n_cpus, uint64_t at,
                                uint64_t idle_ns, uint64_t max_back_ns);
-
-/* The one line of a CPU's events handled, for the tests: the parse of line (without its newline).
- * Returns false when it is not one of ours. */
-bool xrun_trace_line(XrunTrace *t, const char *line, size_t len);

@@ -161,3 +161,12 @@ bool cli_args_count(CliArgs *a, size_t min_args, size_t max_args)
         }
         return true;
 }
+
+int cli_find_dashdash(int argc, char *argv[])
+{
+        int i = 1;
+
+        while (i < argc && !streq(argv[i], "--"))
+                i++;
+        return i;
+}

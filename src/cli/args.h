@@ -39,5 +39,8 @@ bool cli_parse_args(CliArgs *a, size_t min_args, size_t max_args);
 /* After cli_next_option() returned 0: true when there are min_args to max_args arguments; otherwise
  * false, with a->exit to return after an error that says so. */
 bool cli_args_count(CliArgs *a, size_t min_args, size_t max_args);
+/* The index in argv of the first "--" after the verb (argv[0]), or argc: for the verbs that run a
+ * command (run, hold, xruns), whose own options are not rtctl's. */
+int cli_find_dashdash(int argc, char *argv[]);
 /* "rtctl VERB: MESSAGE" and the usage on stderr; sets a->exit to, and returns, EXIT_USAGE. */
 int cli_usage_error(CliArgs *a, const char *fmt, ...) _printf_(2, 3);

@@ -156,22 +156,12 @@ static const struct option run_options[] = {
     {},
 };
 
-/* The index of the first "--", or argc. */
-static int find_dashdash(int argc, char *argv[])
-{
-        int i = 1;
-
-        while (i < argc && !streq(argv[i], "--"))
-                i++;
-        return i;
-}
-
 /* hold PROFILE [--reason TEXT] -- CMD... and run [--profile NAME] [--reason TEXT] -- CMD... */
 int verb_hold(Cli *c, int argc, char *argv[])
 {
         bool run = streq(argv[0], "run");
         /* The command's own options, after the first "--", are not rtctl's. */
-        int dashdash = find_dashdash(argc, argv);
+        int dashdash = cli_find_dashdash(argc, argv);
         CliArgs args = {.cli = c,
                         .argc = dashdash,
                         .argv = argv,

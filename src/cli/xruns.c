@@ -2,13 +2,14 @@
 /* xruns: follows the audio server's xruns and names, for each, what took the time on the audio CPUs
  * during the late cycle, with the profile line that would prevent it.
  *
- * The xruns come from JACK's xrun callback: jack2's server, or PipeWire's through its JACK interface
- * (under pw-jack). libjack is opened at run time (dlopen), so that rtctl runs where no JACK library is
- * installed; JACK's headers (libjack-jackd2-dev) are needed at build time only.
+ * The xruns come from the server: PipeWire's profiler (xruns-pipewire.c), or JACK's xrun callback
+ * (jack2's server, or PipeWire's JACK interface under pw-jack). libpipewire and libjack are opened at run
+ * time (dlopen), so that rtctl runs where neither is installed; their headers are needed at build time
+ * only.
  *
  * What ran comes from a private tracefs instance (XRUNS_TRACE_INSTANCE), recording only the audio CPUs:
- * context switches, IRQ and softirq handlers, workqueue items, hrtimer expiries, idle exits and
- * frequency changes, time-stamped with CLOCK_MONOTONIC (trace_clock mono) as the xruns are. The
+ * context switches and wake-ups, IRQ and softirq handlers, workqueue items, hrtimer expiries, idle exits
+ * and frequency changes, time-stamped with CLOCK_MONOTONIC (trace_clock mono) as the xruns are. The
  * instance and a tracefs mount it needed are journalled first (XRUNS_TRACE_JOURNAL), so that a killed
  * run's leftovers go with the next run or `rtctl restore`. */
 #include <dlfcn.h>
@@ -68,12 +69,10 @@ static void on_signal(int sig)
         interrupted = sig;
 }
 
+/* The clock the trace has (trace_clock mono), in ns. */
 static uint64_t now_ns(void)
 {
-        struct timespec ts;
-
-        clock_gettime(CLOCK_MONOTONIC, &ts);
-        return (uint64_t)ts.tv_sec * 1000000000ULL + (uint64_t)ts.tv_nsec;
+        return now_usec(CLOCK_MONOTONIC) * 1000ULL;
 }
 
 /* ---- the server --------------------------------------------------------------------------------- */
@@ -85,7 +84,6 @@ typedef struct Server {
         const char *kind; /* "pipewire", "jack2" or "pipewire-jack" */
         unsigned rate, frames;
         int (*close)(void *);
-        float (*delayed)(void *);
 } Server;
 
 #if HAVE_JACK_H
@@ -141,7 +139,6 @@ static int jack_open(Server *s, char **ret_error)
         rate = dlsym(s->lib, "jack_get_sample_rate");
         frames = dlsym(s->lib, "jack_get_buffer_size");
         s->close = (int (*)(void *))dlsym(s->lib, "jack_client_close");
-        s->delayed = (float (*)(void *))dlsym(s->lib, "jack_get_xrun_delayed_usecs");
         if (!open_fn || !set_xrun || !set_process || !set_shutdown || !activate || !rate || !frames ||
             !s->close) {
                 *ret_error = xstrdup("libjack.so.0 lacks the JACK API rtctl needs");
@@ -273,6 +270,25 @@ static void recording_stop(Recording *rec)
         rec->lock = -EBADF;
 }
 
+/* Puts back what the journal at path holds (a killed run's instance and mount), saying so. 0: nothing
+ * was there; 1: put back; < 0 with a sentence. */
+static int put_back(Journal *j, const char *path, char **ret_error)
+{
+        int r;
+
+        if (journal_size(j) == 0)
+                return 0;
+        r = sched_trace_restore(j, -EBADF);
+        if (r < 0) {
+                *ret_error =
+                    xasprintf("cannot put back what a killed rtctl xruns left in tracefs (journal %s): %s",
+                              path, strerror(-r));
+                return r;
+        }
+        fprintf(stderr, "Put back what an interrupted rtctl xruns left in tracefs (journal %s).\n", path);
+        return 1;
+}
+
 static int recording_start(Recording *rec, const CpuSet *cpus, char **ret_error)
 {
         _cleanup_free_ char *runtime = rtctl_runtime_dir(), *path = NULL, *lockp = NULL, *dir = NULL,
@@ -299,16 +315,9 @@ static int recording_start(Recording *rec, const CpuSet *cpus, char **ret_error)
         if (r < 0)
                 return r;
         /* What a killed run left goes first. */
-        if (journal_size(rec->journal) > 0) {
-                r = sched_trace_restore(rec->journal, -EBADF);
-                if (r < 0) {
-                        *ret_error = xasprintf("cannot put back what a killed rtctl xruns left in tracefs "
-                                               "(journal %s): %s",
-                                               path, strerror(-r));
-                        return r;
-                }
-                fprintf(stderr, "Put back what an interrupted rtctl xruns left in tracefs.\n");
-        }
+        r = put_back(rec->journal, path, ret_error);
+        if (r < 0)
+                return r;
         r = tracefs_instance_create(rec->journal, "rtctl xruns", XRUNS_TRACE_INSTANCE, &dir, &rec->inst,
                                     ret_error);
         if (r < 0)
@@ -348,6 +357,7 @@ static int recording_start(Recording *rec, const CpuSet *cpus, char **ret_error)
 
 typedef struct Lookup {
         GHashTable *audio; /* TID -> 1 audio, 2 not */
+        GHashTable *graph; /* TGID -> 1 of the graph, 2 not: a process's maps read once */
 } Lookup;
 
 static bool graph_process(unsigned tgid)
@@ -377,7 +387,12 @@ static int is_audio(unsigned tid, const char *comm, int prio, void *userdata)
         v = g_hash_table_lookup(l->audio, GUINT_TO_POINTER(tid));
         if (v)
                 return GPOINTER_TO_INT(v) == 1;
-        bool yes = attach_thread_tgid(tid, &tgid) >= 0 && graph_process(tgid);
+        bool yes = false;
+        if (attach_thread_tgid(tid, &tgid) >= 0) {
+                v = g_hash_table_lookup(l->graph, GUINT_TO_POINTER(tgid));
+                yes = v ? GPOINTER_TO_INT(v) == 1 : graph_process(tgid);
+                g_hash_table_insert(l->graph, GUINT_TO_POINTER(tgid), GINT_TO_POINTER(yes ? 1 : 2));
+        }
         g_hash_table_insert(l->audio, GUINT_TO_POINTER(tid), GINT_TO_POINTER(yes ? 1 : 2));
         return yes;
 }
@@ -388,6 +403,7 @@ typedef struct Context {
         CpuSet *isolated; /* rtctld's isolated CPUs, NULL when unknown */
         IrqTable *irqs;
         unsigned period_us;
+        long long rt_runtime_us; /* kernel.sched_rt_runtime_us at the start (-1: no throttling) */
 } Context;
 
 /* The kernel's prio of a real-time task (0..98, lower is higher) as chrt's priority (99..1). */
@@ -526,12 +542,9 @@ static void describe(const Context *ctx, const XrunCause *c, int audio_prio, cha
                 *ret_fix = xstrdup("`Governor=performance` in [Power] for the isolated CPUs");
                 return;
         case XRUN_STALL: {
-                _cleanup_free_ char *rt = NULL;
-                long long runtime = 0;
+                long long runtime = ctx->rt_runtime_us;
                 *ret_what =
                     xasprintf("CPU %u stayed idle %.2f ms while an audio thread waited to run", c->cpu, ms);
-                if (sys_read("/proc/sys/kernel/sched_rt_runtime_us", &rt) >= 0)
-                        runtime = strtoll(strstrip(rt), NULL, 10);
                 *ret_fix = runtime >= 0
                                ? xasprintf("real-time throttling holds real-time threads back once "
                                            "they took %lld µs of a second (kernel.sched_rt_runtime_us): "
@@ -569,19 +582,9 @@ typedef struct Finding {
         int audio_prio;
 } Finding;
 
-/* The cost of a counted cause, in ns, to rank it with the timed ones. */
-static uint64_t cause_cost(const XrunCause *c)
-{
-        if (c->actor == XRUN_IDLE) {
-                _cleanup_free_ char *name = NULL;
-                return (uint64_t)idle_latency_us(c->cpu, c->id, &name) * 1000ULL * c->ns;
-        }
-        return c->actor == XRUN_FREQ ? 0 : c->ns;
-}
-
 static int cmp_cost(const void *a, const void *b)
 {
-        uint64_t x = cause_cost(a), y = cause_cost(b);
+        uint64_t x = ((const XrunCause *)a)->cost_ns, y = ((const XrunCause *)b)->cost_ns;
 
         return x < y ? 1 : x > y ? -1 : 0;
 }
@@ -609,7 +612,8 @@ static void analyse(XrunTrace *trace, const CpuSet *cpus, const Context *ctx, ui
                     uint64_t at, Finding *f)
 {
         _cleanup_free_ unsigned *list = NULL;
-        Lookup l = {.audio = g_hash_table_new(g_direct_hash, g_direct_equal)};
+        Lookup l = {.audio = g_hash_table_new(g_direct_hash, g_direct_equal),
+                    .graph = g_hash_table_new(g_direct_hash, g_direct_equal)};
         size_t n = 0, keep = 0;
         uint64_t period_ns = (uint64_t)ctx->period_us * 1000ULL;
         uint64_t min_ns = MAX(20000ULL, period_ns / 20);
@@ -625,15 +629,24 @@ static void analyse(XrunTrace *trace, const CpuSet *cpus, const Context *ctx, ui
         from = xrun_trace_busy_since(trace, list, n, from, 20000, MAX(20 * period_ns, 50000000ULL));
         f->window_us = (unsigned)((at - from) / 1000);
         (void)xrun_trace_causes(trace, list, n, from, at, min_ns, is_audio, &l, &f->causes, &f->n_causes);
+        /* Idle exits are counted: each costs the exit latency its state declares (read once here). */
+        for (size_t i = 0; i < f->n_causes; i++)
+                if (f->causes[i].actor == XRUN_IDLE) {
+                        _cleanup_free_ char *name = NULL;
+                        f->causes[i].cost_ns =
+                            (uint64_t)idle_latency_us(f->causes[i].cpu, f->causes[i].id, &name) * 1000ULL *
+                            f->causes[i].ns;
+                }
         /* Over budget: a stretch of the audio threads' own work past the period, while they kept the CPU
          * 90 % busy over the last 10 periods (20 ms at least), and nothing else took half a period. A
          * thread held up works through the cycles it missed without a break: that is catching up, and
          * time the hypervisor takes inside a thread's run looks like the thread's own. */
         f->audio_share = audio_share(trace, list, n, at, MAX(10 * period_ns, 20000000ULL), &l);
         g_hash_table_unref(l.audio);
+        g_hash_table_unref(l.graph);
         bool other = false;
         for (size_t i = 0; i < f->n_causes; i++)
-                if (f->causes[i].actor != XRUN_OVER && cause_cost(&f->causes[i]) * 2 >= period_ns)
+                if (f->causes[i].actor != XRUN_OVER && f->causes[i].cost_ns * 2 >= period_ns)
                         other = true;
         /* The highest audio priority seen tells which tasks ran above the graph. */
         f->audio_prio = -1;
@@ -648,7 +661,7 @@ static void analyse(XrunTrace *trace, const CpuSet *cpus, const Context *ctx, ui
                                 continue;
                         }
                 }
-                if (c->actor == XRUN_FREQ || (c->actor == XRUN_IDLE && cause_cost(c) < min_ns)) {
+                if (c->actor == XRUN_FREQ || (c->actor == XRUN_IDLE && c->cost_ns < min_ns)) {
                         xrun_cause_clear(c);
                         continue;
                 }
@@ -690,7 +703,7 @@ static json_object *finding_json(const Context *ctx, const Server *s, const Find
                         json_object_object_add(j, "comm", json_object_new_string(c->comm));
                 if (c->actor == XRUN_IDLE)
                         json_object_object_add(j, "count", json_object_new_int64((int64_t)c->ns));
-                json_object_object_add(j, "us", json_object_new_int64((int64_t)(cause_cost(c) / 1000)));
+                json_object_object_add(j, "us", json_object_new_int64((int64_t)(c->cost_ns / 1000)));
                 json_object_object_add(j, "what", json_object_new_string(what));
                 json_object_object_add(j, "fix", json_object_new_string(fix));
                 json_object_array_add(arr, j);
@@ -727,15 +740,6 @@ static void finding_print(const Context *ctx, const Server *s, const Finding *f,
 
 /* ---- the verb ------------------------------------------------------------------------------------- */
 
-static int find_dashdash(int argc, char *argv[])
-{
-        int i = 1;
-
-        while (i < argc && !streq(argv[i], "--"))
-                i++;
-        return i;
-}
-
 static CpuSet *isolated_cpus(Cli *c, unsigned size)
 {
         sd_bus_message *reply = NULL;
@@ -751,8 +755,7 @@ static CpuSet *isolated_cpus(Cli *c, unsigned size)
 }
 
 /* The CPUs the audio threads may run on: rtctld's isolated ones, else every online CPU. */
-static CpuSet *audio_cpus(Cli *c, const Topology *topo, const char *given, CpuSet *isolated,
-                          char **ret_error)
+static CpuSet *audio_cpus(const Topology *topo, const char *given, const CpuSet *isolated, char **ret_error)
 {
         CpuSet *set = NULL;
 
@@ -766,8 +769,7 @@ static CpuSet *audio_cpus(Cli *c, const Topology *topo, const char *given, CpuSe
                 }
                 return set;
         }
-        (void)c;
-        return isolated ? cpuset_dup(isolated) : cpuset_dup(topo->online);
+        return cpuset_dup(isolated ?: topo->online);
 }
 
 int verb_xruns(Cli *c, int argc, char *argv[])
@@ -779,7 +781,7 @@ int verb_xruns(Cli *c, int argc, char *argv[])
             {"window", required_argument, NULL, ARG_WINDOW},
             {},
         };
-        int dashdash = find_dashdash(argc, argv);
+        int dashdash = cli_find_dashdash(argc, argv);
         CliArgs args = {.cli = c, .argc = dashdash, .argv = argv, .usage = USAGE, .options = options};
         const char *cpus_arg = NULL, *server_arg = "auto";
         unsigned window_ms = 0;
@@ -787,7 +789,7 @@ int verb_xruns(Cli *c, int argc, char *argv[])
         _cleanup_cpuset_ CpuSet *cpus = NULL;
         _cleanup_free_ char *err = NULL, *cpus_list = NULL;
         _cleanup_xrun_trace_ XrunTrace *trace = NULL;
-        Context ctx = {};
+        Context ctx = {.rt_runtime_us = -1};
         Server server = {};
         Recording rec = {.fd = -EBADF, .lock = -EBADF};
         GArray *findings = g_array_new(false, true, sizeof(Finding));
@@ -809,8 +811,8 @@ int verb_xruns(Cli *c, int argc, char *argv[])
                         server_arg = args.value;
                 else if (r == ARG_WINDOW &&
                          (safe_atou(args.value, &window_ms) < 0 || window_ms == 0 || window_ms > 2000)) {
-                        cli_usage_error(&args, "--window takes milliseconds from 1 to 2000, not %s",
-                                        args.value);
+                        code = cli_usage_error(&args, "--window takes milliseconds from 1 to 2000, not %s",
+                                               args.value);
                         goto out;
                 }
         if (r < 0 || !cli_args_count(&args, 0, 0)) {
@@ -833,7 +835,7 @@ int verb_xruns(Cli *c, int argc, char *argv[])
                 goto out;
         }
         ctx.isolated = isolated_cpus(c, topo->n_cpus);
-        cpus = audio_cpus(c, topo, cpus_arg, ctx.isolated, &err);
+        cpus = audio_cpus(topo, cpus_arg, ctx.isolated, &err);
         if (!cpus) {
                 fprintf(stderr, "%s\n", err);
                 code = EXIT_USAGE;
@@ -869,6 +871,11 @@ int verb_xruns(Cli *c, int argc, char *argv[])
         if (window_ms == 0) /* the late cycle and the one before it, and time for the news to arrive */
                 window_ms = MAX(10u, (4 * ctx.period_us + 999) / 1000);
         (void)irq_table_load(0, topo->n_cpus, &ctx.irqs);
+        {
+                _cleanup_free_ char *rt = NULL;
+                if (sys_read("/proc/sys/kernel/sched_rt_runtime_us", &rt) >= 0)
+                        ctx.rt_runtime_us = strtoll(strstrip(rt), NULL, 10);
+        }
 
         struct sigaction sa = {.sa_handler = on_signal};
         sigemptyset(&sa.sa_mask);
@@ -1058,14 +1065,5 @@ int xruns_put_back_leftovers(char **ret_error)
         r = journal_open(path, JOURNAL_RUNTIME, &j, ret_error);
         if (r < 0)
                 return r;
-        if (journal_size(j) == 0)
-                return 0;
-        r = sched_trace_restore(j, -EBADF);
-        if (r < 0) {
-                *ret_error =
-                    xasprintf("cannot put back what a killed rtctl xruns left in tracefs: %s", strerror(-r));
-                return r;
-        }
-        fprintf(stderr, "Put back what an interrupted rtctl xruns left in tracefs (journal %s).\n", path);
-        return 1;
+        return put_back(j, path, ret_error);
 }

@@ -254,3 +254,6 @@ def test_a_second_run_is_refused_and_no_server_is_a_clear_error(env, graph):
     assert INSTANCE not in instances()
     r = subprocess.run([RTCTL, "xruns", "--cpus", "1-x"], env=e, capture_output=True, text=True, timeout=60)
     assert r.returncode == 2 and "--cpus" in r.stderr
+    for bad in (["--window", "0"], ["--server", "alsa"]):
+        r = subprocess.run([RTCTL, "xruns"] + bad, env=e, capture_output=True, text=True, timeout=60)
+        assert r.returncode == 2 and bad[0] in r.stderr, (bad, r.returncode, r.stderr)

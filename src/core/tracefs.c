@@ -205,26 +205,40 @@ int tracefs_instance_create(Journal *j, const char *owner, const char *name, cha
         return 0;
 }
 
+/* -EOPNOTSUPP with a sentence when tracefs at dir lacks one of the syscall events. */
+static int check_events(const char *dir, char **ret_why)
+{
+        for (size_t i = 0; i < ELEMENTSOF(events); i++) {
+                _cleanup_free_ char *p = xasprintf("%s/events/syscalls/%s/enable", dir, events[i]);
+                if (!sys_exists(p)) {
+                        *ret_why = xasprintf("this kernel has no %s tracepoint (CONFIG_FTRACE_SYSCALLS)",
+                                             events[i]);
+                        return -EOPNOTSUPP;
+                }
+        }
+        return 0;
+}
+
 int sched_trace_start(Journal *j, int *ret_fd, char **ret_why)
 {
         _cleanup_free_ char *dir = NULL, *inst = NULL, *pipe = NULL;
+        const char *found = usual_tracefs();
         int r, fd;
 
         assert(j);
         assert(ret_fd);
         assert(ret_why);
 
+        /* Where tracefs is there already, a kernel without the events is told before anything is made;
+         * where it had to be mounted, once it is. */
+        if (found && (r = check_events(found, ret_why)) < 0)
+                return r;
         r = tracefs_instance_create(j, "rtctld", SCHED_TRACE_INSTANCE, &dir, &inst, ret_why);
         if (r < 0)
                 return r;
-        for (size_t i = 0; i < ELEMENTSOF(events); i++) {
-                _cleanup_free_ char *p = xasprintf("%s/events/syscalls/%s/enable", dir, events[i]);
-                if (!sys_exists(p)) {
-                        *ret_why = xasprintf("this kernel has no %s tracepoint (CONFIG_FTRACE_SYSCALLS)",
-                                             events[i]);
-                        (void)sched_trace_restore(j, -EBADF);
-                        return -EOPNOTSUPP;
-                }
+        if (!found && (r = check_events(dir, ret_why)) < 0) {
+                (void)sched_trace_restore(j, -EBADF);
+                return r;
         }
         /* Small and woken on every event: buffer_percent 0 wakes the reader at the first byte. */
         {

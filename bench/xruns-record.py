@@ -9,16 +9,15 @@ thread on the others, as rtctl's audio profile splits them. Cells alternate (A B
 more, `recording` rtctl xruns --cpus CPU running (its tracefs instance recording the audio CPU, its own
 threads kept on the others). Per cell: jackd's own xrun messages (the primary number), the audio CPU's
 busy time from /proc/stat (everything but idle and iowait, in % of the cell), and rtctl xruns' own CPU
-time (utime + stime of its process, in % of one CPU). Reported per configuration: median and min-max,
-and a rank only where the spreads do not overlap. --quick: 2 cells of 3 s (bench/smoke).
+time (utime + stime of its process, in % of one CPU). Ranked as bench/xruns.py ranks (ranking.rank: a
+rank only where the ranges do not overlap). --quick: 2 cells of 3 s (bench/smoke). The machine is
+compared with a snapshot taken before (rivals.snapshot: tracefs instances included).
 
 Needs root, jackd2 and a build tree (RTCTL_BUILD_DIR, default build/). Takes the kernel lock."""
 import argparse
-import fcntl
 import json
 import os
 import signal
-import statistics
 import subprocess
 import sys
 import tempfile
@@ -26,6 +25,11 @@ import time
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.dirname(HERE)
+sys.path.insert(0, HERE)
+
+import ranking  # noqa: E402
+import rivals  # noqa: E402
+
 BUILD = os.environ.get("RTCTL_BUILD_DIR", os.path.join(ROOT, "build"))
 RTCTL = os.path.join(BUILD, "src", "rtctl")
 CLIENT = os.path.join(BUILD, "bench", "xrun-client")
@@ -70,22 +74,6 @@ def xrun_lines(path):
         return sum(1 for line in f if "XRun" in line)
 
 
-def spread_rank(results):
-    """Median, min-max per configuration, and which is lower where the ranges do not overlap."""
-    out = {}
-    for name, vals in results.items():
-        out[name] = {"median": statistics.median(vals), "min": min(vals), "max": max(vals), "n": len(vals)}
-    a, b = out.get("off"), out.get("recording")
-    if a and b:
-        if a["max"] < b["min"]:
-            out["rank"] = "off < recording"
-        elif b["max"] < a["min"]:
-            out["rank"] = "recording < off"
-        else:
-            out["rank"] = "ranges overlap: no rank"
-    return out
-
-
 def main():
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--cells", type=int, default=8, help="cells per configuration")
@@ -103,17 +91,33 @@ def main():
     for exe in (RTCTL, CLIENT):
         if not os.access(exe, os.X_OK):
             sys.exit("%s is not built (ninja -C %s)" % (exe, BUILD))
-    online = set()
     with open("/sys/devices/system/cpu/online") as f:
-        for part in f.read().strip().split(","):
-            lo, _, hi = part.partition("-")
-            online.update(range(int(lo), int(hi or lo) + 1))
+        online = rivals.parse_cpulist(f.read())
     if args.cpu not in online or len(online) < 2:
         sys.exit("needs --cpu online and another CPU for everything else")
     housekeeping = ",".join(str(c) for c in sorted(online - {args.cpu}))
 
-    lock = open("/run/rtctl-kernel.lock", "w")
-    fcntl.flock(lock, fcntl.LOCK_EX)
+    with rivals.kernel_lock():
+        before = rivals.snapshot()
+        summary = measure(args, housekeeping)
+        after = rivals.snapshot()
+    left = rivals.diff(before, after)
+    summary["machine_diff"] = left
+    for key, unit in (("xruns_per_min", "xruns per minute"), ("audio_cpu_busy_pct", "cpu%d busy, %%" % args.cpu),
+                      ("rtctl_xruns_cpu_pct", "rtctl xruns' own CPU, % of one")):
+        ranking.print_ranking("%s, %d cells of %g s per configuration" % (unit, args.cells, args.seconds), unit,
+                              summary[key])
+    if args.json:
+        with open(args.json, "w") as f:
+            json.dump(summary, f, indent=1)
+    print("machine unchanged: %s" % ("NO" if left else "yes"))
+    for line in left:
+        print("  " + line)
+    sys.exit(1 if left else 0)
+
+
+def measure(args, housekeeping):
+    """The cells, one after another; each measure's cells ranked per configuration."""
     work = tempfile.mkdtemp(prefix="rtctl-bench-xruns-")
     env = dict(os.environ, JACK_NO_AUDIO_RESERVATION="1", JACK_DEFAULT_SERVER=SERVER)
     hk = ["taskset", "-c", housekeeping]
@@ -184,17 +188,8 @@ def main():
             if f.startswith("jack"):
                 subprocess.run(["rm", "-rf", os.path.join("/dev/shm", f)])
         subprocess.run(["rm", "-rf", work])
-    summary = {"xruns_per_min": spread_rank(results), "audio_cpu_busy_pct": spread_rank(busy),
-               "rtctl_xruns_cpu_pct": spread_rank(own)}
-    print(json.dumps(summary, indent=1))
-    if args.json:
-        with open(args.json, "w") as f:
-            json.dump(summary, f, indent=1)
-    # The instance went with rtctl xruns: nothing of it is left.
-    left = subprocess.run(["sh", "-c", "ls /sys/kernel/tracing/instances 2>/dev/null"], capture_output=True,
-                          text=True).stdout.split()
-    if "rtctl-xruns" in left:
-        sys.exit("rtctl xruns left its tracefs instance: the machine changed")
+    return {"xruns_per_min": ranking.rank(results), "audio_cpu_busy_pct": ranking.rank(busy),
+            "rtctl_xruns_cpu_pct": ranking.rank(own)}
 
 
 if __name__ == "__main__":

@@ -13,6 +13,10 @@
 /* The restart follows the marker within a second; an older marker is not that restart's (the script
  * failed in between), so a real stop restores as usual. */
 #define HANDOVER_MAX_AGE_SEC 60
+/* How far ahead of the clock a fresh marker's stamp may be. Since 6.13 tmpfs stamps a file with a
+ * fine-grained time while time(2) reads the coarse one of the last tick, so a marker written a moment
+ * ago can carry the next second; a clock stepped back in between is the other way to get here. */
+#define HANDOVER_MAX_SKEW_SEC 5
 
 static char *handover_path(const Manager *m)
 {
@@ -36,7 +40,8 @@ bool manager_handover_requested(Manager *m)
         _cleanup_free_ char *path = handover_path(m), *text = NULL;
         struct stat st;
         unsigned pid;
-        time_t age;
+        struct timespec now;
+        long long age;
 
         if (lstat(path, &st) < 0)
                 return false;
@@ -47,15 +52,17 @@ bool manager_handover_requested(Manager *m)
                 return false;
         }
         manager_handover_clear(m);
-        age = time(NULL) - st.st_mtime;
+        /* CLOCK_REALTIME, not time(2): the same fine-grained clock the file system stamps with. */
+        clock_gettime(CLOCK_REALTIME, &now);
+        age = (long long)now.tv_sec - (long long)st.st_mtim.tv_sec;
         if (safe_atou(strstrip(text), &pid) < 0 || pid != (unsigned)getpid()) {
                 log_warning("Ignoring %s: it names PID \"%s\", not this daemon's (%u); restoring.", path,
                             strstrip(text), (unsigned)getpid());
                 return false;
         }
-        if (age < 0 || age > HANDOVER_MAX_AGE_SEC) {
-                log_warning("Ignoring %s: written %llds ago, not just before this stop; restoring.", path,
-                            (long long)age);
+        if (age < -HANDOVER_MAX_SKEW_SEC || age > HANDOVER_MAX_AGE_SEC) {
+                log_warning("Ignoring %s: written %llds %s, not just before this stop; restoring.", path,
+                            age < 0 ? -age : age, age < 0 ? "in the future" : "ago");
                 return false;
         }
         log_info("Stopping for a handover to the next rtctld: the tuning stays, the journal keeps the "

@@ -31,6 +31,7 @@
 #include "core/daemon-conf.h"
 #include "core/irqs.h"
 #include "core/journal.h"
+#include "core/tasks.h"
 #include "core/topology.h"
 #include "core/tracefs.h"
 #include "core/xruns.h"
@@ -397,6 +398,14 @@ static int is_audio(unsigned tid, const char *comm, int prio, void *userdata)
         return yes;
 }
 
+static int is_kthread(unsigned long long tid, void *userdata)
+{
+        TaskInfo info;
+
+        (void)userdata;
+        return tid <= UINT_MAX && task_info((unsigned)tid, &info) >= 0 && (info.flags & PF_KTHREAD);
+}
+
 /* ---- findings ------------------------------------------------------------------------------------ */
 
 typedef struct Context {
@@ -410,6 +419,14 @@ typedef struct Context {
 static int rt_priority(int prio)
 {
         return 99 - prio;
+}
+
+/* "real-time priority 50" or "nice 0", from the kernel's prio. */
+static char *priority_text(int prio)
+{
+        if (prio >= 0 && prio < 100)
+                return xasprintf("real-time priority %d", rt_priority(prio));
+        return xasprintf("nice %d", prio - 120);
 }
 
 static unsigned idle_latency_us(unsigned cpu, unsigned long long state, char **ret_name)
@@ -450,10 +467,9 @@ static void describe(const Context *ctx, const XrunCause *c, int audio_prio, cha
         switch (c->actor) {
         case XRUN_TASK: {
                 bool above = c->prio >= 0 && c->prio < 100 && audio_prio >= 0 && c->prio <= audio_prio;
-                *ret_what = xasprintf("task `%s` (TID %llu, %s %d) ran %.2f ms on CPU %u", esc, c->id,
-                                      c->prio >= 0 && c->prio < 100 ? "real-time priority" : "nice",
-                                      c->prio >= 0 && c->prio < 100 ? rt_priority(c->prio) : c->prio - 120,
-                                      ms, c->cpu);
+                _cleanup_free_ char *prio = priority_text(c->prio);
+                *ret_what = xasprintf("task `%s` (TID %llu, %s) ran %.2f ms on CPU %u", esc, c->id, prio, ms,
+                                      c->cpu);
                 if (above)
                         *ret_fix = xasprintf(
                             "it runs at or above the audio threads' priority (%d): give it a priority below "
@@ -478,9 +494,16 @@ static void describe(const Context *ctx, const XrunCause *c, int audio_prio, cha
         case XRUN_IRQ: {
                 const Irq *irq = ctx->irqs ? irq_table_find(ctx->irqs, (unsigned)c->id) : NULL;
                 _cleanup_free_ char *aff = irq && irq->affinity ? cpuset_format_list(irq->affinity) : NULL;
-                *ret_what = xasprintf("IRQ %llu %s%s%s%s ran %.2f ms on CPU %u", c->id, esc,
+                /* /proc/interrupts has the handlers' whole names; a thread's comm is cut at 15 bytes. */
+                _cleanup_free_ char *name = irq && !isempty(irq->actions) ? text_escape(irq->actions) : NULL,
+                                    *thread = NULL;
+                if (c->comm) {
+                        _cleanup_free_ char *comm = text_escape(c->comm), *prio = priority_text(c->prio);
+                        thread = xasprintf(", its thread `%s` at %s,", comm, prio);
+                }
+                *ret_what = xasprintf("IRQ %llu %s%s%s%s%s ran %.2f ms on CPU %u", c->id, name ?: esc,
                                       irq && irq->driver ? " (" : "", irq && irq->driver ? irq->driver : "",
-                                      irq && irq->driver ? ")" : "", ms, c->cpu);
+                                      irq && irq->driver ? ")" : "", strempty(thread), ms, c->cpu);
                 if (irq && irq->class == IRQ_CLASS_AUDIO)
                         *ret_fix =
                             xasprintf("it carries your audio interface%s%s, keep it — raise its thread "
@@ -629,6 +652,7 @@ static void analyse(XrunTrace *trace, const CpuSet *cpus, const Context *ctx, ui
         from = xrun_trace_busy_since(trace, list, n, from, 20000, MAX(20 * period_ns, 50000000ULL));
         f->window_us = (unsigned)((at - from) / 1000);
         (void)xrun_trace_causes(trace, list, n, from, at, min_ns, is_audio, &l, &f->causes, &f->n_causes);
+        xrun_causes_fold_irq_threads(f->causes, &f->n_causes, is_kthread, NULL);
         /* Idle exits are counted: each costs the exit latency its state declares (read once here). */
         for (size_t i = 0; i < f->n_causes; i++)
                 if (f->causes[i].actor == XRUN_IDLE) {

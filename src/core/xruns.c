@@ -4,6 +4,7 @@
 #include <glib.h>
 #include <string.h>
 
+#include "core/tasks.h"
 #include "core/xruns.h"
 #include "shared/util.h"
 
@@ -80,6 +81,59 @@ void xrun_causes_free(XrunCause *c, size_t n)
         for (size_t i = 0; c && i < n; i++)
                 xrun_cause_clear(&c[i]);
         free(c);
+}
+
+static XrunCause *irq_cause_find(XrunCause *c, size_t n, unsigned cpu, unsigned irq)
+{
+        for (size_t i = 0; i < n; i++)
+                if (c[i].actor == XRUN_IRQ && c[i].cpu == cpu && c[i].id == irq)
+                        return &c[i];
+        return NULL;
+}
+
+void xrun_causes_fold_irq_threads(XrunCause *c, size_t *n, XrunIsKthread is_kthread, void *userdata)
+{
+        size_t keep = 0;
+
+        assert(n);
+        assert(is_kthread);
+        for (size_t i = 0; i < *n; i++) {
+                XrunCause t = c[i];
+                const char *name = NULL;
+                unsigned irq;
+                if (t.actor == XRUN_TASK && irq_thread_parse(strempty(t.name), &irq, &name) &&
+                    is_kthread(t.id, userdata) > 0)
+                        /* The thread's cause as its IRQ's: the thread told in comm and prio. */
+                        t = (XrunCause){.actor = XRUN_IRQ,
+                                        .cpu = t.cpu,
+                                        .id = irq,
+                                        .prio = t.prio,
+                                        .name = xstrdup(startswith(name, "s-") ?: name),
+                                        .comm = t.name,
+                                        .ns = t.ns,
+                                        .cost_ns = t.cost_ns,
+                                        .last_ns = t.last_ns};
+                XrunCause *into =
+                    t.actor == XRUN_IRQ ? irq_cause_find(c, keep, t.cpu, (unsigned)t.id) : NULL;
+                if (!into) {
+                        c[keep++] = t;
+                        continue;
+                }
+                /* The hard handler and the threads of one IRQ on one CPU: one cause. The hard handler's
+                 * name is whole (a thread's comm is cut at 15 bytes); the first thread is told. */
+                into->ns += t.ns;
+                into->cost_ns += t.cost_ns;
+                into->last_ns = MAX(into->last_ns, t.last_ns);
+                if (!t.comm) {
+                        free(into->name);
+                        into->name = TAKE_PTR(t.name);
+                } else if (!into->comm) {
+                        into->comm = TAKE_PTR(t.comm);
+                        into->prio = t.prio;
+                }
+                xrun_cause_clear(&t);
+        }
+        *n = keep;
 }
 
 XrunTrace *xrun_trace_new(uint64_t keep_ns)

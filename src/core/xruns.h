@@ -18,7 +18,8 @@
 
 typedef enum XrunActor {
         XRUN_TASK,    /* a task that ran: id = TID, name = comm, prio = the kernel's prio (< 100: RT) */
-        XRUN_IRQ,     /* an IRQ handler: id = IRQ number, name = the handler's name */
+        XRUN_IRQ,     /* an IRQ handler: id = IRQ number, name = the handler's name; once its threads
+                       * are folded in (xrun_causes_fold_irq_threads), comm and prio are its thread's */
         XRUN_SOFTIRQ, /* id = the vector, name = TIMER, NET_RX, ... */
         XRUN_WORK,    /* a workqueue item: name = its function, comm = the kworker */
         XRUN_TIMER,   /* an hrtimer's expiry function: name = the function */
@@ -36,9 +37,9 @@ typedef struct XrunCause {
         XrunActor actor;
         unsigned cpu;
         unsigned long long id;
-        int prio;          /* XRUN_TASK, XRUN_OVER: the kernel's prio; -1 otherwise */
+        int prio;          /* XRUN_TASK, XRUN_OVER, an IRQ's thread: the kernel's prio; -1 otherwise */
         char *name;        /* comm, IRQ name, softirq name, function */
-        char *comm;        /* XRUN_WORK: the kworker that ran it */
+        char *comm;        /* XRUN_WORK: the kworker that ran it; XRUN_IRQ: its thread, NULL for none */
         uint64_t ns;       /* time taken inside the window (XRUN_IDLE/XRUN_FREQ: a count) */
         uint64_t total_ns; /* XRUN_OVER: all the thread's time inside the window */
         uint64_t cost_ns;  /* what ranks it: ns (0 for a count, whose time only the caller can tell) */
@@ -79,6 +80,16 @@ typedef int (*XrunIsAudio)(unsigned tid, const char *comm, int prio, void *userd
 int xrun_trace_causes(XrunTrace *t, const unsigned *cpus, size_t n_cpus, uint64_t from_ns, uint64_t to_ns,
                       uint64_t min_ns, XrunIsAudio is_audio, void *userdata, XrunCause **ret, size_t *ret_n);
 void xrun_causes_free(XrunCause *c, size_t n);
+
+/* Decides whether TID is a kernel thread (PF_KTHREAD): 1 yes, 0 no or gone. */
+typedef int (*XrunIsKthread)(unsigned long long tid, void *userdata);
+
+/* Threaded IRQ handlers as the IRQ they serve. Under `threadirqs` and on PREEMPT_RT a device IRQ's work
+ * runs in the kernel thread irq/N-name (irq/N-s-name: a secondary handler's), which follows the IRQ's
+ * affinity: the fix is the IRQ's, not a task's priority. Each such task cause of a kernel thread becomes
+ * (or is added to) the XRUN_IRQ cause of IRQ N on its CPU, with the thread's comm and prio; a user task
+ * that calls itself irq/1-x stays a task. The caller sorts again. */
+void xrun_causes_fold_irq_threads(XrunCause *c, size_t *n, XrunIsKthread is_kthread, void *userdata);
 
 /* Where the busy stretch that holds time at began, on the CPUs cpus[0..n_cpus): the end of the last idle
  * stretch of at least idle_ns before at, the earliest of the CPUs, at most max_back_ns back. at itself

@@ -258,9 +258,59 @@ TEST(old_segments_are_forgotten)
         xrun_causes_free(c, n);
 }
 
+/* TIDs 300..302 are kernel threads; 400 is a user task that calls itself irq/1-fake. */
+static int kthreads_300(unsigned long long tid, void *userdata)
+{
+        (void)userdata;
+        return tid >= 300 && tid < 400;
+}
+
+static XrunCause cause(XrunActor actor, unsigned long long id, int prio, const char *name, uint64_t ns)
+{
+        return (XrunCause){.actor = actor,
+                           .cpu = 3,
+                           .id = id,
+                           .prio = prio,
+                           .name = xstrdup(name),
+                           .ns = ns,
+                           .cost_ns = ns,
+                           .last_ns = ns};
+}
+
+TEST(threaded_irq_handlers_are_their_irq)
+{
+        /* Biggest first, as xrun_trace_causes gives them: the hard handler after its thread. */
+        XrunCause *c = xreallocarray(NULL, 5, sizeof(XrunCause));
+        size_t n = 0;
+
+        c[n++] = cause(XRUN_TASK, 300, 49, "irq/11-virtio5", 5000000);
+        c[n++] = cause(XRUN_TASK, 400, 120, "irq/1-fake", 3000000);
+        c[n++] = cause(XRUN_TASK, 302, 49, "irq/24-nvme0q1", 2000000);
+        c[n++] = cause(XRUN_TASK, 301, 49, "irq/11-s-virtio5", 1000000);
+        c[n++] = cause(XRUN_IRQ, 11, -1, "virtio5-requests", 100000);
+        xrun_causes_fold_irq_threads(c, &n, kthreads_300, NULL);
+        CHECK_INTEQ(n, 3);
+        /* IRQ 11: both threads and the hard handler, told by the handler's whole name and the first
+         * thread with its priority. */
+        CHECK_INTEQ(c[0].actor, XRUN_IRQ);
+        check_cause(&c[0], 11, "virtio5-requests", 6100000);
+        CHECK_INTEQ(c[0].cost_ns, 6100000);
+        CHECK_STREQ(c[0].comm, "irq/11-virtio5");
+        CHECK_INTEQ(c[0].prio, 49);
+        /* A user task's name proves nothing. */
+        CHECK_INTEQ(c[1].actor, XRUN_TASK);
+        check_cause(&c[1], 400, "irq/1-fake", 3000000);
+        CHECK(!c[1].comm);
+        /* A thread whose hard handler took too little to be listed is its IRQ all the same. */
+        CHECK_INTEQ(c[2].actor, XRUN_IRQ);
+        check_cause(&c[2], 24, "nvme0q1", 2000000);
+        CHECK_STREQ(c[2].comm, "irq/24-nvme0q1");
+        xrun_causes_free(c, n);
+}
+
 TEST_MAIN(T(a_higher_priority_task_that_preempts_the_audio_thread),
           T(an_irq_inside_the_audio_threads_run_is_the_irqs),
           T(a_task_counts_only_while_the_audio_thread_waits), T(work_items_idle_exits_and_exec_renames),
           T(a_switch_away_from_idle_the_trace_leaves_out),
           T(lines_cut_anywhere_forged_comms_and_lost_events), T(the_busy_stretch_before_a_window),
-          T(old_segments_are_forgotten))
+          T(old_segments_are_forgotten), T(threaded_irq_handlers_are_their_irq))

@@ -150,12 +150,22 @@ def scheduler(name):
     return machine.active_choice(machine.read("/sys/block/%s/queue/scheduler" % name))
 
 
+def not_applied(env):
+    """What a user would read to learn why the state is not the profile's: the state, what failed, the
+    last pass, and the running daemon's last words (pytest cuts a long status repr before its failures)."""
+    s = status(env)
+    log = env.daemons[-1].output()[-4000:] if env.daemons else ""
+    return "state %r, failures %s, last pass %s\nrtctld's log, its end:\n%s" % (
+        s.get("state"), json.dumps(s.get("failures"), indent=1), json.dumps(s.get("last_pass")), log)
+
+
 def assert_as_policy(env, profile, loops):
     """What the profile says, once the daemon has caught up: applied, Verify has everything in place, and
     direct reads agree: cpu1 isolated, every movable task and IRQ on cpu0, the loop devices tuned."""
-    assert wait_until(lambda: status(env).get("state") == "applied"), status(env)
+    if not wait_until(lambda: status(env).get("state") == "applied"):
+        pytest.fail(not_applied(env))
     s = status(env)
-    assert s["profile"] == profile and s["failures"] == [], s
+    assert s["profile"] == profile and s["failures"] == [], not_applied(env)
     assert s["isolated_cpus"] == "1" and s["housekeeping_cpus"] == "0", s
     p = env.rtctl("--json", "verify")
     rows = json.loads(p.stdout)

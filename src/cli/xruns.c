@@ -31,6 +31,7 @@
 #include "core/daemon-conf.h"
 #include "core/irqs.h"
 #include "core/journal.h"
+#include "core/smi.h"
 #include "core/tasks.h"
 #include "core/topology.h"
 #include "core/tracefs.h"
@@ -594,11 +595,21 @@ static void describe(const Context *ctx, const XrunCause *c, int audio_prio, cha
 
 /* ---- one xrun ------------------------------------------------------------------------------------ */
 
+/* SMIs a CPU took since the reading before: no time the kernel could see, so a note after the timed
+ * causes, never a cause itself (a machine with periodic SMIs would else have every xrun "explained"). */
+typedef struct SmiNote {
+        unsigned cpu;
+        uint32_t count;
+        uint64_t since_us;
+} SmiNote;
+
 typedef struct Finding {
         uint64_t mono_ns;
         time_t wall;
         XrunCause *causes;
         size_t n_causes;
+        SmiNote *notes;
+        size_t n_notes;
         unsigned audio_work_us; /* the audio threads' longest stretch */
         unsigned window_us;     /* how far back from the xrun was looked */
         double audio_share;     /* of their CPUs the audio threads took in the last 10 periods */
@@ -696,6 +707,73 @@ static void analyse(XrunTrace *trace, const CpuSet *cpus, const Context *ctx, ui
                 qsort(f->causes, f->n_causes, sizeof(XrunCause), cmp_cost);
 }
 
+/* ---- SMIs ---------------------------------------------------------------------------------------- */
+
+typedef struct SmiCounter {
+        unsigned cpu;
+        bool read;     /* has a reading */
+        uint32_t last; /* the latest reading, and when */
+        uint64_t last_ns;
+        uint64_t total; /* since the start */
+} SmiCounter;
+
+typedef struct Smis {
+        SmiCounter *cpus;
+        size_t n;
+        int error; /* < 0: not counted, smi_missing_reason() says why */
+} Smis;
+
+/* The counts at the start. Read only at the start, after each xrun and at the end: each reading is an
+ * IPI to the recorded CPU. */
+static void smis_start(Smis *s, const CpuSet *cpus)
+{
+        s->cpus = xreallocarray(NULL, cpuset_count(cpus) + 1, sizeof(SmiCounter));
+        FOREACH_CPU (cpu, cpus)
+                s->cpus[s->n++] = (SmiCounter){.cpu = (unsigned)cpu};
+        for (size_t i = 0; i < s->n; i++) {
+                int r = smi_count_read(s->cpus[i].cpu, &s->cpus[i].last);
+                if (r < 0) {
+                        s->error = r;
+                        return;
+                }
+                s->cpus[i].read = true;
+                s->cpus[i].last_ns = now_ns();
+        }
+}
+
+/* Reads them again; with f, a note for each CPU that took any since the reading before. */
+static void smis_read(Smis *s, Finding *f)
+{
+        if (s->error < 0)
+                return;
+        for (size_t i = 0; i < s->n; i++) {
+                SmiCounter *c = &s->cpus[i];
+                uint64_t now = now_ns();
+                uint32_t v;
+                if (smi_count_read(c->cpu, &v) < 0) /* gone offline: counted again when back */
+                        continue;
+                uint32_t since = c->read ? smi_count_since(c->last, v) : 0;
+                c->total += since;
+                if (f && since > 0) {
+                        f->notes = xreallocarray(f->notes, f->n_notes + 1, sizeof(SmiNote));
+                        f->notes[f->n_notes++] =
+                            (SmiNote){.cpu = c->cpu, .count = since, .since_us = (now - c->last_ns) / 1000};
+                }
+                c->read = true;
+                c->last = v;
+                c->last_ns = now;
+        }
+}
+
+static void smi_note_describe(const SmiNote *n, char **ret_what, char **ret_fix)
+{
+        *ret_what = xasprintf("CPU %u took %u SMI%s in the %.0f ms since the reading before: firmware "
+                              "time the kernel cannot see or time",
+                              n->cpu, n->count, n->count == 1 ? "" : "s", n->since_us / 1000.0);
+        *ret_fix = xstrdup("the firmware's own: its settings (legacy USB, power management, error "
+                           "logging) or an update; `rtctl latency --method hwlat` measures the gaps");
+}
+
 static json_object *finding_json(const Context *ctx, const Server *s, const Finding *f, size_t index)
 {
         json_object *o = json_object_new_object(), *arr = json_object_new_array();
@@ -732,6 +810,19 @@ static json_object *finding_json(const Context *ctx, const Server *s, const Find
                 json_object_object_add(j, "fix", json_object_new_string(fix));
                 json_object_array_add(arr, j);
         }
+        /* Notes after the timed causes: what the kernel could not time. */
+        for (size_t i = 0; i < f->n_notes; i++) {
+                _cleanup_free_ char *what = NULL, *fix = NULL;
+                json_object *j = json_object_new_object();
+                smi_note_describe(&f->notes[i], &what, &fix);
+                json_object_object_add(j, "kind", json_object_new_string("smi"));
+                json_object_object_add(j, "cpu", json_object_new_int64(f->notes[i].cpu));
+                json_object_object_add(j, "count", json_object_new_int64(f->notes[i].count));
+                json_object_object_add(j, "since_us", json_object_new_int64((int64_t)f->notes[i].since_us));
+                json_object_object_add(j, "what", json_object_new_string(what));
+                json_object_object_add(j, "fix", json_object_new_string(fix));
+                json_object_array_add(arr, j);
+        }
         json_object_object_add(o, "causes", arr);
         return o;
 }
@@ -749,16 +840,20 @@ static void finding_print(const Context *ctx, const Server *s, const Finding *f,
         if (f->n_causes == 0) {
                 printf("  no cause seen on CPU %s: nothing else took more than %u µs there in the %.1f ms "
                        "before; the audio threads worked at most %.2f ms at a time, %.0f %% of the CPU over "
-                       "the last periods. Time taken where the kernel cannot see it (the hypervisor, SMIs) "
-                       "does not show here.\n",
+                       "the last periods. Time taken where the kernel cannot see it (the hypervisor, SMIs: "
+                       "those only counted, below) does not show here.\n",
                        cpus_list, MAX(20u, ctx->period_us / 20), f->window_us / 1000.0,
                        f->audio_work_us / 1000.0, f->audio_share * 100);
-                return;
         }
         for (size_t i = 0; i < f->n_causes && i < 3; i++) {
                 _cleanup_free_ char *what = NULL, *fix = NULL;
                 describe(ctx, &f->causes[i], f->audio_prio, &what, &fix);
                 printf("  %s %s\n    fix: %s\n", i == 0 ? "cause:" : "also: ", what, fix);
+        }
+        for (size_t i = 0; i < f->n_notes; i++) {
+                _cleanup_free_ char *what = NULL, *fix = NULL;
+                smi_note_describe(&f->notes[i], &what, &fix);
+                printf("  note:  %s\n    fix: %s\n", what, fix);
         }
 }
 
@@ -816,6 +911,7 @@ int verb_xruns(Cli *c, int argc, char *argv[])
         Context ctx = {.rt_runtime_us = -1};
         Server server = {};
         Recording rec = {.fd = -EBADF, .lock = -EBADF};
+        Smis smis = {};
         GArray *findings = g_array_new(false, true, sizeof(Finding));
         GArray *pending = g_array_new(false, false, sizeof(uint64_t));
         pid_t child = 0;
@@ -914,6 +1010,7 @@ int verb_xruns(Cli *c, int argc, char *argv[])
                 goto out;
         }
         trace = xrun_trace_new(KEEP_NS);
+        smis_start(&smis, cpus);
         /* RTCTL_XRUNS_RAW=FILE keeps the trace as read, to look into a finding by hand. */
         if (getenv("RTCTL_XRUNS_RAW"))
                 raw = fopen(getenv("RTCTL_XRUNS_RAW"), "we");
@@ -967,6 +1064,7 @@ int verb_xruns(Cli *c, int argc, char *argv[])
                         Finding f = {.mono_ns = at,
                                      .wall = time(NULL) - (time_t)((now - at) / 1000000000ULL)};
                         analyse(trace, cpus, &ctx, (uint64_t)window_ms * 1000000ULL, at, &f);
+                        smis_read(&smis, &f);
                         g_array_append_val(findings, f);
                         if (!c->json) {
                                 finding_print(&ctx, &server, &f, findings->len - 1, cpus_list);
@@ -980,6 +1078,7 @@ int verb_xruns(Cli *c, int argc, char *argv[])
                 (void)poll(&p, 1, 20);
         }
 
+        smis_read(&smis, NULL);
         /* The summary: xruns by their first cause. */
         {
                 g_autoptr(GHashTable) by = g_hash_table_new_full(g_str_hash, g_str_equal, free, NULL);
@@ -1020,6 +1119,20 @@ int verb_xruns(Cli *c, int argc, char *argv[])
                                 json_object_object_add(sum, "unexplained",
                                                        json_object_new_int64((int64_t)unexplained));
                         json_object_object_add(root, "summary", sum);
+                        json_object *smi = NULL;
+                        if (smis.error == 0) {
+                                smi = json_object_new_object();
+                                for (size_t i = 0; i < smis.n; i++) {
+                                        char cpu[16];
+                                        snprintf(cpu, sizeof cpu, "%u", smis.cpus[i].cpu);
+                                        json_object_object_add(
+                                            smi, cpu, json_object_new_int64((int64_t)smis.cpus[i].total));
+                                }
+                        } else
+                                json_object_object_add(
+                                    root, "smis_missing",
+                                    json_object_new_string(smi_missing_reason(smis.error)));
+                        json_object_object_add(root, "smis", smi);
                         printf("%s\n", json_object_to_json_string_ext(
                                            root, JSON_C_TO_STRING_PRETTY | JSON_C_TO_STRING_NOSLASHESCAPE));
                         json_object_put(root);
@@ -1038,6 +1151,11 @@ int verb_xruns(Cli *c, int argc, char *argv[])
                         if (unexplained)
                                 printf("%s%zu with no cause seen", sep, unexplained);
                         printf(".\n");
+                        for (size_t i = 0; smis.error == 0 && i < smis.n; i++)
+                                printf("SMIs on CPU %u during the recording: %llu\n", smis.cpus[i].cpu,
+                                       (unsigned long long)smis.cpus[i].total);
+                        if (smis.error < 0)
+                                printf("SMIs not counted: %s.\n", smi_missing_reason(smis.error));
                         if (xrun_trace_lost(trace))
                                 printf("The kernel dropped %llu trace events: some causes may be missing.\n",
                                        (unsigned long long)xrun_trace_lost(trace));
@@ -1056,9 +1174,12 @@ out:
         recording_stop(&rec);
         if (raw)
                 fclose(raw);
-        for (size_t i = 0; i < findings->len; i++)
-                xrun_causes_free(g_array_index(findings, Finding, i).causes,
-                                 g_array_index(findings, Finding, i).n_causes);
+        for (size_t i = 0; i < findings->len; i++) {
+                Finding *f = &g_array_index(findings, Finding, i);
+                xrun_causes_free(f->causes, f->n_causes);
+                free(f->notes);
+        }
+        free(smis.cpus);
         g_array_free(findings, true);
         g_array_free(pending, true);
         cpuset_free(ctx.isolated);

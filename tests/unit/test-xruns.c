@@ -3,7 +3,13 @@
  * took the time on an audio CPU while the audio thread waited. The host tests (tests/integration/
  * test_xruns.py) make the disturbances for real; this host cannot drive a device IRQ on the audio CPU
  * hard enough to cause xruns (see there), so the IRQ's attribution is checked here on a trace. */
+#include <fcntl.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "core/smi.h"
 #include "core/xruns.h"
+#include "shared/sysfs.h"
 #include "test.h"
 
 /* TID 600 is the audio thread (SCHED_FIFO 10: kernel prio 89). */
@@ -308,9 +314,49 @@ TEST(threaded_irq_handlers_are_their_irq)
         xrun_causes_free(c, n);
 }
 
+/* A /dev/cpu/N/msr as the msr driver gives it: the register at its own offset. */
+static void msr_file(const char *root, unsigned cpu, off_t size, uint64_t smis)
+{
+        _cleanup_free_ char *dir = xasprintf("%s/dev/cpu/%u", root, cpu), *path = xasprintf("%s/msr", dir);
+        int fd;
+
+        CHECK_INTEQ(mkdir_p(dir, 0755), 0);
+        fd = open(path, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
+        CHECK(fd >= 0);
+        CHECK_INTEQ(ftruncate(fd, size), 0);
+        if (size >= MSR_SMI_COUNT + 8)
+                CHECK_INTEQ(pwrite(fd, &smis, sizeof smis, MSR_SMI_COUNT), 8);
+        close(fd);
+}
+
+TEST(the_smi_count_through_the_msr_driver)
+{
+        _cleanup_free_ char *root = xasprintf("%s/smi", test_tmpdir());
+        uint32_t v = 0;
+
+        sysroot_set(root);
+        /* No driver: /dev/cpu/N/msr is not there at all. */
+        CHECK_INTEQ(smi_count_read(0, &v), -ENOENT);
+        CHECK(strstr(smi_missing_reason(-ENOENT), "modprobe msr"));
+        /* The upper half is not the count's. */
+        msr_file(root, 0, 4096, 0xabcd00000007ULL);
+        CHECK_INTEQ(smi_count_read(0, &v), 0);
+        CHECK_INTEQ(v, 7);
+        /* A CPU the driver has no file for while others have one is offline. */
+        CHECK_INTEQ(smi_count_read(1, &v), -ENXIO);
+        /* A CPU without the register: the read comes short (the driver says EIO). */
+        msr_file(root, 2, 16, 0);
+        CHECK_INTEQ(smi_count_read(2, &v), -EIO);
+        CHECK(strstr(smi_missing_reason(-EIO), "Intel"));
+        /* The counter wraps at 32 bits: 3 SMIs across the wrap are 3. */
+        CHECK_INTEQ(smi_count_since(0xfffffffeU, 1), 3);
+        sysroot_set("");
+}
+
 TEST_MAIN(T(a_higher_priority_task_that_preempts_the_audio_thread),
           T(an_irq_inside_the_audio_threads_run_is_the_irqs),
           T(a_task_counts_only_while_the_audio_thread_waits), T(work_items_idle_exits_and_exec_renames),
           T(a_switch_away_from_idle_the_trace_leaves_out),
           T(lines_cut_anywhere_forged_comms_and_lost_events), T(the_busy_stretch_before_a_window),
-          T(old_segments_are_forgotten), T(threaded_irq_handlers_are_their_irq))
+          T(old_segments_are_forgotten), T(threaded_irq_handlers_are_their_irq),
+          T(the_smi_count_through_the_msr_driver))

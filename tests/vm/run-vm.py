@@ -19,8 +19,11 @@ Hotplug from outside: the guest sends `VMHOST <seq> <command>` lines on the
 `VMHOSTACK <seq> OK|ERR <text>` on the same port. Commands:
 
     ping                      -> OK pong
-    hotplug-disk NAME [MB]    blockdev-add (raw file, MB MiB, default 32) +
-                              device_add virtio-blk-pci id=NAME serial=NAME
+    hotplug-disk NAME [MB] [intx]
+                              blockdev-add (raw file, MB MiB, default 32) +
+                              device_add virtio-blk-pci id=NAME serial=NAME; with
+                              intx, vectors=0: no MSI-X, a legacy IRQ line that
+                              can be moved (an MSI-X queue IRQ is kernel-managed)
     unplug-disk NAME          device_del NAME, wait DEVICE_DELETED, blockdev-del
                               (NAME may also be disk1/disk2, the boot-time disks)
     hotplug-cpu               device_add the first free slot of
@@ -411,22 +414,27 @@ class VM:
         if cmd == "ping":
             return "pong"
         if cmd == "hotplug-disk":
-            if not args or not RE_NAME.match(args[0]):
-                raise ValueError("usage: hotplug-disk NAME [MB]")
+            intx = args[-1:] == ["intx"]
+            if intx:
+                args = args[:-1]
+            if not args or not RE_NAME.match(args[0]) or len(args) > 2:
+                raise ValueError("usage: hotplug-disk NAME [MB] [intx]")
             name = args[0]
             mb = int(args[1]) if len(args) > 1 else 32
+            extra = {"vectors": 0} if intx else {}
             if name in self.disks:
                 raise ValueError("disk %s already exists" % name)
             path = self.disk_file(name, mb)
             q.execute("blockdev-add", driver="raw", **{"node-name": "hp-" + name,
                                                        "file": {"driver": "file", "filename": path}})
             try:
-                q.execute("device_add", driver="virtio-blk-pci", id=name, drive="hp-" + name, serial=name)
+                q.execute("device_add", driver="virtio-blk-pci", id=name, drive="hp-" + name, serial=name,
+                          **extra)
             except Exception:
                 q.execute("blockdev-del", **{"node-name": "hp-" + name})
                 raise
             self.disks[name] = path
-            return "serial=%s size=%dMiB" % (name, mb)
+            return "serial=%s size=%dMiB%s" % (name, mb, " intx" if intx else "")
         if cmd == "unplug-disk":
             if not args or args[0] not in self.disks:
                 raise ValueError("no such disk %r (have %s)" % (rest, ", ".join(sorted(self.disks))))

@@ -30,6 +30,9 @@ pkgs=(
   rt-tests
   # tests/fuzz (meson -Dfuzz=true): clang and its libFuzzer runtime (libclang_rt.fuzzer)
   clang libclang-rt-14-dev
+  # tests/integration/test_power_profiles.py: the real powerprofilesctl against rtctld (the package's
+  # daemon is never started: no systemd here, and the test's bus is its own)
+  power-profiles-daemon
   # the Debian package (tools/build-deb, tools/quickstart on systemd, tests/integration/test_package.py)
   git dpkg-dev debhelper lintian build-essential
 )

@@ -11,7 +11,7 @@ char *local_default_profile(void)
         char *name;
 
         if (daemon_conf_load(search, &conf, &err) < 0)
-                conf = (DaemonConf){.default_profile = xstrdup("desktop")};
+                conf = daemon_conf_defaults();
         name = rtctl_initial_profile(state, conf.default_profile);
         daemon_conf_clear(&conf);
         return name;

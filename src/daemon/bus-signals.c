@@ -1,5 +1,6 @@
 /* SPDX-License-Identifier: GPL-2.0-or-later */
 /* The signals and property changes rtctld emits. Every other file calls these; none emits itself. */
+#include "daemon/bus-ppd.h"
 #include "daemon/bus-signals.h"
 #include "daemon/bus.h"
 #include "daemon/manager.h"
@@ -17,6 +18,7 @@ void bus_emit_applied(Manager *m, const char *reason)
             "IsolatedCPUs", "HousekeepingCPUs", "IsolationReason", "LastPass", "AttachedProcesses",
             "DMALatencyRequest", "RebootPending", NULL);
         (void)sd_bus_emit_properties_changed(m->bus, RTCTL_BUS_PATH, RTCTL_BUS_IFACE, "CPUPower", NULL);
+        bus_ppd_emit_changed(m);
 }
 
 void bus_emit_profiles_changed(Manager *m)
@@ -32,9 +34,10 @@ void bus_emit_base_profile_changed(Manager *m)
 {
         assert(m);
 
-        if (m->bus)
-                (void)sd_bus_emit_properties_changed(m->bus, RTCTL_BUS_PATH, RTCTL_BUS_IFACE, "BaseProfile",
-                                                     NULL);
+        if (!m->bus)
+                return;
+        (void)sd_bus_emit_properties_changed(m->bus, RTCTL_BUS_PATH, RTCTL_BUS_IFACE, "BaseProfile", NULL);
+        bus_ppd_emit_changed(m);
 }
 
 void bus_emit_holds_changed(Manager *m, uint32_t released)
@@ -48,6 +51,7 @@ void bus_emit_holds_changed(Manager *m, uint32_t released)
                                          released);
         (void)sd_bus_emit_properties_changed(m->bus, RTCTL_BUS_PATH, RTCTL_BUS_IFACE, "ActiveProfileHolds",
                                              "BaseProfile", NULL);
+        bus_ppd_emit_changed(m);
 }
 
 void bus_emit_attached_threads_changed(Manager *m)

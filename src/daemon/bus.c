@@ -1,5 +1,6 @@
 /* SPDX-License-Identifier: GPL-2.0-or-later */
 #include "daemon/bus-reads.h"
+#include "daemon/bus-ppd.h"
 #include "daemon/bus.h"
 #include "core/tasks.h"
 #include "daemon/manager.h"
@@ -17,10 +18,7 @@ static int refuse_while_stopping(const Manager *m, sd_bus_error *error)
                                  "has started again");
 }
 
-/* Every method that changes something comes here first. 0: go ahead. 1: polkit was asked and the call
- * comes back when it answers; the handler returns 1 ("handled", without a reply for now). < 0: refused,
- * with the error set. */
-static int authorize(sd_bus_message *msg, Manager *m, const char *action, sd_bus_error *error)
+int bus_authorize(sd_bus_message *msg, Manager *m, const char *action, sd_bus_error *error)
 {
         int r = refuse_while_stopping(m, error);
 
@@ -82,7 +80,7 @@ static int method_set_profile(sd_bus_message *msg, void *userdata, sd_bus_error 
         r = bus_check_text(error, "name", name);
         if (r < 0)
                 return r;
-        r = authorize(msg, m, ACTION_SET_PROFILE, error);
+        r = bus_authorize(msg, m, ACTION_SET_PROFILE, error);
         if (r != 0)
                 return r;
         r = manager_set_profile(m, name, &err);
@@ -98,7 +96,7 @@ static int method_reload(sd_bus_message *msg, void *userdata, sd_bus_error *erro
         _cleanup_free_ char *err = NULL;
         int r;
 
-        r = authorize(msg, m, ACTION_RELOAD, error);
+        r = bus_authorize(msg, m, ACTION_RELOAD, error);
         if (r != 0)
                 return r;
         r = manager_reload(m, &err);
@@ -113,7 +111,7 @@ static int method_restore(sd_bus_message *msg, void *userdata, sd_bus_error *err
         Manager *m = userdata;
         int r;
 
-        r = authorize(msg, m, ACTION_RESTORE, error);
+        r = bus_authorize(msg, m, ACTION_RESTORE, error);
         if (r != 0)
                 return r;
         manager_restore(m);
@@ -129,7 +127,7 @@ static int authorize_for_process(sd_bus_message *msg, Manager *m, unsigned pid, 
         bool own = bus_caller_uid(msg, &caller) >= 0 && task_uids(pid, &uid, &euid) >= 0 && uid == caller &&
                    euid == caller;
 
-        return authorize(msg, m, own ? ACTION_ATTACH_OWN : ACTION_ATTACH_OTHER, error);
+        return bus_authorize(msg, m, own ? ACTION_ATTACH_OWN : ACTION_ATTACH_OTHER, error);
 }
 
 /* Who an authorized call counts against (polkit_authorize read it already; root too has a uid). */
@@ -143,7 +141,7 @@ static int caller_uid(sd_bus_message *msg, uid_t *ret, sd_bus_error *error)
         return 0;
 }
 
-/* Authorizes attaching pid and reads whom it counts against; returns as authorize() does. */
+/* Authorizes attaching pid and reads whom it counts against; returns as bus_authorize() does. */
 static int authorize_attach(sd_bus_message *msg, Manager *m, unsigned pid, uid_t *ret_uid,
                             sd_bus_error *error)
 {
@@ -238,6 +236,29 @@ static int method_attach_pidfd(sd_bus_message *msg, void *userdata, sd_bus_error
         return 1;
 }
 
+int bus_hold_error(sd_bus_error *error, int r, const char *profile, const char *msg)
+{
+        if (r == -EDQUOT)
+                return sd_bus_error_setf(error, RTCTL_ERROR_LIMIT_EXCEEDED,
+                                         "This caller holds %d profiles already, the most one may; release "
+                                         "one first",
+                                         HOLDS_PER_CALLER_MAX);
+        if (r == -ENOSPC)
+                return sd_bus_error_setf(error, RTCTL_ERROR_LIMIT_EXCEEDED,
+                                         "This user holds %d profiles already (over all its connections), "
+                                         "the most one may; release one first",
+                                         HOLDS_PER_USER_MAX);
+        if (r == -EUSERS)
+                return sd_bus_error_setf(
+                    error, RTCTL_ERROR_LIMIT_EXCEEDED,
+                    "%d profiles are held already, the most rtctld keeps; try again once "
+                    "some are released",
+                    HOLDS_MAX);
+        if (r == -ENOTCONN)
+                return sd_bus_error_set_errnof(error, ENOTCONN, "Cannot follow the caller on the bus");
+        return profile_error(error, r, profile, msg);
+}
+
 static int method_hold_profile(sd_bus_message *msg, void *userdata, sd_bus_error *error)
 {
         Manager *m = userdata;
@@ -271,33 +292,15 @@ static int method_hold_profile(sd_bus_message *msg, void *userdata, sd_bus_error
                                          "digits, '.', '-' and '_' (e.g. org.example.Daw)",
                                          shown, APPLICATION_MAX);
         }
-        r = authorize(msg, m, ACTION_HOLD_PROFILE, error);
+        r = bus_authorize(msg, m, ACTION_HOLD_PROFILE, error);
         if (r != 0)
                 return r;
         r = caller_uid(msg, &uid, error);
         if (r < 0)
                 return r;
         r = manager_hold(m, profile, reason, app, sd_bus_message_get_sender(msg), uid, &cookie, &err);
-        if (r == -EDQUOT)
-                return sd_bus_error_setf(error, RTCTL_ERROR_LIMIT_EXCEEDED,
-                                         "This caller holds %d profiles already, the most one may; release "
-                                         "one first",
-                                         HOLDS_PER_CALLER_MAX);
-        if (r == -ENOSPC)
-                return sd_bus_error_setf(error, RTCTL_ERROR_LIMIT_EXCEEDED,
-                                         "This user holds %d profiles already (over all its connections), "
-                                         "the most one may; release one first",
-                                         HOLDS_PER_USER_MAX);
-        if (r == -EUSERS)
-                return sd_bus_error_setf(
-                    error, RTCTL_ERROR_LIMIT_EXCEEDED,
-                    "%d profiles are held already, the most rtctld keeps; try again once "
-                    "some are released",
-                    HOLDS_MAX);
-        if (r == -ENOTCONN)
-                return sd_bus_error_set_errnof(error, ENOTCONN, "Cannot follow the caller on the bus");
         if (r < 0)
-                return profile_error(error, r, profile, err);
+                return bus_hold_error(error, r, profile, err);
         manager_wait_for_pass_cookie(m, msg, cookie);
         return 1;
 }
@@ -320,7 +323,7 @@ static int method_release_profile(sd_bus_message *msg, void *userdata, sd_bus_er
         if (!h)
                 return sd_bus_error_setf(error, RTCTL_ERROR_NO_SUCH_HOLD, "No hold with cookie %u", cookie);
         if (!streq_ptr(h->bus_name, sd_bus_message_get_sender(msg))) {
-                r = authorize(msg, m, ACTION_RELEASE_OTHER_HOLD, error);
+                r = bus_authorize(msg, m, ACTION_RELEASE_OTHER_HOLD, error);
                 if (r != 0)
                         return r;
                 if (!manager_find_hold(m, cookie)) /* it ended while polkit was asked */
@@ -404,7 +407,7 @@ static int pin_irq(sd_bus_message *msg, Manager *m, uint32_t irq, const char *cp
         if (flags & ~(uint64_t)1)
                 return sd_bus_error_setf(error, RTCTL_ERROR_INVALID_ARGUMENT, "Unknown flags 0x%" PRIx64,
                                          flags);
-        r = authorize(msg, m, ACTION_PIN_IRQ, error);
+        r = bus_authorize(msg, m, ACTION_PIN_IRQ, error);
         if (r != 0)
                 return r;
         r = manager_pin_irq(m, irq, cpus, flags & 1, &err);
@@ -692,5 +695,5 @@ int bus_setup(Manager *m)
         r = sd_bus_request_name(m->bus, RTCTL_BUS_NAME, 0);
         if (r < 0)
                 return log_error_errno(r, "Failed to take the name " RTCTL_BUS_NAME ": %m");
-        return 0;
+        return bus_ppd_setup(m);
 }

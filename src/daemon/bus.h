@@ -29,6 +29,12 @@ typedef struct Manager Manager;
 /* Text a caller passes is data that ends up in logs, systemd's STATUS= and terminals: 0 when text, the
  * argument named arg, is printable (text_printable()), else InvalidArgument naming arg, and < 0. */
 int bus_check_text(sd_bus_error *error, const char *arg, const char *text);
+/* Every method that changes something comes here first. 0: go ahead. 1: polkit was asked and the call
+ * comes back when it answers; the handler returns 1 ("handled", without a reply for now). < 0: refused,
+ * with the error set. */
+int bus_authorize(sd_bus_message *msg, Manager *m, const char *action, sd_bus_error *error);
+/* manager_hold()'s errors as the caller reads them. */
+int bus_hold_error(sd_bus_error *error, int r, const char *profile, const char *msg);
 
 /* Connects to the system bus ($DBUS_SYSTEM_BUS_ADDRESS when set), registers the object and only then
  * takes the name, so no caller ever sees a half-registered service. */

@@ -5,6 +5,7 @@
 #include <sys/random.h>
 #include <time.h>
 
+#include "daemon/bus-ppd.h"
 #include "daemon/bus-signals.h"
 #include "daemon/bus.h"
 #include "daemon/manager.h"
@@ -18,6 +19,7 @@ static void hold_free(Hold *h)
         free(h->reason);
         free(h->application_id);
         free(h->bus_name);
+        free(h->ppd_path);
         sd_bus_track_unref(h->track);
         free(h);
 }
@@ -177,6 +179,7 @@ static void remove_at(Manager *m, size_t i)
         log_info("Hold %u (%s for %s) ends.", cookie, h->profile, h->application_id);
         memmove(&m->holds[i], &m->holds[i + 1], sizeof(Hold *) * (m->n_holds - i - 1));
         m->n_holds--;
+        bus_ppd_hold_ended(m, h);
         hold_free(h);
         bus_emit_holds_changed(m, cookie);
 }

@@ -703,7 +703,7 @@ int manager_start(Manager *m)
                 log_error("Invalid daemon configuration, using defaults:\n%s", err);
                 free(err);
                 err = NULL;
-                m->conf = (DaemonConf){.default_profile = xstrdup("desktop")};
+                m->conf = daemon_conf_defaults();
         }
 
         r = open_journal(m);

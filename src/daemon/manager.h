@@ -95,6 +95,9 @@ typedef struct Hold {
         uid_t uid;           /* the holder's user: counted against that user's share */
         uint64_t since_usec; /* CLOCK_REALTIME */
         uint64_t seq;        /* newer holds win ties */
+        /* Taken through power-profiles-daemon's API (bus-ppd.c): the object path it was asked on, where
+         * its ProfileReleased goes; NULL for rtctl's own HoldProfile. */
+        char *ppd_path;
 } Hold;
 
 typedef struct Polkit Polkit;
@@ -145,6 +148,7 @@ typedef struct Manager {
         uint64_t hold_seq;
         sd_bus_slot *name_slot; /* NameOwnerChanged: callers leaving the bus (bus.c) */
         Polkit *polkit;
+        bool ppd_serving; /* power-profiles-daemon's objects are registered (bus-ppd.c) */
         SettingContext kinds;
         Dirty dirty;
         char *pass_reason;

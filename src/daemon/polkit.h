@@ -12,6 +12,9 @@
 #define ACTION_RELOAD             "org.rtctl.reload"
 #define ACTION_RESTORE            "org.rtctl.restore"
 #define ACTION_PIN_IRQ            "org.rtctl.pin-irq"
+/* power-profiles-daemon's API (bus-ppd.c): open to the active session, as power-profiles-daemon's are. */
+#define ACTION_PPD_SWITCH "org.rtctl.power-profiles.switch-profile"
+#define ACTION_PPD_HOLD   "org.rtctl.power-profiles.hold-profile"
 
 /* Polkit's answers to method calls, asked without blocking: while polkit thinks (or waits for the user
  * to type a password), the loop goes on, and the call is dispatched again once the answer is in. */

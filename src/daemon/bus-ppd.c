@@ -1,0 +1,349 @@
+/* SPDX-License-Identifier: GPL-2.0-or-later */
+/* power-profiles-daemon's D-Bus API, answered by rtctld while that daemon does not run, so that the
+ * desktop's power slider and powerprofilesctl keep working (rtctl.conf [PowerProfiles]).
+ *
+ * Its three profiles are rtctl profiles. The slider's write (ActiveProfile) sets the base profile; a
+ * HoldProfile is an rtctl hold, ranked as any other, so neither ever lowers a held audio profile, which
+ * outranks them. What the slider shows is the power profile in force, else the base profile's, else
+ * balanced: always one of the three names, which GNOME looks up. Served in rtctld itself rather than by
+ * a companion: the holds with their ranks, the trackers of their holders, polkit and the base profile
+ * are all here, and a companion would need each of them again over D-Bus.
+ *
+ * Semantics as power-profiles-daemon 0.30 (Debian 13) has them, which its 0.12 clients (Debian 12) accept
+ * too: only performance and power-saver can be held; a write of the profile already shown does nothing;
+ * a write of another one releases the holds taken through this API (not rtctl's own: the audio hold of a
+ * DAW stays); ProfileReleased goes to the holder alone, on the object it held through. Unlike
+ * power-profiles-daemon, only the holder (or whom polkit lets release another's hold) may release a hold,
+ * and a power-saver hold never lowers the base profile (it is ranked below it). */
+#include "core/daemon-conf.h"
+#include "daemon/bus-ppd.h"
+#include "daemon/bus.h"
+#include "daemon/manager.h"
+#include "daemon/polkit.h"
+#include "shared/log.h"
+
+/* As power-profiles-daemon bounds them: rtctl's HoldProfile keeps the same. */
+#define PPD_TEXT_MAX 256
+
+static const char *iface_of(const char *path)
+{
+        return streq_ptr(path, PPD_PATH_OLD) ? PPD_NAME_OLD : PPD_NAME;
+}
+
+/* The power profile an rtctl profile stands for, -1 for none. */
+static int power_profile_of(const Manager *m, const char *profile)
+{
+        for (int i = 0; profile && i < _POWER_PROFILE_MAX; i++)
+                if (streq(m->conf.power_profiles[i], profile))
+                        return i;
+        return -1;
+}
+
+static PowerProfile shown_profile(const Manager *m)
+{
+        int p = power_profile_of(m, manager_active_profile(m));
+
+        if (p < 0)
+                p = power_profile_of(m, m->base_profile);
+        return p < 0 ? POWER_PROFILE_BALANCED : (PowerProfile)p;
+}
+
+static int property_active(sd_bus *bus, const char *path, const char *interface, const char *property,
+                           sd_bus_message *reply, void *userdata, sd_bus_error *error)
+{
+        return sd_bus_message_append(reply, "s", power_profile_name(shown_profile(userdata)));
+}
+
+/* The write is the filter's (on_set): it may wait for polkit, which a property setter cannot. */
+static int property_set_active(sd_bus *bus, const char *path, const char *interface, const char *property,
+                               sd_bus_message *value, void *userdata, sd_bus_error *error)
+{
+        return sd_bus_error_set(error, SD_BUS_ERROR_FAILED, "ActiveProfile is written through its filter");
+}
+
+static int property_no_string(sd_bus *bus, const char *path, const char *interface, const char *property,
+                              sd_bus_message *reply, void *userdata, sd_bus_error *error)
+{
+        return sd_bus_message_append(reply, "s", "");
+}
+
+static int property_profiles(sd_bus *bus, const char *path, const char *interface, const char *property,
+                             sd_bus_message *reply, void *userdata, sd_bus_error *error)
+{
+        Manager *m = userdata;
+        int r;
+
+        r = sd_bus_message_open_container(reply, 'a', "a{sv}");
+        /* Driver other than "placeholder": KDE hides every profile of one. */
+        for (int i = 0; r >= 0 && i < _POWER_PROFILE_MAX; i++)
+                r = sd_bus_message_append(reply, "a{sv}", 4, "Profile", "s", power_profile_name(i), "Driver",
+                                          "s", "rtctl", "PlatformDriver", "s", "rtctl", "RtctlProfile", "s",
+                                          m->conf.power_profiles[i]);
+        return r < 0 ? r : sd_bus_message_close_container(reply);
+}
+
+static int property_no_strings(sd_bus *bus, const char *path, const char *interface, const char *property,
+                               sd_bus_message *reply, void *userdata, sd_bus_error *error)
+{
+        return sd_bus_message_append(reply, "as", 0);
+}
+
+static int property_no_dicts(sd_bus *bus, const char *path, const char *interface, const char *property,
+                             sd_bus_message *reply, void *userdata, sd_bus_error *error)
+{
+        return sd_bus_message_append(reply, "aa{sv}", 0);
+}
+
+static int property_false(sd_bus *bus, const char *path, const char *interface, const char *property,
+                          sd_bus_message *reply, void *userdata, sd_bus_error *error)
+{
+        return sd_bus_message_append(reply, "b", 0);
+}
+
+/* Every hold, rtctl's own too (a DAW's audio hold is what the desktop should see): by the power profile
+ * its profile stands for, else performance (a hold raises the tuning). */
+static int property_holds(sd_bus *bus, const char *path, const char *interface, const char *property,
+                          sd_bus_message *reply, void *userdata, sd_bus_error *error)
+{
+        Manager *m = userdata;
+        int r;
+
+        r = sd_bus_message_open_container(reply, 'a', "a{sv}");
+        for (size_t i = 0; r >= 0 && i < m->n_holds; i++) {
+                const Hold *h = m->holds[i];
+                int p = power_profile_of(m, h->profile);
+                r = sd_bus_message_append(
+                    reply, "a{sv}", 3, "ApplicationId", "s", h->application_id, "Profile", "s",
+                    power_profile_name(p < 0 ? POWER_PROFILE_PERFORMANCE : p), "Reason", "s", h->reason);
+        }
+        return r < 0 ? r : sd_bus_message_close_container(reply);
+}
+
+static int property_version(sd_bus *bus, const char *path, const char *interface, const char *property,
+                            sd_bus_message *reply, void *userdata, sd_bus_error *error)
+{
+        return sd_bus_message_append(reply, "s", "rtctl " RTCTL_VERSION);
+}
+
+static int check_texts(sd_bus_error *error, const char *reason, const char *app)
+{
+        int r;
+
+        if ((r = bus_check_text(error, "reason", reason)) < 0 ||
+            (r = bus_check_text(error, "application_id", app)) < 0)
+                return r;
+        if (strlen(reason) > PPD_TEXT_MAX || strlen(app) > PPD_TEXT_MAX)
+                return sd_bus_error_setf(error, SD_BUS_ERROR_INVALID_ARGS,
+                                         "The reason and the application id are kept up to %d bytes each",
+                                         PPD_TEXT_MAX);
+        return 0;
+}
+
+static int method_hold(sd_bus_message *msg, void *userdata, sd_bus_error *error)
+{
+        Manager *m = userdata;
+        _cleanup_free_ char *err = NULL;
+        const char *profile, *reason, *app;
+        uint32_t cookie;
+        uid_t uid;
+        int r, want;
+
+        r = sd_bus_message_read(msg, "sss", &profile, &reason, &app);
+        if (r < 0)
+                return r;
+        if ((r = check_texts(error, reason, app)) < 0)
+                return r;
+        want = power_profile_from_name(profile);
+        if (want != POWER_PROFILE_PERFORMANCE && want != POWER_PROFILE_SAVER)
+                return sd_bus_error_set(
+                    error, SD_BUS_ERROR_INVALID_ARGS,
+                    "Only profiles 'performance' and 'power-saver' can be a hold profile");
+        r = bus_authorize(msg, m, ACTION_PPD_HOLD, error);
+        if (r != 0)
+                return r;
+        if (bus_caller_uid(msg, &uid) < 0)
+                return sd_bus_error_set(error, SD_BUS_ERROR_ACCESS_DENIED, "Cannot tell who the caller is");
+        r = manager_hold(m, m->conf.power_profiles[want], reason, isempty(app) ? "(unnamed)" : app,
+                         sd_bus_message_get_sender(msg), uid, &cookie, &err);
+        if (r < 0)
+                return bus_hold_error(error, r, m->conf.power_profiles[want], err);
+        ((Hold *)manager_find_hold(m, cookie))->ppd_path = xstrdup(sd_bus_message_get_path(msg));
+        manager_wait_for_pass_cookie(m, msg, cookie);
+        return 1;
+}
+
+static int method_release(sd_bus_message *msg, void *userdata, sd_bus_error *error)
+{
+        Manager *m = userdata;
+        const Hold *h;
+        uint32_t cookie;
+        int r;
+
+        r = sd_bus_message_read(msg, "u", &cookie);
+        if (r < 0)
+                return r;
+        h = manager_find_hold(m, cookie);
+        /* rtctl's own holds are released through rtctl's API. */
+        if (!h || !h->ppd_path)
+                return sd_bus_error_setf(error, SD_BUS_ERROR_INVALID_ARGS, "No hold with cookie %u", cookie);
+        if (!streq_ptr(h->bus_name, sd_bus_message_get_sender(msg))) {
+                r = bus_authorize(msg, m, ACTION_RELEASE_OTHER_HOLD, error);
+                if (r != 0)
+                        return r;
+        }
+        (void)manager_release(m, cookie);
+        return sd_bus_reply_method_return(msg, NULL);
+}
+
+static const sd_bus_vtable ppd_vtable[] = {
+    SD_BUS_VTABLE_START(0),
+    SD_BUS_WRITABLE_PROPERTY("ActiveProfile", "s", property_active, property_set_active, 0,
+                             SD_BUS_VTABLE_PROPERTY_EMITS_CHANGE | SD_BUS_VTABLE_UNPRIVILEGED),
+    SD_BUS_PROPERTY("PerformanceInhibited", "s", property_no_string, 0, SD_BUS_VTABLE_PROPERTY_CONST),
+    SD_BUS_PROPERTY("PerformanceDegraded", "s", property_no_string, 0, SD_BUS_VTABLE_PROPERTY_CONST),
+    SD_BUS_PROPERTY("Profiles", "aa{sv}", property_profiles, 0, SD_BUS_VTABLE_PROPERTY_EMITS_CHANGE),
+    SD_BUS_PROPERTY("Actions", "as", property_no_strings, 0, SD_BUS_VTABLE_PROPERTY_CONST),
+    SD_BUS_PROPERTY("ActionsInfo", "aa{sv}", property_no_dicts, 0, SD_BUS_VTABLE_PROPERTY_CONST),
+    SD_BUS_PROPERTY("ActiveProfileHolds", "aa{sv}", property_holds, 0, SD_BUS_VTABLE_PROPERTY_EMITS_CHANGE),
+    SD_BUS_PROPERTY("Version", "s", property_version, 0, SD_BUS_VTABLE_PROPERTY_CONST),
+    SD_BUS_PROPERTY("BatteryAware", "b", property_false, 0, SD_BUS_VTABLE_PROPERTY_CONST),
+    SD_BUS_METHOD_WITH_ARGS("HoldProfile", SD_BUS_ARGS("s", profile, "s", reason, "s", application_id),
+                            SD_BUS_RESULT("u", cookie), method_hold, SD_BUS_VTABLE_UNPRIVILEGED),
+    SD_BUS_METHOD_WITH_ARGS("ReleaseProfile", SD_BUS_ARGS("u", cookie), SD_BUS_NO_RESULT, method_release,
+                            SD_BUS_VTABLE_UNPRIVILEGED),
+    SD_BUS_SIGNAL_WITH_ARGS("ProfileReleased", SD_BUS_ARGS("u", cookie), 0),
+    SD_BUS_VTABLE_END,
+};
+
+/* The slider's write. A different profile releases the holds taken through this API, then becomes the
+ * base profile (remembered, as `rtctl profile` is); the one shown already changes nothing. */
+static int set_active(Manager *m, sd_bus_message *msg, sd_bus_error *error)
+{
+        _cleanup_free_ char *err = NULL;
+        const char *value;
+        int r, want;
+
+        r = sd_bus_message_enter_container(msg, 'v', "s");
+        if (r < 0)
+                return sd_bus_error_set(error, SD_BUS_ERROR_INVALID_ARGS, "ActiveProfile is a string");
+        r = sd_bus_message_read(msg, "s", &value);
+        if (r < 0)
+                return r;
+        r = bus_authorize(msg, m, ACTION_PPD_SWITCH, error);
+        if (r != 0)
+                return r;
+        want = power_profile_from_name(value);
+        if (want < 0) {
+                _cleanup_free_ char *shown = echo_text(value);
+                return sd_bus_error_setf(error, SD_BUS_ERROR_FAILED, "Invalid profile name '%s'", shown);
+        }
+        if ((PowerProfile)want != shown_profile(m)) {
+                for (size_t i = m->n_holds; i > 0; i--)
+                        if (i <= m->n_holds && m->holds[i - 1]->ppd_path)
+                                (void)manager_release(m, m->holds[i - 1]->cookie);
+                r = manager_set_profile(m, m->conf.power_profiles[want], &err);
+                if (r < 0)
+                        return sd_bus_error_setf(error, SD_BUS_ERROR_FAILED,
+                                                 "Cannot switch to %s (rtctl profile %s): %s", value,
+                                                 m->conf.power_profiles[want],
+                                                 err
+                                                     ?: r == -ENOENT ? "no such profile"
+                                                                     : strerror(-r));
+                log_info("Power profile %s chosen through %s: base profile %s.", value,
+                         iface_of(sd_bus_message_get_path(msg)), m->conf.power_profiles[want]);
+        }
+        r = sd_bus_reply_method_return(msg, NULL);
+        return r < 0 ? r : 1;
+}
+
+/* Properties.Set of ActiveProfile on either object, before sd-bus's own property code, which answers
+ * as soon as a setter returns and so cannot wait for polkit. Everything else goes on to sd-bus. */
+static int on_message(sd_bus_message *msg, void *userdata, sd_bus_error *error)
+{
+        Manager *m = userdata;
+        const char *path = sd_bus_message_get_path(msg), *iface, *property;
+
+        if (!sd_bus_message_is_method_call(msg, "org.freedesktop.DBus.Properties", "Set") ||
+            (!streq_ptr(path, PPD_PATH) && !streq_ptr(path, PPD_PATH_OLD)))
+                return 0;
+        if (sd_bus_message_read(msg, "ss", &iface, &property) < 0 || !streq(iface, iface_of(path)) ||
+            !streq(property, "ActiveProfile")) {
+                (void)sd_bus_message_rewind(msg, true);
+                return 0;
+        }
+        return set_active(m, msg, error);
+}
+
+static int on_name_requested(sd_bus_message *reply, void *userdata, sd_bus_error *ret_error)
+{
+        const char *name = userdata;
+        const sd_bus_error *e = sd_bus_message_get_error(reply);
+        uint32_t result = 0;
+
+        if (e)
+                log_warning("Cannot ask for %s (the desktop's power slider stays with power-profiles-daemon "
+                            "alone): %s",
+                            name, e->message);
+        else if (sd_bus_message_read(reply, "u", &result) >= 0 && result == 2 /* in the queue */)
+                log_info(
+                    "power-profiles-daemon owns %s: it answers the power slider, rtctld waits behind it.",
+                    name);
+        else
+                log_info("Answering the power slider on %s.", name);
+        return 0;
+}
+
+int bus_ppd_setup(Manager *m)
+{
+        static const char *const names[][2] = {{PPD_NAME, PPD_PATH}, {PPD_NAME_OLD, PPD_PATH_OLD}};
+        int r;
+
+        assert(m);
+
+        if (!m->conf.serve_power_profiles)
+                return 0;
+        r = sd_bus_add_filter(m->bus, NULL, on_message, m);
+        for (size_t i = 0; r >= 0 && i < ELEMENTSOF(names); i++)
+                r = sd_bus_add_object_vtable(m->bus, NULL, names[i][1], names[i][0], ppd_vtable, m);
+        if (r < 0)
+                return log_error_errno(r, "Failed to register power-profiles-daemon's objects: %m");
+        m->ppd_serving = true;
+        /* Never taken from power-profiles-daemon: queued behind it; and it may take them back. */
+        for (size_t i = 0; i < ELEMENTSOF(names); i++) {
+                r = sd_bus_request_name_async(m->bus, NULL, names[i][0],
+                                              SD_BUS_NAME_ALLOW_REPLACEMENT | SD_BUS_NAME_QUEUE,
+                                              on_name_requested, (void *)names[i][0]);
+                if (r < 0)
+                        log_warning_errno(r, "Failed to ask for %s: %m", names[i][0]);
+        }
+        return 0;
+}
+
+void bus_ppd_emit_changed(Manager *m)
+{
+        assert(m);
+
+        if (!m->bus || !m->ppd_serving)
+                return;
+        (void)sd_bus_emit_properties_changed(m->bus, PPD_PATH, PPD_NAME, "ActiveProfile",
+                                             "ActiveProfileHolds", NULL);
+        (void)sd_bus_emit_properties_changed(m->bus, PPD_PATH_OLD, PPD_NAME_OLD, "ActiveProfile",
+                                             "ActiveProfileHolds", NULL);
+}
+
+void bus_ppd_hold_ended(Manager *m, const Hold *h)
+{
+        _cleanup_(sd_bus_message_unrefp) sd_bus_message *s = NULL;
+
+        assert(m);
+        assert(h);
+
+        if (!m->bus || !h->ppd_path)
+                return;
+        if (sd_bus_message_new_signal(m->bus, &s, h->ppd_path, iface_of(h->ppd_path), "ProfileReleased") <
+                0 ||
+            sd_bus_message_append(s, "u", h->cookie) < 0 ||
+            sd_bus_message_set_destination(s, h->bus_name) < 0)
+                return;
+        (void)sd_bus_send(m->bus, s, NULL);
+}

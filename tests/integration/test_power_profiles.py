@@ -1,0 +1,278 @@
+"""The desktop's power slider and powerprofilesctl against rtctld (issue 25): power-profiles-daemon's D-Bus
+API answered by rtctld while power-profiles-daemon does not run, driven by Debian 12's own powerprofilesctl
+(0.12: net.hadess.PowerProfiles) on the private bus, polkit from python-dbusmock's polkitd. The VM tier runs
+the same against the real system bus and polkitd."""
+import os
+import subprocess
+import sys
+import time
+
+import dbus
+import pytest
+
+from conftest import NOBODY, wait_until
+from harness import HANG_SECONDS, RTCTL, Env
+from test_polkit import PolkitBus
+
+PPCTL = "/usr/bin/powerprofilesctl"
+OLD = ("net.hadess.PowerProfiles", "/net/hadess/PowerProfiles")
+NEW = ("org.freedesktop.UPower.PowerProfiles", "/org/freedesktop/UPower/PowerProfiles")
+
+# Each power profile an rtctl profile with a value of its own to read; "held" outranks them all, as the
+# shipped audio profile outranks power-saver, desktop and performance.
+PROFILES = {
+    "low": "[Profile]\nRank=5\n[Sysctl]\nvm.stat_interval=2\n",
+    "mid": "[Profile]\nRank=10\n[Sysctl]\nvm.stat_interval=3\n",
+    "high": "[Profile]\nRank=15\n[Sysctl]\nvm.stat_interval=4\n",
+    "held": "[Profile]\nRank=20\n[Sysctl]\nvm.stat_interval=7\n",
+}
+CONF = ("[Daemon]\nDefaultProfile=mid\nUevents=kernel\n"
+        "[PowerProfiles]\nPowerSaver=low\nBalanced=mid\nPerformance=high\n")
+
+pytestmark = pytest.mark.skipif(not os.access(PPCTL, os.X_OK), reason="needs powerprofilesctl (tools/deps.sh)")
+
+
+@pytest.fixture(scope="module")
+def ppbus(tmp_root):
+    b = PolkitBus(tmp_root)
+    yield b
+    b.stop()
+
+
+@pytest.fixture
+def ppenv(tmp_root, ppbus):
+    ppbus.allow()
+    e = Env(tmp_root, ppbus)
+    for name, text in PROFILES.items():
+        e.profile(name, text)
+    e.write("rtctl.conf", CONF)
+    yield e
+    e.cleanup()
+
+
+def stat_interval():
+    with open("/proc/sys/vm/stat_interval") as f:
+        return f.read().strip()
+
+
+def ppctl(env, *args, user=None):
+    cmd = [PPCTL] + list(args)
+    if user is not None:
+        cmd = ["setpriv", "--reuid=%d" % user, "--regid=%d" % user, "--clear-groups"] + cmd
+    return subprocess.run(cmd, env=env.environ, capture_output=True, text=True, timeout=HANG_SECONDS)
+
+
+def status(env):
+    return env.rtctl_json("status")
+
+
+def ppd(bus, which=OLD):
+    return dbus.Interface(bus.get_object(which[0], which[1]), "org.freedesktop.DBus.Properties")
+
+
+def wait_serving(env):
+    conn = dbus.bus.BusConnection(env.bus.address)
+    assert wait_until(lambda: conn.name_has_owner(OLD[0]) and conn.name_has_owner(NEW[0])), \
+        "rtctld does not answer power-profiles-daemon's names"
+    return conn
+
+
+def test_the_slider_switches_the_base_profile(ppenv):
+    ppenv.start()
+    wait_serving(ppenv)
+    p = ppctl(ppenv, "get")
+    assert p.returncode == 0 and p.stdout == "balanced\n", p.stdout + p.stderr
+    listed = ppctl(ppenv, "list").stdout
+    assert "* balanced:" in listed and "  performance:" in listed and "  power-saver:" in listed, listed
+    assert "Driver:     rtctl" in listed, listed
+    assert stat_interval() == "3"
+
+    for name, rtctl_profile, value in [("performance", "high", "4"), ("power-saver", "low", "2"),
+                                       ("balanced", "mid", "3")]:
+        p = ppctl(ppenv, "set", name)
+        assert p.returncode == 0, p.stderr
+        assert wait_until(lambda: stat_interval() == value), (name, stat_interval())
+        assert status(ppenv)["base_profile"] == rtctl_profile
+        assert ppctl(ppenv, "get").stdout == name + "\n"
+    # The choice is the base profile, remembered as `rtctl profile` remembers it.
+    ppctl(ppenv, "set", "performance")
+    d = ppenv.daemons[-1]
+    d.stop()
+    ppenv.start()
+    assert stat_interval() == "4" and ppctl(ppenv, "get").stdout == "performance\n"
+
+
+def test_both_names_answer_and_signal_the_change(ppenv):
+    ppenv.start()
+    conn = wait_serving(ppenv)
+    for which in (OLD, NEW):
+        props = ppd(conn, which).GetAll(which[0])
+        assert props["ActiveProfile"] == "balanced"
+        assert [str(p["Profile"]) for p in props["Profiles"]] == ["power-saver", "balanced", "performance"]
+        assert all(str(p["Driver"]) != "placeholder" for p in props["Profiles"])
+        assert props["PerformanceDegraded"] == "" and list(props["Actions"]) == []
+    seen = []
+    from dbus.mainloop.glib import DBusGMainLoop
+    from gi.repository import GLib
+    listener = dbus.bus.BusConnection(ppenv.bus.address, mainloop=DBusGMainLoop())
+    for which in (OLD, NEW):
+        listener.add_signal_receiver(lambda iface, changed, inv, path=None: seen.append((path, dict(changed))),
+                                 "PropertiesChanged", "org.freedesktop.DBus.Properties", path=which[1],
+                                 path_keyword="path")
+    # Written through the new name: both objects tell it.
+    ppd(conn, NEW).Set(NEW[0], "ActiveProfile", "power-saver")
+    ctx = GLib.MainContext.default()
+    deadline = time.monotonic() + HANG_SECONDS
+    while time.monotonic() < deadline and {p for p, c in seen if c.get("ActiveProfile") == "power-saver"} != \
+            {OLD[1], NEW[1]}:
+        ctx.iteration(False)
+        time.sleep(0.01)
+    assert {p for p, c in seen if c.get("ActiveProfile") == "power-saver"} == {OLD[1], NEW[1]}, seen
+    assert ppd(conn).Get(OLD[0], "ActiveProfile") == "power-saver"
+
+
+def test_launch_holds_performance_for_the_command(ppenv):
+    ppenv.start()
+    wait_serving(ppenv)
+    p = ppctl(ppenv, "launch", "-p", "performance", "-r", "building", "-i", "org.example.Build", "--",
+              "sh", "-c", "cat /proc/sys/vm/stat_interval; %s list-holds" % PPCTL)
+    assert p.returncode == 0, p.stderr
+    lines = p.stdout.splitlines()
+    assert lines[0] == "4", "the held performance profile was not in force while the command ran: %s" % p.stdout
+    assert "Profile:         performance" in p.stdout and "org.example.Build" in p.stdout, p.stdout
+    # Released when the command ended (powerprofilesctl's ReleaseProfile, or its leaving the bus).
+    assert wait_until(lambda: stat_interval() == "3")
+    assert status(ppenv)["holds"] == []
+
+
+def test_a_slider_change_never_drops_the_audio_hold(ppenv):
+    """A DAW's hold of a higher-ranked profile stays in force while the slider moves; the slider's choice
+    is the base profile, in force again once the hold ends. A power-profile hold is released by a slider
+    change, as power-profiles-daemon does; rtctl's own hold is not."""
+    ppenv.start()
+    conn = wait_serving(ppenv)
+    holder = subprocess.Popen([RTCTL, "hold", "held", "--reason", "daw", "--", "sleep", "600"],
+                              env=ppenv.environ)
+    try:
+        assert wait_until(lambda: stat_interval() == "7")
+        ppd_holder = dbus.bus.BusConnection(ppenv.bus.address)
+        iface = dbus.Interface(ppd_holder.get_object(*OLD), OLD[0])
+        cookie = int(iface.HoldProfile("performance", "render", "org.example.Render"))
+        # Both holds, the DAW's (an rtctl profile above performance) shown as performance.
+        holds = ppd(conn).Get(OLD[0], "ActiveProfileHolds")
+        assert len(holds) == 2 and {str(h["Profile"]) for h in holds} == {"performance"}, holds
+        assert "org.example.Render" in [str(h["ApplicationId"]) for h in holds], holds
+        p = ppctl(ppenv, "set", "power-saver")
+        assert p.returncode == 0, p.stderr
+        assert wait_until(lambda: status(ppenv)["base_profile"] == "low")
+        time.sleep(0.5)
+        assert stat_interval() == "7", "the slider dropped the audio hold"
+        held = [h["profile"] for h in status(ppenv)["holds"]]
+        assert held == ["held"], "the slider released %s" % held
+        # The power-profile hold went with the change, as in power-profiles-daemon.
+        with pytest.raises(dbus.exceptions.DBusException) as e:
+            iface.ReleaseProfile(dbus.UInt32(cookie))
+        assert e.value.get_dbus_name() == "org.freedesktop.DBus.Error.InvalidArgs"
+        assert ppctl(ppenv, "get").stdout == "power-saver\n"
+    finally:
+        holder.terminate()
+        holder.wait(HANG_SECONDS)
+    assert wait_until(lambda: stat_interval() == "2"), "the slider's choice is not in force after the hold"
+
+
+def test_bad_calls_get_named_errors_and_change_nothing(ppenv):
+    ppenv.start()
+    conn = wait_serving(ppenv)
+    iface = dbus.Interface(conn.get_object(*NEW), NEW[0])
+    for args, name, text in [
+            (("balanced", "r", "a"), "InvalidArgs", "Only profiles 'performance' and 'power-saver'"),
+            (("turbo", "r", "a"), "InvalidArgs", "Only profiles"),
+            (("performance", "r\x01", "a"), "org.rtctl.Error.InvalidArgument", "control characters"),
+            (("performance", "r" * 300, "a"), "InvalidArgs", "up to 256 bytes")]:
+        with pytest.raises(dbus.exceptions.DBusException) as e:
+            iface.HoldProfile(*args)
+        assert e.value.get_dbus_name().endswith(name) and text in e.value.get_dbus_message(), e.value
+    with pytest.raises(dbus.exceptions.DBusException) as e:
+        iface.ReleaseProfile(dbus.UInt32(12345))
+    assert e.value.get_dbus_name() == "org.freedesktop.DBus.Error.InvalidArgs"
+    with pytest.raises(dbus.exceptions.DBusException) as e:
+        ppd(conn, NEW).Set(NEW[0], "ActiveProfile", "turbo")
+    assert e.value.get_dbus_name() == "org.freedesktop.DBus.Error.Failed"
+    assert "Invalid profile name 'turbo'" in e.value.get_dbus_message()
+    with pytest.raises(dbus.exceptions.DBusException) as e:
+        ppd(conn, NEW).Set(NEW[0], "Profiles", dbus.Array([], signature="a{sv}"))
+    assert e.value.get_dbus_name() in ("org.freedesktop.DBus.Error.PropertyReadOnly",
+                                       "org.freedesktop.DBus.Error.InvalidArgs"), e.value
+    # rtctl's own holds are released through rtctl's API only.
+    rtctl_iface = dbus.Interface(conn.get_object("org.rtctl.Manager1", "/org/rtctl/Manager1"), "org.rtctl.Manager1")
+    cookie = int(rtctl_iface.HoldProfile("held", "r", "org.example.Daw", timeout=HANG_SECONDS))
+    with pytest.raises(dbus.exceptions.DBusException):
+        iface.ReleaseProfile(dbus.UInt32(cookie))
+    assert stat_interval() == "7"
+    rtctl_iface.ReleaseProfile(dbus.UInt32(cookie), timeout=HANG_SECONDS)
+    assert wait_until(lambda: stat_interval() == "3")
+    assert ppenv.daemons[-1].running()
+
+
+def test_the_session_user_needs_polkit_as_with_power_profiles_daemon(ppenv, ppbus):
+    ppenv.start()
+    wait_serving(ppenv)
+    p = ppctl(ppenv, "set", "performance", user=NOBODY)
+    assert p.returncode == 1 and "org.rtctl.power-profiles.switch-profile" in p.stderr, p.stderr
+    p = ppctl(ppenv, "launch", "-p", "performance", "--", "true", user=NOBODY)
+    assert "org.rtctl.power-profiles.hold-profile" in p.stderr, p.stderr
+    assert stat_interval() == "3" and status(ppenv)["holds"] == []
+    # Reading stays open.
+    assert ppctl(ppenv, "get", user=NOBODY).stdout == "balanced\n"
+    # What power-profiles-daemon allows the active session, polkit allows here.
+    ppbus.allow("org.rtctl.power-profiles.switch-profile", "org.rtctl.power-profiles.hold-profile")
+    p = ppctl(ppenv, "set", "performance", user=NOBODY)
+    assert p.returncode == 0, p.stderr
+    assert wait_until(lambda: stat_interval() == "4")
+    p = ppctl(ppenv, "launch", "-p", "power-saver", "--", "cat", "/proc/sys/vm/stat_interval", user=NOBODY)
+    # A power-saver hold is ranked below the base profile it would lower: performance stays.
+    assert p.returncode == 0 and p.stdout.strip() == "4", p.stdout + p.stderr
+    # rtctl's own switch is still its own action.
+    assert ppenv.rtctl("profile", "low", user=NOBODY).returncode == 6
+
+
+def test_power_profiles_daemon_keeps_its_names_and_rtctld_follows_it(ppenv, tmp_root):
+    """Where power-profiles-daemon runs (here python-dbusmock's stand-in for it), it answers the slider;
+    rtctld waits behind it and answers once it is gone."""
+    mock = subprocess.Popen([sys.executable, "-m", "dbusmock", "--system", "--template", "power_profiles_daemon"],
+                            env=ppenv.bus.env(), stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    conn = dbus.bus.BusConnection(ppenv.bus.address)
+    try:
+        assert wait_until(lambda: conn.name_has_owner(OLD[0])), "dbusmock's power-profiles-daemon did not come up"
+        mock_owner = conn.get_name_owner(OLD[0])
+        d = ppenv.start()
+        assert wait_until(lambda: "power-profiles-daemon owns %s" % OLD[0] in d.output()), d.output()
+        assert conn.get_name_owner(OLD[0]) == mock_owner
+        listed = ppctl(ppenv, "list").stdout
+        assert "Driver:     rtctl" not in listed, listed
+    finally:
+        mock.terminate()
+        mock.wait(HANG_SECONDS)
+    assert wait_until(lambda: conn.name_has_owner(OLD[0]) and "rtctl" in ppctl(ppenv, "list").stdout)
+    assert ppctl(ppenv, "get").stdout == "balanced\n"
+
+
+def test_serve_no_leaves_the_names_alone(ppenv):
+    ppenv.write("rtctl.conf", CONF + "Serve=no\n")
+    ppenv.start()
+    conn = dbus.bus.BusConnection(ppenv.bus.address)
+    time.sleep(0.5)
+    assert not conn.name_has_owner(OLD[0]) and not conn.name_has_owner(NEW[0])
+    p = ppctl(ppenv, "get")
+    assert p.returncode == 1 and "Failed to communicate with power-profiles-daemon" in p.stderr, p.stderr
+
+
+def test_a_bad_power_profiles_section_is_named_by_file_line_and_key(ppenv):
+    """Bad settings fall back to the defaults as the rest of rtctl.conf does, each problem named."""
+    ppenv.write("rtctl.conf", CONF.replace("Performance=high", "Performance=mid\nTurbo=x"))
+    d = ppenv.start()
+    out = d.output()
+    assert "rtctl.conf:7: Performance=mid: the same profile as another power profile's" in out, out
+    assert "rtctl.conf:8: Turbo=x: unknown key in [PowerProfiles]" in out, out
+    wait_serving(ppenv)
+    assert ppctl(ppenv, "get").returncode == 0

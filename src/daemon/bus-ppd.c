@@ -293,9 +293,79 @@ static int on_name_requested(sd_bus_message *reply, void *userdata, sd_bus_error
         return 0;
 }
 
+static const char *const ppd_names[][2] = {{PPD_NAME, PPD_PATH}, {PPD_NAME_OLD, PPD_PATH_OLD}};
+
+/* Asked for without taking them from power-profiles-daemon: queued behind it, and it may take them back. */
+static void ask_for_names(Manager *m)
+{
+        if (m->ppd_names_asked)
+                return;
+        m->ppd_names_asked = true;
+        m->ppd_watch = sd_bus_slot_unref(m->ppd_watch);
+        m->ppd_timer = sd_event_source_disable_unref(m->ppd_timer);
+        for (size_t i = 0; i < ELEMENTSOF(ppd_names); i++) {
+                int r = sd_bus_request_name_async(m->bus, NULL, ppd_names[i][0],
+                                                  SD_BUS_NAME_ALLOW_REPLACEMENT | SD_BUS_NAME_QUEUE,
+                                                  on_name_requested, (void *)ppd_names[i][0]);
+                if (r < 0)
+                        log_warning_errno(r, "Failed to ask for %s: %m", ppd_names[i][0]);
+        }
+}
+
+/* power-profiles-daemon took its name: behind it now. */
+static int on_ppd_owner(sd_bus_message *msg, void *userdata, sd_bus_error *ret_error)
+{
+        const char *name, *old_owner, *new_owner;
+
+        if (sd_bus_message_read(msg, "sss", &name, &old_owner, &new_owner) >= 0 && !isempty(new_owner))
+                ask_for_names(userdata);
+        return 0;
+}
+
+/* It did not come (it failed, or rtctl's OnConflict=stop masked it first): the names are free. */
+static int on_ppd_wait_over(sd_event_source *s, uint64_t usec, void *userdata)
+{
+        log_info("power-profiles-daemon is enabled but did not take %s: answering the power slider.",
+                 PPD_NAME_OLD);
+        ask_for_names(userdata);
+        return 0;
+}
+
+/* Where power-profiles-daemon is enabled, it starts after rtctld at boot (rtctld runs before
+ * basic.target), and it exits when it cannot own its names: asked for at once, they would be rtctld's
+ * and power-profiles-daemon would fail. So they are asked for once it has them, or PPD_WAIT_USEC on. */
+#define PPD_WAIT_USEC (90 * 1000000ULL)
+
+static int on_unit_file_state(sd_bus_message *reply, void *userdata, sd_bus_error *ret_error)
+{
+        Manager *m = userdata;
+        static char *const startable[] = {"enabled", "enabled-runtime", "static", "alias", "indirect", NULL};
+        const char *state = NULL;
+        int r;
+
+        if (sd_bus_message_is_method_error(reply, NULL) || sd_bus_message_read(reply, "s", &state) < 0 ||
+            !strv_contains(startable, state)) {
+                ask_for_names(m);
+                return 0;
+        }
+        log_info("power-profiles-daemon is %s: it answers the power slider; rtctld waits for it.", state);
+        r = sd_bus_add_match_async(
+            m->bus, &m->ppd_watch,
+            "type='signal',sender='org.freedesktop.DBus',interface='org.freedesktop.DBus',"
+            "member='NameOwnerChanged',arg0='" PPD_NAME_OLD "'",
+            on_ppd_owner, NULL, m);
+        if (r >= 0)
+                r = sd_event_add_time_relative(m->event, &m->ppd_timer, CLOCK_MONOTONIC, PPD_WAIT_USEC,
+                                               1000000ULL, on_ppd_wait_over, m);
+        if (r < 0) {
+                log_warning_errno(r, "Failed to wait for power-profiles-daemon: %m");
+                ask_for_names(m);
+        }
+        return 0;
+}
+
 int bus_ppd_setup(Manager *m)
 {
-        static const char *const names[][2] = {{PPD_NAME, PPD_PATH}, {PPD_NAME_OLD, PPD_PATH_OLD}};
         int r;
 
         assert(m);
@@ -303,19 +373,17 @@ int bus_ppd_setup(Manager *m)
         if (!m->conf.serve_power_profiles)
                 return 0;
         r = sd_bus_add_filter(m->bus, NULL, on_message, m);
-        for (size_t i = 0; r >= 0 && i < ELEMENTSOF(names); i++)
-                r = sd_bus_add_object_vtable(m->bus, NULL, names[i][1], names[i][0], ppd_vtable, m);
+        for (size_t i = 0; r >= 0 && i < ELEMENTSOF(ppd_names); i++)
+                r = sd_bus_add_object_vtable(m->bus, NULL, ppd_names[i][1], ppd_names[i][0], ppd_vtable, m);
         if (r < 0)
                 return log_error_errno(r, "Failed to register power-profiles-daemon's objects: %m");
         m->ppd_serving = true;
-        /* Never taken from power-profiles-daemon: queued behind it; and it may take them back. */
-        for (size_t i = 0; i < ELEMENTSOF(names); i++) {
-                r = sd_bus_request_name_async(m->bus, NULL, names[i][0],
-                                              SD_BUS_NAME_ALLOW_REPLACEMENT | SD_BUS_NAME_QUEUE,
-                                              on_name_requested, (void *)names[i][0]);
-                if (r < 0)
-                        log_warning_errno(r, "Failed to ask for %s: %m", names[i][0]);
-        }
+        /* Without systemd on the bus (no answer), nothing will start power-profiles-daemon. */
+        r = sd_bus_call_method_async(m->bus, NULL, "org.freedesktop.systemd1", "/org/freedesktop/systemd1",
+                                     "org.freedesktop.systemd1.Manager", "GetUnitFileState",
+                                     on_unit_file_state, m, "s", "power-profiles-daemon.service");
+        if (r < 0)
+                ask_for_names(m);
         return 0;
 }
 

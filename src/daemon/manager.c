@@ -72,6 +72,8 @@ void manager_free(Manager *m)
         polkit_free(m->polkit);
         bus_reads_free(m->bus_reads);
         sd_bus_slot_unref(m->name_slot);
+        sd_bus_slot_unref(m->ppd_watch);
+        sd_event_source_unref(m->ppd_timer);
         sd_bus_flush_close_unref(m->bus);
         uevent_monitor_free(m->uevents);
         manager_rules_free(m);

@@ -148,7 +148,10 @@ typedef struct Manager {
         uint64_t hold_seq;
         sd_bus_slot *name_slot; /* NameOwnerChanged: callers leaving the bus (bus.c) */
         Polkit *polkit;
-        bool ppd_serving; /* power-profiles-daemon's objects are registered (bus-ppd.c) */
+        bool ppd_serving;           /* power-profiles-daemon's objects are registered (bus-ppd.c) */
+        bool ppd_names_asked;       /* and its names asked for */
+        sd_bus_slot *ppd_watch;     /* NameOwnerChanged of its name, while waiting for it to run */
+        sd_event_source *ppd_timer; /* how long that wait lasts */
         SettingContext kinds;
         Dirty dirty;
         char *pass_reason;

@@ -97,7 +97,10 @@ fi
 # for `rtctl bootargs apply` + update-grub (installed, never booted from: the guest
 # boots its kernel directly, so grub-install never runs). ansible-core runs docs/fleet's playbook
 # (fleet-ansible) with --connection=local, as configuration management would.
-CHROOT_PKGS=("$KERNEL_PKG" polkitd irqbalance
+# power-profiles-daemon: its powerprofilesctl drives rtctld's answer to its API (power-slider), and the
+# daemon itself keeps the names when it runs (0.12 on Debian 12, 0.30 on Debian 13); python3-gi:
+# powerprofilesctl imports it (only a Recommends of the package).
+CHROOT_PKGS=("$KERNEL_PKG" polkitd irqbalance power-profiles-daemon python3-gi
 	libpam-systemd dbus-user-session pipewire pipewire-bin wireplumber libspa-0.2-modules jackd2
 	pipewire-jack grub-pc ansible-core)
 

@@ -48,6 +48,9 @@ dpkg --audit
 ls /boot/vmlinuz-* /boot/initrd.img-* >/dev/null
 # irqbalance moves IRQs on its own: only the test that is about it runs it.
 systemctl disable irqbalance.service
+# power-profiles-daemon owns the power slider's names when it runs: only the test that is about it
+# starts it; rtctld answers them otherwise.
+systemctl disable power-profiles-daemon.service
 
 # --- system configuration ----------------------------------------------------
 echo rtctl-vm >/etc/hostname

@@ -46,8 +46,8 @@ from vmtest_common import (agent_main, con, cpu_ids, Fail, helper_main, hold_mai
     rtctld_installed, run, Skip, STATE, TESTS, TestTimeout, UNIT)
 
 # the test modules, in the order their tests run: importing one registers its tests (@test)
-TEST_MODULES = ("vmtest_daemon", "vmtest_xruns", "vmtest_isolation", "vmtest_session", "vmtest_attach",
-                "vmtest_audio", "vmtest_system", "vmtest_package", "vmtest_boot", "vmtest_bench", "vmtest_rt")
+TEST_MODULES = ("vmtest_daemon", "vmtest_xruns", "vmtest_isolation", "vmtest_session", "vmtest_power",
+                "vmtest_attach", "vmtest_audio", "vmtest_system", "vmtest_package", "vmtest_boot", "vmtest_bench", "vmtest_rt")
 for _m in TEST_MODULES:
     importlib.import_module(_m)
 from vmtest_boot import Reboot, RESUME

@@ -1,0 +1,128 @@
+"""The VM tier: the desktop's power slider (issue 25). Debian's own powerprofilesctl (0.12 on Debian 12:
+net.hadess.PowerProfiles; 0.30 on Debian 13: org.freedesktop.UPower.PowerProfiles) as alice in her active
+session, on the real system bus with the real polkitd, drives rtctld while power-profiles-daemon does not
+run; when it runs, it keeps its names."""
+
+import os
+import time
+
+from vmtest_common import check, con, dbus_mod, RTCTL, run, test, UNIT, unit_prop, wait_for
+from vmtest_session import (as_alice, brief, ensure_rtctld_base, holds_of, kill_quietly, rtprops, session,
+    spawn_as_alice)
+
+PPCTL = "/usr/bin/powerprofilesctl"
+PPD_UNIT = "power-profiles-daemon.service"
+NAMES = ("net.hadess.PowerProfiles", "org.freedesktop.UPower.PowerProfiles")
+
+
+def owner_pid(name):
+    """The PID that owns a bus name, 0 for none."""
+    dbus = dbus_mod()
+    bus = dbus.SystemBus()
+    try:
+        daemon = dbus.Interface(bus.get_object("org.freedesktop.DBus", "/org/freedesktop/DBus"),
+                                "org.freedesktop.DBus")
+        return int(daemon.GetConnectionUnixProcessID(name))
+    except dbus.exceptions.DBusException:
+        return 0
+
+
+def rtctld_pid():
+    return int(unit_prop(UNIT, "MainPID").get("MainPID", 0))
+
+
+@test("power-slider", timeout=300)
+def t_power_slider():
+    """power-profiles-daemon disabled (as the image has it): rtctld answers both names. alice, in her active session, moves the slider with powerprofilesctl (no password, as
+    power-profiles-daemon allows the active session): each choice is rtctld's base profile; `launch`
+    holds performance for its command; a slider move while audio is held keeps the audio isolation, and
+    the choice takes over when the hold ends. A user outside the session is refused. power-profiles-daemon
+    enabled: a restarted rtctld leaves it the names, it starts and answers; stopped, rtctld answers."""
+    session()
+    ensure_rtctld_base()
+    check(os.access(PPCTL, os.X_OK), "no %s in the image" % PPCTL)
+    steps = []
+    holder = None
+    enabled = False
+    try:
+        me = rtctld_pid()
+        check(wait_for(lambda: all(owner_pid(n) == me for n in NAMES), 20, 0.2),
+              "power-profiles-daemon disabled: the names' owners %s, rtctld is %d" % (
+                  [owner_pid(n) for n in NAMES], me))
+        steps.append("power-profiles-daemon disabled: rtctld (pid %d) answers both names" % me)
+
+        p = as_alice([PPCTL, "get"])
+        check(p["rc"] == 0 and p["stdout"].strip() == "balanced",
+              "powerprofilesctl get as alice: rc=%d %s" % (p["rc"], (p["stdout"] + p["stderr"]).strip()[-300:]))
+        for name, profile in (("performance", "performance"), ("power-saver", "power-saver")):
+            p = as_alice([PPCTL, "set", name])
+            check(p["rc"] == 0, "powerprofilesctl set %s as alice: rc=%d %s" % (name, p["rc"], p["stderr"].strip()[-300:]))
+            check(wait_for(lambda: rtprops().get("BaseProfile") == profile and
+                           rtprops().get("ActiveProfile") == profile, 20, 0.2),
+                  "after `powerprofilesctl set %s`: %s" % (name, brief(rtprops())))
+            p = as_alice([PPCTL, "get"])
+            check(p["stdout"].strip() == name, "powerprofilesctl get after set %s: %r" % (name, p["stdout"]))
+        steps.append("alice's `set performance`, `set power-saver`: rtctld's base profile each time")
+
+        # outside the active session: polkit says no
+        p = run(["setpriv", "--reuid=tester", "--regid=tester", "--clear-groups", PPCTL, "set", "performance"])
+        check(p.returncode != 0 and rtprops().get("BaseProfile") == "power-saver",
+              "powerprofilesctl set as tester (no session): rc=%d %s; %s" % (
+                  p.returncode, (p.stderr or p.stdout).strip()[-200:], brief(rtprops())))
+        steps.append("tester (no session) refused: %s" % p.stderr.strip().splitlines()[-1][-120:])
+
+        # launch: performance held while the command runs
+        p = as_alice([PPCTL, "launch", "-p", "performance", "-r", "vmtest", "-i", "org.rtctl.vmtest", "--",
+                      "sh", "-c", "busctl --system get-property org.rtctl.Manager1 /org/rtctl/Manager1 "
+                      "org.rtctl.Manager1 ActiveProfile"], timeout=60)
+        check(p["rc"] == 0 and '"performance"' in p["stdout"],
+              "powerprofilesctl launch -p performance as alice: rc=%d %s" % (p["rc"], (p["stdout"] + p["stderr"]).strip()[-300:]))
+        check(wait_for(lambda: not rtprops().get("ActiveProfileHolds") and rtprops().get("ActiveProfile") == "power-saver",
+                       20, 0.2), "after launch ended: %s" % brief(rtprops()))
+        steps.append("launch: ActiveProfile performance during the command, power-saver after")
+
+        # the audio hold survives the slider
+        holder = spawn_as_alice([RTCTL, "hold", "audio", "--reason", "daw", "--", "sleep", "600"])
+        check(wait_for(lambda: rtprops().get("ActiveProfile") == "audio" and rtprops().get("IsolatedCPUs"), 30, 0.25),
+              "alice's `rtctl hold audio`: %s" % brief(rtprops()))
+        iso = rtprops()["IsolatedCPUs"]
+        p = as_alice([PPCTL, "set", "performance"])
+        check(p["rc"] == 0, "powerprofilesctl set performance during the audio hold: %s" % p["stderr"].strip()[-300:])
+        check(wait_for(lambda: rtprops().get("BaseProfile") == "performance", 20, 0.2), brief(rtprops()))
+        time.sleep(1)
+        props = rtprops()
+        check(props.get("ActiveProfile") == "audio" and props.get("IsolatedCPUs") == iso and holds_of(props, "audio"),
+              "the slider dropped the audio hold: %s" % brief(props))
+        kill_quietly([holder])
+        holder = None
+        check(wait_for(lambda: rtprops().get("ActiveProfile") == "performance" and not rtprops().get("IsolatedCPUs"),
+                       30, 0.25), "after the audio hold ended: %s" % brief(rtprops()))
+        steps.append("slider to performance while audio was held: isolation %s kept, performance after" % iso)
+
+        # power-profiles-daemon enabled: it starts after rtctld at boot and exits if it cannot own its
+        # names, so rtctld leaves them to it and queues once it has them; stopped, rtctld answers again
+        run(["systemctl", "enable", PPD_UNIT], check_rc=True, timeout=60)
+        enabled = True
+        run(["systemctl", "restart", UNIT], check_rc=True, timeout=120)
+        me = rtctld_pid()
+        time.sleep(1)
+        check(all(owner_pid(n) != me for n in NAMES), "rtctld took the names of an enabled power-profiles-daemon")
+        run(["systemctl", "start", PPD_UNIT], check_rc=True, timeout=60)
+        ppd = int(unit_prop(PPD_UNIT, "MainPID").get("MainPID", 0))
+        check(ppd and wait_for(lambda: owner_pid(NAMES[0]) == ppd, 20, 0.2),
+              "power-profiles-daemon (pid %d) does not own %s (owner pid %d)" % (ppd, NAMES[0], owner_pid(NAMES[0])))
+        run(["systemctl", "stop", PPD_UNIT], check_rc=True, timeout=60)
+        check(wait_for(lambda: all(owner_pid(n) == me for n in NAMES), 20, 0.2),
+              "power-profiles-daemon stopped: the names' owners %s, rtctld is %d" % ([owner_pid(n) for n in NAMES], me))
+        steps.append("power-profiles-daemon enabled: rtctld left it the names, it ran (pid %d), stopped: rtctld "
+                     "answers" % ppd)
+        return "; ".join(steps)
+    finally:
+        if holder:
+            kill_quietly([holder])
+        r = run(["systemctl", "stop", PPD_UNIT], timeout=60)
+        if r.returncode != 0:
+            con.line("VMLOG power-slider cleanup: %s" % r.stderr.strip())
+        if enabled:
+            run(["systemctl", "disable", PPD_UNIT], timeout=60)
+        ensure_rtctld_base()

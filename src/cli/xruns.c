@@ -414,6 +414,10 @@ typedef struct Context {
         IrqTable *irqs;
         unsigned period_us;
         long long rt_runtime_us; /* kernel.sched_rt_runtime_us at the start (-1: no throttling) */
+        /* How far past an xrun's time its late cycle reaches: PipeWire's profiler dates an xrun by the
+         * deadline the cycle missed, and what held the driver past it runs after that (one period);
+         * jack2 tells an xrun once it happened (0). */
+        uint64_t late_ns;
 } Context;
 
 /* The kernel's prio of a real-time task (0..98, lower is higher) as chrt's priority (99..1). */
@@ -614,7 +618,35 @@ typedef struct Finding {
         unsigned window_us;     /* how far back from the xrun was looked */
         double audio_share;     /* of their CPUs the audio threads took in the last 10 periods */
         int audio_prio;
+        size_t same_stall_as; /* 1-based: the xrun whose causes these are (same_stall()), 0 for none */
+        uint64_t stall_ns;    /* when that xrun was */
 } Finding;
+
+/* An xrun with nothing of its own to show, told soon after one that had a cause, is that stall's: a
+ * server tells several xruns for one stall (PipeWire: a follower unfinished, its count rising, the driver
+ * late), and the cycles that catch up after it run without a gap to read back over. Within 8 periods
+ * (25 ms at least) of the first xrun of the stall, it takes that xrun's causes and says so. */
+static void same_stall(const GArray *findings, const Context *ctx, Finding *f)
+{
+        const Finding *prev;
+        uint64_t within = MAX(8ULL * ctx->period_us * 1000ULL, 25000000ULL), since;
+
+        if (f->n_causes > 0 || findings->len == 0)
+                return;
+        prev = &g_array_index(findings, Finding, findings->len - 1);
+        since = prev->same_stall_as ? prev->stall_ns : prev->mono_ns;
+        if (prev->n_causes == 0 || f->mono_ns < since || f->mono_ns - since > within)
+                return;
+        f->same_stall_as = prev->same_stall_as ?: findings->len;
+        f->stall_ns = since;
+        f->causes = xreallocarray(NULL, prev->n_causes, sizeof(XrunCause));
+        for (size_t i = 0; i < prev->n_causes; i++) {
+                f->causes[i] = prev->causes[i];
+                f->causes[i].name = prev->causes[i].name ? xstrdup(prev->causes[i].name) : NULL;
+                f->causes[i].comm = prev->causes[i].comm ? xstrdup(prev->causes[i].comm) : NULL;
+        }
+        f->n_causes = prev->n_causes;
+}
 
 static int cmp_cost(const void *a, const void *b)
 {
@@ -659,10 +691,10 @@ static void analyse(XrunTrace *trace, const CpuSet *cpus, const Context *ctx, ui
         /* The window, and before it the busy stretch it starts in: the cycles that caught up after
          * whatever held the CPU ran without a break since (20 periods, 50 ms at least, further back: a
          * saturated CPU would otherwise add up every tick of a second). */
-        uint64_t from = at > window_ns ? at - window_ns : 0;
+        uint64_t from = at > window_ns ? at - window_ns : 0, to = at + ctx->late_ns;
         from = xrun_trace_busy_since(trace, list, n, from, 20000, MAX(20 * period_ns, 50000000ULL));
-        f->window_us = (unsigned)((at - from) / 1000);
-        (void)xrun_trace_causes(trace, list, n, from, at, min_ns, is_audio, &l, &f->causes, &f->n_causes);
+        f->window_us = (unsigned)((to - from) / 1000);
+        (void)xrun_trace_causes(trace, list, n, from, to, min_ns, is_audio, &l, &f->causes, &f->n_causes);
         xrun_causes_fold_irq_threads(f->causes, &f->n_causes, is_kthread, NULL);
         /* Idle exits are counted: each costs the exit latency its state declares (read once here). */
         for (size_t i = 0; i < f->n_causes; i++)
@@ -792,6 +824,8 @@ static json_object *finding_json(const Context *ctx, const Server *s, const Find
         json_object_object_add(o, "audio_work_us", json_object_new_int64(f->audio_work_us));
         json_object_object_add(o, "window_us", json_object_new_int64(f->window_us));
         json_object_object_add(o, "audio_share", json_object_new_double(f->audio_share));
+        if (f->same_stall_as)
+                json_object_object_add(o, "same_stall_as", json_object_new_int64((int64_t)f->same_stall_as));
         for (size_t i = 0; i < f->n_causes; i++) {
                 const XrunCause *c = &f->causes[i];
                 _cleanup_free_ char *what = NULL, *fix = NULL;
@@ -845,6 +879,9 @@ static void finding_print(const Context *ctx, const Server *s, const Finding *f,
                        cpus_list, MAX(20u, ctx->period_us / 20), f->window_us / 1000.0,
                        f->audio_work_us / 1000.0, f->audio_share * 100);
         }
+        if (f->same_stall_as)
+                printf("  the same stall as xrun %zu (%.1f ms before), nothing else seen since:\n",
+                       f->same_stall_as, (double)(f->mono_ns - f->stall_ns) / 1e6);
         for (size_t i = 0; i < f->n_causes && i < 3; i++) {
                 _cleanup_free_ char *what = NULL, *fix = NULL;
                 describe(ctx, &f->causes[i], f->audio_prio, &what, &fix);
@@ -988,6 +1025,8 @@ int verb_xruns(Cli *c, int argc, char *argv[])
                 goto out;
         }
         ctx.period_us = server.rate ? (unsigned)((uint64_t)server.frames * 1000000ULL / server.rate) : 0;
+        if (streq(server.kind, "pipewire"))
+                ctx.late_ns = (uint64_t)ctx.period_us * 1000ULL;
         if (window_ms == 0) /* the late cycle and the one before it, and time for the news to arrive */
                 window_ms = MAX(10u, (4 * ctx.period_us + 999) / 1000);
         (void)irq_table_load(0, topo->n_cpus, &ctx.irqs);
@@ -1064,6 +1103,7 @@ int verb_xruns(Cli *c, int argc, char *argv[])
                         Finding f = {.mono_ns = at,
                                      .wall = time(NULL) - (time_t)((now - at) / 1000000000ULL)};
                         analyse(trace, cpus, &ctx, (uint64_t)window_ms * 1000000ULL, at, &f);
+                        same_stall(findings, &ctx, &f);
                         smis_read(&smis, &f);
                         g_array_append_val(findings, f);
                         if (!c->json) {

@@ -639,6 +639,8 @@ static void same_stall(const GArray *findings, const Context *ctx, Finding *f)
                 return;
         f->same_stall_as = prev->same_stall_as ?: findings->len;
         f->stall_ns = since;
+        /* analyse() may have kept an array it emptied. */
+        xrun_causes_free(f->causes, f->n_causes);
         f->causes = xreallocarray(NULL, prev->n_causes, sizeof(XrunCause));
         for (size_t i = 0; i < prev->n_causes; i++) {
                 f->causes[i] = prev->causes[i];

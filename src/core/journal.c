@@ -52,12 +52,25 @@ void journal_append(Journal *j, const SettingKind *kind, const char *tuner, cons
         j->n++;
 }
 
+/* Losses reach the log and the bus, which take UTF-8 only; a message that echoes a damaged journal's text
+ * cut at a byte count ("%.64s") may split a character. Invalid bytes become U+FFFD. */
+static char *valid_utf8(char *s)
+{
+        if (!s || g_utf8_validate(s, -1, NULL))
+                return s;
+        char *v = g_utf8_make_valid(s, -1), *r = xstrdup(v);
+        g_free(v);
+        free(s);
+        return r;
+}
+
 void journal_add_loss(Journal *j, const char *object, char *reason)
 {
         assert(j);
 
         GREEDY_REALLOC(j->lost, j->lost_allocated, j->n_lost + 1);
-        j->lost[j->n_lost++] = (JournalLoss){.object = object ? xstrdup(object) : NULL, .reason = reason};
+        j->lost[j->n_lost++] = (JournalLoss){.object = valid_utf8(object ? xstrdup(object) : NULL),
+                                             .reason = valid_utf8(reason)};
 }
 
 void journal_set_damaged_copy(Journal *j, char *path)

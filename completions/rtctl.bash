@@ -82,7 +82,7 @@ _rtctl() {
         latency)
             case $prev in
                 --cpus) COMPREPLY=($(compgen -W "isolated housekeeping all" -- "$cur")) ;;
-                --method) COMPREPLY=($(compgen -W "auto timerlat timer" -- "$cur")) ;;
+                --method) COMPREPLY=($(compgen -W "auto timerlat osnoise hwlat timer" -- "$cur")) ;;
                 --duration|--slice) COMPREPLY=($(compgen -W "10s 30s 1m" -- "$cur")) ;;
                 --svg) _filedir svg ;;
                 *) COMPREPLY=($(compgen -W "--cpus --duration --method --compare --slice --svg $globals" -- "$cur")) ;;

@@ -91,7 +91,7 @@ complete -c rtctl -n '__rtctl_nth bootargs 0' -a 'show apply revert'
 
 complete -c rtctl -n '__rtctl_verb latency' -l cpus -x -a 'isolated housekeeping all' -d 'The CPUs to measure'
 complete -c rtctl -n '__rtctl_verb latency' -l duration -x -a '10s 30s 1m' -d 'How long to measure'
-complete -c rtctl -n '__rtctl_verb latency' -l method -x -a 'auto timerlat timer' -d 'How to measure'
+complete -c rtctl -n '__rtctl_verb latency' -l method -x -a 'auto timerlat osnoise hwlat timer' -d 'How to measure'
 complete -c rtctl -n '__rtctl_verb latency' -l compare -x -a '(__rtctl_profiles)' -d 'Alternate with this profile'
 complete -c rtctl -n '__rtctl_verb latency' -l slice -x -a '10s 30s 1m' -d 'How long each turn of --compare lasts'
 complete -c rtctl -n '__rtctl_verb latency' -l svg -r -F -d 'Write the histograms as an SVG picture'

@@ -1,6 +1,6 @@
 /* SPDX-License-Identifier: GPL-2.0-or-later */
-/* The two ways rtctl latency measures one slice: the kernel's timerlat tracer, and its own timer
- * processes (one per CPU: a process, not a thread, so that rtctld can attach one to the isolated CPUs
+/* The ways rtctl latency measures one slice: the kernel's tracers (timerlat, osnoise, hwlat), and its own
+ * timer processes (one per CPU: a process, not a thread, so that rtctld can attach one to the isolated CPUs
  * and leave the others where they are). */
 #include <fcntl.h>
 #include <poll.h>
@@ -62,7 +62,21 @@ static uint64_t ts_ns(const struct timespec *t)
         return (uint64_t)t->tv_sec * 1000000000ULL + (uint64_t)t->tv_nsec;
 }
 
-/* ---- timerlat ----------------------------------------------------------------------------------- */
+/* ---- the tracers -------------------------------------------------------------------------------- */
+
+LatencyTracer latency_method_tracer(LatencyMethod m)
+{
+        switch (m) {
+        case LATENCY_TIMERLAT:
+                return TRACER_TIMERLAT;
+        case LATENCY_OSNOISE:
+                return TRACER_OSNOISE;
+        case LATENCY_HWLAT:
+                return TRACER_HWLAT;
+        default:
+                return _TRACER_MAX;
+        }
+}
 
 int latency_tracefs(char **ret_dir, char **ret_error)
 {
@@ -101,18 +115,42 @@ static int cpu_index(const CpuSet *cpus, unsigned cpu)
         return -1;
 }
 
-/* Complete lines of buf[0..*len) into the histograms; a partial last line stays for the next read. */
-static void consume_lines(char *buf, size_t *len, const CpuSet *cpus, LatencyHist *hists)
+/* One line of the trace into its CPU's histogram (and osnoise's totals). */
+static void consume_line(const char *line, const LatencySlice *slice, LatencyHist *hists)
 {
-        char *start = buf, *nl;
+        OsnoiseSample s;
         unsigned cpu;
         uint64_t ns;
+        bool nmi;
+        int i;
+
+        switch (slice->method) {
+        case LATENCY_OSNOISE:
+                if (!osnoise_parse_line(line, &cpu, &s) || (i = cpu_index(slice->cpus, cpu)) < 0)
+                        return;
+                latency_hist_add(&hists[i], s.max_single_us * 1000);
+                if (slice->noise)
+                        osnoise_sample_add(&slice->noise[i], &s);
+                return;
+        case LATENCY_HWLAT:
+                if (hwlat_parse_line(line, &cpu, &ns, &nmi) && (i = cpu_index(slice->cpus, cpu)) >= 0)
+                        latency_hist_add(&hists[i], ns);
+                return;
+        default:
+                if (timerlat_parse_line(line, &cpu, &ns) && (i = cpu_index(slice->cpus, cpu)) >= 0)
+                        latency_hist_add(&hists[i], ns);
+                return;
+        }
+}
+
+/* Complete lines of buf[0..*len) into the histograms; a partial last line stays for the next read. */
+static void consume_lines(char *buf, size_t *len, const LatencySlice *slice, LatencyHist *hists)
+{
+        char *start = buf, *nl;
 
         while ((nl = memchr(start, '\n', *len - (size_t)(start - buf)))) {
                 *nl = 0;
-                int i;
-                if (timerlat_parse_line(start, &cpu, &ns) && (i = cpu_index(cpus, cpu)) >= 0)
-                        latency_hist_add(&hists[i], ns);
+                consume_line(start, slice, hists);
                 start = nl + 1;
         }
         *len -= (size_t)(start - buf);
@@ -150,7 +188,7 @@ static int read_trace(const char *dir, const LatencySlice *slice, LatencyHist *h
                         if (k <= 0)
                                 break;
                         len += (size_t)k;
-                        consume_lines(buf, &len, slice->cpus, hists);
+                        consume_lines(buf, &len, slice, hists);
                         if (len == sizeof(buf) - 1)
                                 len = 0; /* a line longer than the buffer is no sample */
                 }
@@ -170,8 +208,7 @@ static int put_back_leftovers(const char *dir, const char *journal, char **ret_e
         int r;
 
         if (owner) {
-                *ret_error =
-                    xasprintf("another rtctl latency (PID %u) is measuring with the timerlat tracer", owner);
+                *ret_error = xasprintf("another rtctl latency (PID %u) is measuring with a tracer", owner);
                 return -EBUSY;
         }
         _cleanup_free_ char *msg = NULL;
@@ -211,7 +248,7 @@ int latency_put_back_leftovers(char **ret_error)
         return put_back_leftovers(dir, journal, ret_error);
 }
 
-static int measure_timerlat(const LatencySlice *slice, LatencyHist *hists, char **ret_error)
+static int measure_tracer(LatencySlice *slice, LatencyHist *hists, char **ret_error)
 {
         TimerlatState st = {};
         _cleanup_free_ char *restore_error = NULL, *runtime = rtctl_runtime_dir(),
@@ -225,9 +262,10 @@ static int measure_timerlat(const LatencySlice *slice, LatencyHist *hists, char 
                 *ret_error = NULL;
         } else if (r < 0)
                 return r;
-        r = timerlat_save(slice->tracefs, &st, ret_error);
+        r = timerlat_save(slice->tracefs, latency_method_tracer(slice->method), &st, ret_error);
         if (r < 0)
                 return r;
+        slice->threshold_us = timerlat_threshold_us(&st);
         /* Journalled before the first write, so that a SIGKILL between here and the restore costs nothing.
          */
         r = mkdir_p(runtime, 0755);
@@ -429,10 +467,10 @@ static int measure_timer(const LatencySlice *slice, LatencyHist *hists, char **r
         return r;
 }
 
-int latency_measure(const LatencySlice *slice, LatencyHist *hists, char **ret_error)
+int latency_measure(LatencySlice *slice, LatencyHist *hists, char **ret_error)
 {
         assert(slice);
 
-        return slice->method == LATENCY_TIMERLAT ? measure_timerlat(slice, hists, ret_error)
-                                                 : measure_timer(slice, hists, ret_error);
+        return slice->method == LATENCY_TIMER ? measure_timer(slice, hists, ret_error)
+                                              : measure_tracer(slice, hists, ret_error);
 }

@@ -1,6 +1,7 @@
 /* SPDX-License-Identifier: GPL-2.0-or-later */
 /* latency: wake-up latency per CPU, measured with the kernel's timerlat tracer or rtctl's own timer
- * processes; --compare alternates two profiles in short slices so both see the same conditions. */
+ * processes; what interrupts a busy thread (osnoise); the hardware's own gaps (hwlat). --compare
+ * alternates two profiles in short slices so both see the same conditions. */
 #include <math.h>
 #include <sys/resource.h>
 
@@ -27,13 +28,15 @@ typedef struct Options {
 /* The measurements of one profile (or of the machine as it is, profile NULL). */
 typedef struct Run {
         char *profile;
-        unsigned ms;        /* measured, settling left out */
-        LatencyHist *hists; /* one per measured CPU, in CPU order */
+        unsigned ms;          /* measured, settling left out */
+        LatencyHist *hists;   /* one per measured CPU, in CPU order */
+        OsnoiseSample *noise; /* osnoise's totals, one per measured CPU */
 } Run;
 
 #define USAGE                                                                                               \
         "latency [--cpus isolated|housekeeping|all|LIST] [--duration 30s]\n"                                \
-        "                     [--method auto|timerlat|timer] [--compare PROFILE [--slice 5s]]\n"            \
+        "                     [--method auto|timerlat|osnoise|hwlat|timer] [--compare PROFILE [--slice "    \
+        "5s]]\n"                                                                                            \
         "                     [--svg FILE] [--json]"
 
 /* "30", "30s", "1500ms", "2m". */
@@ -92,10 +95,15 @@ static bool parse_args(CliArgs *a, Options *o)
                                 o->method = LATENCY_AUTO;
                         else if (streq(v, "timerlat"))
                                 o->method = LATENCY_TIMERLAT;
+                        else if (streq(v, "osnoise"))
+                                o->method = LATENCY_OSNOISE;
+                        else if (streq(v, "hwlat"))
+                                o->method = LATENCY_HWLAT;
                         else if (streq(v, "timer"))
                                 o->method = LATENCY_TIMER;
                         else {
-                                cli_usage_error(a, "--method is auto, timerlat or timer, not %s", v);
+                                cli_usage_error(
+                                    a, "--method is auto, timerlat, osnoise, hwlat or timer, not %s", v);
                                 return false;
                         }
                         break;
@@ -108,6 +116,11 @@ static bool parse_args(CliArgs *a, Options *o)
                         }
                         break;
                 }
+        }
+        if (r == 0 && o->compare && o->method == LATENCY_HWLAT) {
+                cli_usage_error(a, "--method hwlat measures the hardware beneath every profile: --compare "
+                                   "has nothing to compare");
+                return false;
         }
         return r == 0 && cli_args_count(a, 0, 0);
 }
@@ -130,23 +143,30 @@ static int timer_allowed(char **ret_error)
         return -EPERM;
 }
 
-static int timerlat_allowed(char **ret_dir, char **ret_error)
+static int tracer_allowed(LatencyMethod method, char **ret_dir, char **ret_error)
 {
+        LatencyTracer t = latency_method_tracer(method);
         _cleanup_free_ char *why = NULL;
         int r;
 
         if (geteuid() != 0) {
-                *ret_error =
-                    xstrdup("The timerlat method needs tracefs, which needs root; run with sudo, or use "
-                            "--method timer (needs real-time priority: RLIMIT_RTPRIO of 90 or more)");
+                *ret_error = xasprintf(
+                    "The %s method needs tracefs, which needs root; run with sudo%s", latency_tracer_name(t),
+                    t == TRACER_TIMERLAT
+                        ? ", or use --method timer (needs real-time priority: RLIMIT_RTPRIO of 90 or more)"
+                        : "");
                 return -EPERM;
         }
         r = latency_tracefs(ret_dir, ret_error);
         if (r < 0)
                 return r;
-        r = timerlat_probe(*ret_dir, &why);
+        r = timerlat_probe(*ret_dir, t, &why);
         if (r < 0) {
-                *ret_error = xasprintf("Cannot use timerlat: %s; use --method timer", why);
+                /* Debian's generic kernels have none of the three; its -rt flavour has them all. */
+                *ret_error = xasprintf("Cannot use %s: %s%s", latency_tracer_name(t), why,
+                                       t == TRACER_TIMERLAT ? "; use --method timer"
+                                                            : " (a PREEMPT_RT kernel such as Debian's "
+                                                              "linux-image-rt-amd64 has it)");
                 free(TAKE_PTR(*ret_dir));
         }
         return r;
@@ -158,11 +178,13 @@ static int choose_method(LatencyMethod *method, char **ret_tracefs, char **ret_e
 
         switch (*method) {
         case LATENCY_TIMERLAT:
-                return timerlat_allowed(ret_tracefs, ret_error);
+        case LATENCY_OSNOISE:
+        case LATENCY_HWLAT:
+                return tracer_allowed(*method, ret_tracefs, ret_error);
         case LATENCY_TIMER:
                 return timer_allowed(ret_error);
         default:
-                if (timerlat_allowed(ret_tracefs, &err) >= 0) {
+                if (tracer_allowed(LATENCY_TIMERLAT, ret_tracefs, &err) >= 0) {
                         *method = LATENCY_TIMERLAT;
                         return 0;
                 }
@@ -288,7 +310,13 @@ static int attach_worker(pid_t pid, void *userdata, char **ret_error)
 
 static const char *method_name(LatencyMethod m)
 {
-        return m == LATENCY_TIMERLAT ? "timerlat" : "timer";
+        return m == LATENCY_TIMER ? "timer" : latency_tracer_name(latency_method_tracer(m));
+}
+
+/* What one sample of the histograms is, for the verdict: the worst of it costs the audio cycle. */
+static const char *sample_name(LatencyMethod m)
+{
+        return m == LATENCY_OSNOISE ? "interruption" : m == LATENCY_HWLAT ? "gap" : "wake-up";
 }
 
 static char *series_label(const Run *r, unsigned cpu, bool with_profile)
@@ -296,7 +324,7 @@ static char *series_label(const Run *r, unsigned cpu, bool with_profile)
         return with_profile && r->profile ? xasprintf("%s cpu%u", r->profile, cpu) : xasprintf("cpu%u", cpu);
 }
 
-static void print_table(const Run *runs, size_t n_runs, const CpuSet *cpus, bool compare)
+static void print_table(const Run *runs, size_t n_runs, const CpuSet *cpus, bool compare, LatencyMethod m)
 {
         _cleanup_strv_free_ char **cells = NULL;
         size_t rows = 0;
@@ -319,9 +347,46 @@ static void print_table(const Run *runs, size_t n_runs, const CpuSet *cpus, bool
                 }
                 i++;
         }
-        static const char *const header[] = {"PROFILE", "CPU",      "SAMPLES", "AVG us",
-                                             "P99 us",  "P99.9 us", "MAX us"};
+        /* osnoise: one sample per window, its longest interruption; hwlat: one per gap over the threshold.
+         */
+        const char *header[] = {
+            "PROFILE", "CPU",    m == LATENCY_OSNOISE ? "WINDOWS" : m == LATENCY_HWLAT ? "GAPS" : "SAMPLES",
+            "AVG us",  "P99 us", "P99.9 us",
+            "MAX us"};
         cli_print_table(compare ? header : header + 1, compare ? 7 : 6, cells, rows);
+}
+
+/* osnoise: how much of each CPU the busy thread had, and what took the rest, counted by kind. */
+static void print_noise(const Run *runs, size_t n_runs, const CpuSet *cpus, bool compare)
+{
+        _cleanup_strv_free_ char **cells = NULL;
+        size_t rows = 0;
+        unsigned i = 0;
+
+        FOREACH_CPU (cpu, cpus) {
+                for (size_t r = 0; r < n_runs; r++) {
+                        const OsnoiseSample *n = &runs[r].noise[i];
+                        if (compare)
+                                strv_push(&cells, xstrdup(runs[r].profile));
+                        strv_push(&cells, xasprintf("%d", cpu));
+                        strv_push(&cells, n->runtime_us
+                                              ? xasprintf("%.4f", 100.0 - 100.0 * (double)n->noise_us /
+                                                                              (double)n->runtime_us)
+                                              : xstrdup("-"));
+                        strv_push(&cells, xasprintf("%llu", (unsigned long long)n->noise_us));
+                        strv_push(&cells, xasprintf("%llu", (unsigned long long)n->hw));
+                        strv_push(&cells, xasprintf("%llu", (unsigned long long)n->nmi));
+                        strv_push(&cells, xasprintf("%llu", (unsigned long long)n->irq));
+                        strv_push(&cells, xasprintf("%llu", (unsigned long long)n->softirq));
+                        strv_push(&cells, xasprintf("%llu", (unsigned long long)n->thread));
+                        rows++;
+                }
+                i++;
+        }
+        static const char *const header[] = {"PROFILE", "CPU", "AVAILABLE %", "NOISE us", "HW",
+                                             "NMI",     "IRQ", "SOFTIRQ",     "THREAD"};
+        printf("\nWhat took the CPU from a busy thread (time, and how often each kind did):\n");
+        cli_print_table(compare ? header : header + 1, compare ? 9 : 8, cells, rows);
 }
 
 static const unsigned verdict_rates[] = {44100, 48000, 96000};
@@ -341,18 +406,34 @@ static double run_worst_us(const Run *r, unsigned n_cpus, uint64_t *ret_samples)
         return worst;
 }
 
-/* "Verdict (a period is safe when the worst wake-up takes at most 25 % of it):" and a line per rate. */
-static void print_verdict(const Run *runs, size_t n_runs, unsigned n_cpus, bool compare)
+/* hwlat: the floor under every profile, in one sentence. */
+static void print_floor(const Run *run, unsigned n_cpus, unsigned threshold_us)
 {
-        printf("\nVerdict (a period is safe when the worst wake-up measured takes at most %.0f %% of it):\n",
-               100 * LATENCY_SAFE_SHARE);
+        uint64_t gaps;
+        double worst = run_worst_us(run, n_cpus, &gaps);
+
+        if (gaps == 0)
+                printf("\nNo gap of %u µs or more in %.0f s: no hardware noise shows at this threshold.\n",
+                       threshold_us, run->ms / 1000.0);
+        else
+                printf("\nHardware noise floor: %.0f µs (%llu gaps of %u µs or more in %.0f s): SMIs, "
+                       "firmware or "
+                       "a hypervisor, which no profile removes; every wake-up may take this much longer.\n",
+                       worst, (unsigned long long)gaps, threshold_us, run->ms / 1000.0);
+}
+
+/* "Verdict (a period is safe when the worst wake-up takes at most 25 % of it):" and a line per rate. */
+static void print_verdict(const Run *runs, size_t n_runs, unsigned n_cpus, bool compare, LatencyMethod m)
+{
+        printf("\nVerdict (a period is safe when the worst %s measured takes at most %.0f %% of it):\n",
+               sample_name(m), 100 * LATENCY_SAFE_SHARE);
         for (size_t r = 0; r < n_runs; r++) {
                 uint64_t samples;
                 double worst = run_worst_us(&runs[r], n_cpus, &samples);
                 if (samples == 0)
                         continue;
                 for (size_t k = 0; k < ELEMENTSOF(verdict_rates); k++) {
-                        _cleanup_free_ char *v = latency_verdict(worst, verdict_rates[k]);
+                        _cleanup_free_ char *v = latency_verdict(worst, verdict_rates[k], sample_name(m));
                         printf("  %s%s%s\n", compare ? runs[r].profile : "", compare ? ": " : "", v);
                 }
         }
@@ -421,14 +502,34 @@ static void print_histogram(const LatencySeries *series, size_t n)
         cli_print_table((const char *const *)header, n + 1, cells, rows);
 }
 
+static json_object *noise_json(const OsnoiseSample *n)
+{
+        json_object *o = json_object_new_object();
+
+        json_object_object_add(o, "runtime_us", json_object_new_int64((int64_t)n->runtime_us));
+        json_object_object_add(o, "noise_us", json_object_new_int64((int64_t)n->noise_us));
+        json_object_object_add(o, "max_single_us", json_object_new_int64((int64_t)n->max_single_us));
+        json_object_object_add(o, "hw", json_object_new_int64((int64_t)n->hw));
+        json_object_object_add(o, "nmi", json_object_new_int64((int64_t)n->nmi));
+        json_object_object_add(o, "irq", json_object_new_int64((int64_t)n->irq));
+        json_object_object_add(o, "softirq", json_object_new_int64((int64_t)n->softirq));
+        json_object_object_add(o, "thread", json_object_new_int64((int64_t)n->thread));
+        return o;
+}
+
 static json_object *runs_json(const Options *o, LatencyMethod method, const CpuSet *cpus, const Run *runs,
-                              size_t n_runs)
+                              size_t n_runs, unsigned threshold_us)
 {
         json_object *top = json_object_new_object(), *a = json_object_new_array();
         _cleanup_free_ char *list = cpuset_format_list(cpus);
 
         json_object_object_add(top, "method", json_object_new_string(method_name(method)));
-        json_object_object_add(top, "period_us", json_object_new_int((int)PERIOD_US));
+        if (method == LATENCY_OSNOISE)
+                json_object_object_add(top, "window_us", json_object_new_int((int)OSNOISE_WINDOW_US));
+        else if (method != LATENCY_HWLAT)
+                json_object_object_add(top, "period_us", json_object_new_int((int)PERIOD_US));
+        if (method == LATENCY_OSNOISE || method == LATENCY_HWLAT)
+                json_object_object_add(top, "threshold_us", json_object_new_int((int)threshold_us));
         json_object_object_add(top, "safe_share", json_object_new_double(LATENCY_SAFE_SHARE));
         json_object_object_add(top, "duration_s", json_object_new_double(o->duration_ms / 1000.0));
         if (o->compare)
@@ -441,12 +542,21 @@ static json_object *runs_json(const Options *o, LatencyMethod method, const CpuS
                                        runs[r].profile ? json_object_new_string(runs[r].profile) : NULL);
                 json_object_object_add(run, "seconds", json_object_new_double(runs[r].ms / 1000.0));
                 FOREACH_CPU (cpu, cpus) {
-                        json_object *h = latency_hist_json(&runs[r].hists[i++]);
+                        json_object *h = latency_hist_json(&runs[r].hists[i]);
                         json_object_object_add(h, "cpu", json_object_new_int(cpu));
+                        if (method == LATENCY_OSNOISE)
+                                json_object_object_add(h, "noise", noise_json(&runs[r].noise[i]));
+                        i++;
                         json_object_array_add(per, h);
                 }
                 json_object_object_add(run, "cpus", per);
-                json_object_object_add(run, "verdict", verdict_json(&runs[r], cpuset_count(cpus)));
+                if (method == LATENCY_HWLAT) {
+                        uint64_t gaps;
+                        double worst = run_worst_us(&runs[r], cpuset_count(cpus), &gaps);
+                        json_object_object_add(run, "gaps", json_object_new_int64((int64_t)gaps));
+                        json_object_object_add(run, "floor_us", json_object_new_double(worst));
+                } else
+                        json_object_object_add(run, "verdict", verdict_json(&runs[r], cpuset_count(cpus)));
                 json_object_array_add(a, run);
         }
         json_object_object_add(top, "runs", a);
@@ -466,13 +576,13 @@ static int write_svg(const char *path, const LatencySeries *series, size_t n, co
 }
 
 static int report(Cli *c, const Options *o, LatencyMethod method, const CpuSet *cpus, const Run *runs,
-                  size_t n_runs)
+                  size_t n_runs, unsigned threshold_us)
 {
         unsigned n_cpus = cpuset_count(cpus);
         size_t n = n_runs * n_cpus, k = 0;
         _cleanup_free_ LatencySeries *series = xmalloc0(sizeof(LatencySeries) * MAX(n, 1u));
         _cleanup_strv_free_ char **labels = NULL;
-        _cleanup_free_ char *title = NULL, *list = cpuset_format_list(cpus);
+        _cleanup_free_ char *title = NULL, *timing = NULL, *list = cpuset_format_list(cpus);
         int code = EXIT_OK;
 
         unsigned i = 0;
@@ -484,20 +594,34 @@ static int report(Cli *c, const Options *o, LatencyMethod method, const CpuSet *
                 }
                 i++;
         }
-        title =
-            xasprintf("rtctl latency: %s method, period %u µs, %.0f s per %s, CPUs %s", method_name(method),
-                      PERIOD_US, o->duration_ms / 1000.0, o->compare ? "profile" : "CPU", list);
+        if (method == LATENCY_OSNOISE)
+                timing = xasprintf("busy in windows of %u ms, interruptions of %u µs and more",
+                                   OSNOISE_WINDOW_US / 1000, threshold_us);
+        else if (method == LATENCY_HWLAT)
+                timing =
+                    xasprintf("interrupts off half of each second, gaps of %u µs and more", threshold_us);
+        else
+                timing = xasprintf("period %u µs", PERIOD_US);
+        title = xasprintf("rtctl latency: %s method, %s, %.0f s per %s, CPUs %s", method_name(method),
+                          timing, o->duration_ms / 1000.0,
+                          o->compare ? "profile" : (method == LATENCY_HWLAT ? "run" : "CPU"), list);
         if (c->json)
-                cli_print_json(runs_json(o, method, cpus, runs, n_runs));
+                cli_print_json(runs_json(o, method, cpus, runs, n_runs, threshold_us));
         else {
                 printf("%s\n\n", title + strlen("rtctl latency: "));
-                print_table(runs, n_runs, cpus, o->compare);
+                print_table(runs, n_runs, cpus, o->compare, method);
+                if (method == LATENCY_OSNOISE)
+                        print_noise(runs, n_runs, cpus, o->compare);
                 print_histogram(series, n);
-                print_verdict(runs, n_runs, n_cpus, o->compare);
+                if (method == LATENCY_HWLAT)
+                        print_floor(&runs[0], n_cpus, threshold_us);
+                else
+                        print_verdict(runs, n_runs, n_cpus, o->compare, method);
         }
         if (o->svg)
                 code = write_svg(o->svg, series, n, title);
-        for (size_t s = 0; s < n; s++)
+        /* hwlat counts only gaps over its threshold: none is a finding, not a failure. */
+        for (size_t s = 0; method != LATENCY_HWLAT && s < n; s++)
                 if (series[s].hist->count == 0) {
                         fprintf(stderr, "%s: no samples.\n", series[s].label);
                         code = EXIT_FAILED;
@@ -511,12 +635,14 @@ static void run_clear(Run *r)
 {
         free(r->profile);
         free(r->hists);
+        free(r->noise);
 }
 
 static Run run_new(const char *profile, unsigned n_cpus)
 {
         Run r = {.profile = profile ? xstrdup(profile) : NULL,
-                 .hists = malloc(sizeof(LatencyHist) * n_cpus)};
+                 .hists = malloc(sizeof(LatencyHist) * n_cpus),
+                 .noise = xmalloc0(sizeof(OsnoiseSample) * MAX(n_cpus, 1u))};
 
         if (!r.hists)
                 abort();
@@ -564,6 +690,7 @@ static int measure_runs(Cli *c, const Options *o, LatencySlice *slice, Run *runs
                         (void)cpuset_parse_list(iso, slice->cpus->size, &iso_set, NULL);
                 slice->attach_cpus = iso_set;
                 slice->ms = n_runs > 1 ? MIN(o->slice_ms, left[i]) : left[i];
+                slice->noise = runs[i].noise;
                 r = latency_measure(slice, runs[i].hists, ret_error);
                 slice->attach_cpus = NULL;
                 if (r < 0)
@@ -645,7 +772,7 @@ int verb_latency(Cli *c, int argc, char *argv[])
                 fprintf(stderr, "Interrupted (%s); everything put back.\n", strsignal(latency_interrupted));
         else if (r < 0)
                 fprintf(stderr, "rtctl latency: %s\n", strempty(err));
-        code = r < 0 ? EXIT_FAILED : report(c, &o, o.method, cpus, runs, n_runs);
+        code = r < 0 ? EXIT_FAILED : report(c, &o, o.method, cpus, runs, n_runs, slice.threshold_us);
         for (size_t i = 0; i < n_runs; i++)
                 run_clear(&runs[i]);
         return code;

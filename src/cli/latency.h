@@ -13,7 +13,12 @@ typedef enum LatencyMethod {
         LATENCY_AUTO,
         LATENCY_TIMERLAT, /* the kernel's timerlat tracer */
         LATENCY_TIMER,    /* rtctl's own SCHED_FIFO thread per CPU */
+        LATENCY_OSNOISE,  /* the kernel's osnoise tracer: what interrupts a busy thread */
+        LATENCY_HWLAT,    /* the kernel's hwlat tracer: the hardware's own gaps, beneath every profile */
 } LatencyMethod;
+
+/* The tracer behind a method; _TRACER_MAX for the timer method. */
+LatencyTracer latency_method_tracer(LatencyMethod m);
 
 #define LATENCY_PRIORITY 90
 
@@ -28,7 +33,9 @@ typedef struct LatencySlice {
         const CpuSet *cpus;
         unsigned period_us;
         unsigned ms;
-        const char *tracefs; /* timerlat: the tracefs directory */
+        const char *tracefs;   /* the tracers: the tracefs directory */
+        OsnoiseSample *noise;  /* osnoise: one per CPU, added to */
+        unsigned threshold_us; /* hwlat, osnoise: set by the measurement from tracefs */
         /* timer: called with each measuring process before it pins itself, for those CPUs that need it
          * (isolated by rtctld: the process must be attached first). */
         const CpuSet *attach_cpus;
@@ -36,15 +43,16 @@ typedef struct LatencySlice {
         void *userdata;
 } LatencySlice;
 
-/* Measures each CPU of slice->cpus into hists (one per CPU, in CPU order), adding to what they hold.
+/* Measures each CPU of slice->cpus into hists (one per CPU, in CPU order), adding to what they hold:
+ * wake-up latencies (timerlat, timer), each window's longest interruption (osnoise), each gap (hwlat).
  * -EINTR when a signal ended it (what was measured is kept); other errors with a sentence. */
-int latency_measure(const LatencySlice *slice, LatencyHist *hists, char **ret_error);
+int latency_measure(LatencySlice *slice, LatencyHist *hists, char **ret_error);
 
 /* Where tracefs is, mounting it in a private mount namespace of this process when nothing mounted it
  * (the machine's mounts stay as they were). */
 int latency_tracefs(char **ret_dir, char **ret_error);
 
-/* Puts back what a killed `rtctl latency --method timerlat` left in tracefs, from the journal it wrote
+/* Puts back what a killed `rtctl latency` with a tracer left in tracefs, from the journal it wrote
  * before its first write (TIMERLAT_JOURNAL in the runtime directory): `rtctl restore` calls it. 0:
  * nothing was left; 1: put back (said on stderr); < 0 with a sentence. */
 int latency_put_back_leftovers(char **ret_error);

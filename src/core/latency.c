@@ -326,16 +326,16 @@ static char *rate_name(unsigned rate)
         return rate % 1000 ? xasprintf("%.1f kHz", rate / 1000.0) : xasprintf("%u kHz", rate / 1000);
 }
 
-char *latency_verdict(double worst_us, unsigned rate)
+char *latency_verdict(double worst_us, unsigned rate, const char *what)
 {
         _cleanup_free_ char *r = rate_name(rate);
         unsigned f = latency_safe_period(worst_us, rate);
         double p;
 
         if (f == 0)
-                return xasprintf("%s: no period up to %u frames is safe (worst wake-up %.0f µs)", r,
-                                 LATENCY_PERIOD_MAX, worst_us);
+                return xasprintf("%s: no period up to %u frames is safe (worst %s %.0f µs)", r,
+                                 LATENCY_PERIOD_MAX, what, worst_us);
         p = period_us(f, rate);
-        return xasprintf("%s: %u frames safe (worst wake-up %.0f µs, %.0f %% of %.2f ms)", r, f, worst_us,
+        return xasprintf("%s: %u frames safe (worst %s %.0f µs, %.0f %% of %.2f ms)", r, f, what, worst_us,
                          100.0 * worst_us / p, p / 1000.0);
 }

@@ -60,5 +60,5 @@ char *latency_svg(const LatencySeries *series, size_t n, const char *title);
 #define LATENCY_PERIOD_MAX 4096u
 unsigned latency_safe_period(double worst_us, unsigned rate);
 /* "48 kHz: 64 frames safe (worst wake-up 212 µs, 16 % of 1.33 ms)", or "48 kHz: no period up to 4096
- * frames is safe (worst wake-up 30000 µs)". */
-char *latency_verdict(double worst_us, unsigned rate);
+ * frames is safe (worst wake-up 30000 µs)"; what names the measure ("wake-up", "interruption"). */
+char *latency_verdict(double worst_us, unsigned rate, const char *what);

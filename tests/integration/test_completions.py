@@ -150,6 +150,6 @@ def test_irq_pin_offers_the_irqs_of_proc_irq(complete):
 
 def test_subcommands_and_option_values(complete):
     assert complete("rtctl bootargs ") >= {"show", "apply", "revert"}
-    assert complete("rtctl latency --method ") == {"auto", "timerlat", "timer"}
+    assert complete("rtctl latency --method ") == {"auto", "timerlat", "osnoise", "hwlat", "timer"}
     assert complete("rtctl latency --cpus ") == {"isolated", "housekeeping", "all"}
     assert {"--local", "--user", "--profile"} <= complete("rtctl check --")

@@ -216,10 +216,12 @@ def fixture_tracefs(tmp_path):
     shutil.copytree(src, root, symlinks=True)
     t = os.path.join(root, "sys/kernel/tracing")
     os.makedirs(os.path.join(t, "osnoise"))
-    files = {"available_tracers": "timerlat osnoise function nop\n", "current_tracer": "nop\n",
+    files = {"available_tracers": "timerlat osnoise hwlat function nop\n", "current_tracer": "nop\n",
              "tracing_on": "0\n", "osnoise/cpus": "0-1\n", "osnoise/timerlat_period_us": "1000\n",
              "osnoise/stop_tracing_us": "0\n", "osnoise/stop_tracing_total_us": "0\n",
-             "osnoise/options": "DEFAULTS OSNOISE_WORKLOAD NO_PANIC_ON_STOP\n"}
+             "osnoise/options": "DEFAULTS OSNOISE_WORKLOAD NO_PANIC_ON_STOP\n",
+             "osnoise/period_us": "1000000\n", "osnoise/runtime_us": "1000000\n", "tracing_cpumask": "3\n",
+             "tracing_thresh": "0\n"}
     for rel, text in files.items():
         with open(os.path.join(t, rel), "w") as f:
             f.write(text)
@@ -229,12 +231,19 @@ def fixture_tracefs(tmp_path):
 
 def feed(pipe, samples, hold):
     """Writes samples (cpu, ns) as trace lines once rtctl opened the pipe, then keeps it open for hold s."""
+    lines = []
+    for i, (cpu, ns) in enumerate(samples):
+        lines.append(TRACE_LINE % (867 + cpu, cpu, 54, i, i + 1, "irq", ns // 10))
+        lines.append(TRACE_LINE % (867 + cpu, cpu, 54, i, i + 1, "thread", ns))
+    return feed_lines(pipe, lines, hold)
+
+
+def feed_lines(pipe, lines, hold):
+    """Writes trace lines once rtctl opened the pipe, then keeps it open for hold s."""
     def run():
         try:
             with open(pipe, "w") as f:
-                for i, (cpu, ns) in enumerate(samples):
-                    f.write(TRACE_LINE % (867 + cpu, cpu, 54, i, i + 1, "irq", ns // 10))
-                    f.write(TRACE_LINE % (867 + cpu, cpu, 54, i, i + 1, "thread", ns))
+                f.writelines(lines)
                 f.flush()
                 time.sleep(hold)
         except (BrokenPipeError, OSError):
@@ -322,3 +331,89 @@ def test_timerlat_killed_is_put_back_by_restore_and_by_the_next_run(env, tmp_pat
     assert "Put back what an interrupted rtctl latency left" in p.stderr, p.stderr
     assert fixture_files(t, files) == before
     assert not os.path.exists(journal)
+
+
+
+# osnoise's line per window (Documentation/trace/osnoise-tracer.rst): runtime, noise, % available, max
+# single noise, then the hw, nmi, irq, softirq and thread counts.
+OSNOISE_LINE = "      osnoise/%d-%d  [%03d] .....  %d.%06d: %8d %10d  %9.5f %7d %6d %6d %6d %6d %6d\n"
+HWLAT_LINE = "           <...>-1729  [%03d] d...   %d.%06d: #%-5d inner/outer(us): %4d/%-5d ts:1581527483.343962693 count:%d\n"
+
+
+def test_osnoise_method_on_a_fixture_tracefs(env, tmp_path):
+    """--method osnoise end to end on a fixture tracefs: each window's longest interruption is a sample,
+    the interference counts add up per CPU, the verdict speaks of interruptions, and tracefs is as it was
+    afterwards (the window of 100 ms put back to the kernel's 1 s)."""
+    root, t, files = fixture_tracefs(tmp_path)
+    before = fixture_files(t, files)
+    env.extra["RTCTL_SYSROOT"] = root
+    lines = [OSNOISE_LINE % (1, 900, 1, 81, i, 100000, 40 + i, 99.9, 10 + i, 0, 0, 100, 3, 1) for i in range(20)]
+    lines += [OSNOISE_LINE % (0, 899, 0, 81, 0, 100000, 90000, 10.0, 9000, 5, 0, 1, 1, 1)]
+    lines += [OSNOISE_LINE % (1, 900, 1, 82, 0, 100000, 700, 99.3, 620, 2, 0, 101, 4, 7)]
+    th = feed_lines(os.path.join(t, "trace_pipe"), lines, 3)
+    seen = {}
+
+    def watch():
+        seen["during"] = fixture_files(t, files)
+    watcher = threading.Timer(0.5, watch)
+    watcher.start()
+    p = env.rtctl("--json", "latency", "--method", "osnoise", "--cpus", "1", "--duration", "1s")
+    th.join(5)
+    watcher.join()
+    assert p.returncode == 0, p.stderr
+    out = json.loads(p.stdout)
+    assert out["method"] == "osnoise" and out["window_us"] == 100000 and out["threshold_us"] == 1
+    cpu = out["runs"][0]["cpus"][0]
+    assert cpu["cpu"] == 1 and cpu["samples"] == 21 and cpu["max_us"] == 620.0, cpu
+    noise = cpu["noise"]
+    assert noise == {"runtime_us": 2100000, "noise_us": sum(40 + i for i in range(20)) + 700,
+                     "max_single_us": 620, "hw": 2, "nmi": 0, "irq": 2101, "softirq": 64, "thread": 27}, noise
+    v48 = next(v for v in out["runs"][0]["verdict"] if v["rate"] == 48000)
+    assert v48["worst_us"] == 620.0 and v48["safe_frames"] == 128, v48
+    assert seen["during"]["current_tracer"] == "osnoise" and seen["during"]["osnoise/period_us"] == "100000", seen
+    assert seen["during"]["osnoise/cpus"] == "1" and seen["during"]["osnoise/runtime_us"] == "100000"
+    assert fixture_files(t, files) == before
+
+    th = feed_lines(os.path.join(t, "trace_pipe"), lines, 3)
+    p = env.rtctl("latency", "--method", "osnoise", "--cpus", "1", "--duration", "1s")
+    th.join(5)
+    assert p.returncode == 0, p.stderr
+    assert "osnoise method, busy in windows of 100 ms" in p.stdout, p.stdout
+    assert "What took the CPU from a busy thread" in p.stdout and "2101" in p.stdout, p.stdout
+    assert "48 kHz: 128 frames safe (worst interruption 620 µs" in p.stdout, p.stdout
+
+
+def test_hwlat_method_on_a_fixture_tracefs(env, tmp_path):
+    """--method hwlat: the gaps over the threshold make the hardware's floor, said as such, with no
+    verdict of its own; none at all is a finding, not a failure; a killed run is put back by `rtctl
+    restore` from its journal, which names hwlat as the tracer to take back."""
+    root, t, files = fixture_tracefs(tmp_path)
+    before = fixture_files(t, files)
+    env.extra["RTCTL_SYSROOT"] = root
+    lines = [HWLAT_LINE % (1, 678, i, i + 1, 11, 12 + i, 3) for i in range(4)]
+    lines += [HWLAT_LINE % (0, 679, 0, 5, 400, 400, 1)]
+    th = feed_lines(os.path.join(t, "trace_pipe"), lines, 3)
+    p = env.rtctl("--json", "latency", "--method", "hwlat", "--cpus", "1", "--duration", "1s")
+    th.join(5)
+    assert p.returncode == 0, p.stderr
+    out = json.loads(p.stdout)
+    assert out["method"] == "hwlat" and out["threshold_us"] == 10 and "verdict" not in out["runs"][0]
+    assert out["runs"][0]["gaps"] == 4 and out["runs"][0]["floor_us"] == 15.0, out["runs"][0]
+    assert fixture_files(t, files) == before
+
+    th = feed_lines(os.path.join(t, "trace_pipe"), [], 2)
+    p = env.rtctl("latency", "--method", "hwlat", "--cpus", "1", "--duration", "1s")
+    th.join(5)
+    assert p.returncode == 0, p.stderr
+    assert "No gap of 10 µs or more in 1 s" in p.stdout and "Verdict" not in p.stdout, p.stdout
+
+    feed_lines(os.path.join(t, "trace_pipe"), lines, 10)
+    k = subprocess.Popen([harness.RTCTL, "latency", "--method", "hwlat", "--cpus", "1", "--duration", "60s"],
+                         env=env.environ, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    assert harness.wait_until(lambda: fixture_files(t, files)["current_tracer"] == "hwlat", timeout=30)
+    assert fixture_files(t, files)["tracing_cpumask"] == "2"
+    k.kill()
+    k.wait()
+    r = env.rtctl("restore")
+    assert "Put back what an interrupted rtctl latency left" in r.stderr, r.stderr
+    assert fixture_files(t, files) == before

@@ -112,7 +112,8 @@ TEST(unexpected_or_missing_argument)
             {"irq frob", "rtctl irq: unknown subcommand 'frob'"},
             {"hold audio", "rtctl hold: no command: give it after \"--\""},
             {"run --profile audio -- ", "rtctl run: no command"},
-            {"latency --method fast", "rtctl latency: --method is auto, timerlat or timer, not fast"},
+            {"latency --method fast",
+             "rtctl latency: --method is auto, timerlat, osnoise, hwlat or timer, not fast"},
             {"latency --slice=0", "rtctl latency: --slice takes a duration"},
         };
         for (size_t i = 0; i < ELEMENTSOF(cases); i++) {

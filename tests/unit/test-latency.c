@@ -105,13 +105,13 @@ TEST(verdict_in_frames)
         CHECK_INTEQ(latency_safe_period(23000, 44100), 4096);
         CHECK_INTEQ(latency_safe_period(24000, 44100), 0);
         CHECK_INTEQ(latency_safe_period(10, 0), 0);
-        a = latency_verdict(212, 48000);
+        a = latency_verdict(212, 48000, "wake-up");
         CHECK_STREQ(a, "48 kHz: 64 frames safe (worst wake-up 212 µs, 16 % of 1.33 ms)");
-        b = latency_verdict(212, 44100);
+        b = latency_verdict(212, 44100, "wake-up");
         CHECK_STREQ(b, "44.1 kHz: 64 frames safe (worst wake-up 212 µs, 15 % of 1.45 ms)");
-        c = latency_verdict(212, 96000);
+        c = latency_verdict(212, 96000, "wake-up");
         CHECK_STREQ(c, "96 kHz: 128 frames safe (worst wake-up 212 µs, 16 % of 1.33 ms)");
-        d = latency_verdict(30000, 48000);
+        d = latency_verdict(30000, 48000, "wake-up");
         CHECK_STREQ(d, "48 kHz: no period up to 4096 frames is safe (worst wake-up 30000 µs)");
 }
 
@@ -243,8 +243,8 @@ TEST(save_start_restore)
         sysroot_set(root);
         CHECK_INTEQ(tracefs_find(&dir), 0);
         CHECK_STREQ(dir, "/sys/kernel/tracing");
-        CHECK_INTEQ(timerlat_probe(dir, &why), 0);
-        CHECK_INTEQ(timerlat_save(dir, &st, &err), 0);
+        CHECK_INTEQ(timerlat_probe(dir, TRACER_TIMERLAT, &why), 0);
+        CHECK_INTEQ(timerlat_save(dir, TRACER_TIMERLAT, &st, &err), 0);
         CHECK_INTEQ(cpuset_parse_list("1,3", 4, &cpus, NULL), 0);
         CHECK_INTEQ(timerlat_start(&st, cpus, 500, &err), 0);
         CHECK_FILE("current_tracer", "timerlat");
@@ -276,7 +276,7 @@ TEST(journal_puts_back_what_a_killed_run_left)
         TimerlatState st = {};
 
         sysroot_set(root);
-        CHECK_INTEQ(timerlat_save("/sys/kernel/tracing", &st, &err), 0);
+        CHECK_INTEQ(timerlat_save("/sys/kernel/tracing", TRACER_TIMERLAT, &st, &err), 0);
         /* The run's PID and start time come from this machine's /proc, not the fixture's. */
         sysroot_set(NULL);
         CHECK_INTEQ(timerlat_journal_write(&st, journal), 0);
@@ -344,7 +344,7 @@ TEST(workload_option_switched_on_and_back)
         TimerlatState st = {};
 
         sysroot_set(root);
-        CHECK_INTEQ(timerlat_save("/sys/kernel/tracing", &st, &err), 0);
+        CHECK_INTEQ(timerlat_save("/sys/kernel/tracing", TRACER_TIMERLAT, &st, &err), 0);
         CHECK_INTEQ(cpuset_parse_list("0", 4, &cpus, NULL), 0);
         CHECK_INTEQ(timerlat_start(&st, cpus, 1000, &err), 0);
         /* A plain file keeps the last word written: the kernel's file would list every option. */
@@ -363,7 +363,7 @@ TEST(someone_else_is_tracing)
         TimerlatState st = {};
 
         sysroot_set(root);
-        CHECK_INTEQ(timerlat_save("/sys/kernel/tracing", &st, &err), -EBUSY);
+        CHECK_INTEQ(timerlat_save("/sys/kernel/tracing", TRACER_TIMERLAT, &st, &err), -EBUSY);
         CHECK_CONTAINS(err, "the function tracer is in use");
         CHECK_FILE("current_tracer", "function");
         sysroot_set(NULL);
@@ -376,12 +376,148 @@ TEST(no_timerlat_in_this_kernel)
         test_write(root, "sys/kernel/tracing/available_tracers", "blk function nop\n");
         sysroot_set(root);
         CHECK_INTEQ(tracefs_find(&dir), 0);
-        CHECK_INTEQ(timerlat_probe(dir, &why), -EOPNOTSUPP);
+        CHECK_INTEQ(timerlat_probe(dir, TRACER_TIMERLAT, &why), -EOPNOTSUPP);
         CHECK_CONTAINS(why, "CONFIG_TIMERLAT_TRACER");
+        why = mfree_str(why);
+        CHECK_INTEQ(timerlat_probe(dir, TRACER_HWLAT, &why), -EOPNOTSUPP);
+        CHECK_STREQ(why, "this kernel has no hwlat tracer (built without CONFIG_HWLAT_TRACER)");
+        sysroot_set(NULL);
+}
+
+TEST(parse_osnoise_and_hwlat_lines)
+{
+        OsnoiseSample s = {}, sum = {};
+        unsigned cpu = 99;
+        uint64_t ns = 0;
+        bool nmi = true;
+
+        /* As the 6.1 kernel prints them (Documentation/trace/osnoise-tracer.rst), and with 6.x's five flags.
+         */
+        CHECK(osnoise_parse_line("           <...>-859     [000] ....    81.637220: 1000000        190  "
+                                 "99.98100       9     18      0   1007     18      1",
+                                 &cpu, &s));
+        CHECK_INTEQ(cpu, 0);
+        CHECK_INTEQ(s.runtime_us, 1000000);
+        CHECK_INTEQ(s.noise_us, 190);
+        CHECK_INTEQ(s.max_single_us, 9);
+        CHECK_INTEQ(s.hw, 18);
+        CHECK_INTEQ(s.nmi, 0);
+        CHECK_INTEQ(s.irq, 1007);
+        CHECK_INTEQ(s.softirq, 18);
+        CHECK_INTEQ(s.thread, 1);
+        osnoise_sample_add(&sum, &s);
+        CHECK(osnoise_parse_line(
+            "      osnoise/12-870 [012] d.... 82.1: 100000 4000 96.00000 3500 0 0 12 3 40", &cpu, &s));
+        CHECK_INTEQ(cpu, 12);
+        osnoise_sample_add(&sum, &s);
+        CHECK_INTEQ(sum.runtime_us, 1100000);
+        CHECK_INTEQ(sum.noise_us, 4190);
+        CHECK_INTEQ(sum.max_single_us, 3500);
+        CHECK_INTEQ(sum.thread, 41);
+        /* Headers, a cut line, a timerlat or hwlat line: no window. */
+        CHECK(!osnoise_parse_line(
+            "#           TASK-PID      CPU# ||||   TIMESTAMP    IN US       IN US  AVAILABLE", &cpu, &s));
+        CHECK(!osnoise_parse_line(
+            "           <...>-859     [000] ....    81.637220: 1000000        190  99.98100", &cpu, &s));
+        CHECK(!osnoise_parse_line("           <...>-867     [000] ....    54.029339: #1     context thread "
+                                  "timer_latency     11700 ns",
+                                  &cpu, &s));
+        CHECK(!osnoise_parse_line("", &cpu, &s));
+
+        CHECK(hwlat_parse_line(
+            "           <...>-1729  [001] d...   678.473449: #1     inner/outer(us):   11/12    "
+            "ts:1581527483.343962693 count:6",
+            &cpu, &ns, &nmi));
+        CHECK_INTEQ(cpu, 1);
+        CHECK_INTEQ(ns, 12000);
+        CHECK(!nmi);
+        CHECK(hwlat_parse_line(
+            "           <...>-1729  [004] d...   689.556542: #2     inner/outer(us):   19/12    "
+            "ts:1581527494.889008092 count:1 nmi-total:7 nmi-count:1",
+            &cpu, &ns, &nmi));
+        CHECK_INTEQ(cpu, 4);
+        CHECK_INTEQ(ns, 19000);
+        CHECK(nmi);
+        CHECK(!hwlat_parse_line(
+            "           <...>-1729  [004] d...   689.556542: #2     inner/outer(us):   19/", &cpu, &ns,
+            &nmi));
+        CHECK(!hwlat_parse_line("           <...>-859     [000] ....    81.637220: 1000000        190  "
+                                "99.98100       9     18      0   1007     18      1",
+                                &cpu, &ns, &nmi));
+}
+
+TEST(osnoise_window_set_and_put_back)
+{
+        _cleanup_free_ char *root = fixture_tracefs("os", "nop\n", "DEFAULTS OSNOISE_WORKLOAD\n");
+        _cleanup_free_ char *journal = xasprintf("%s/os-journal.json", test_tmpdir()), *err = NULL;
+        _cleanup_cpuset_ CpuSet *cpus = NULL;
+        TimerlatState st = {};
+
+        /* A period shorter than the 100 ms window: the runtime cannot go first, either way. */
+        test_write(root, "sys/kernel/tracing/osnoise/period_us", "50000\n");
+        test_write(root, "sys/kernel/tracing/osnoise/runtime_us", "20000\n");
+        test_write(root, "sys/kernel/tracing/tracing_thresh", "0\n");
+        sysroot_set(root);
+        CHECK_INTEQ(timerlat_save("/sys/kernel/tracing", TRACER_OSNOISE, &st, &err), 0);
+        CHECK_INTEQ(timerlat_threshold_us(&st), 1);
+        sysroot_set(NULL);
+        CHECK_INTEQ(timerlat_journal_write(&st, journal), 0);
+        sysroot_set(root);
+        CHECK_INTEQ(cpuset_parse_list("2-3", 4, &cpus, NULL), 0);
+        CHECK_INTEQ(timerlat_start(&st, cpus, 1000, &err), 0);
+        CHECK_FILE("current_tracer", "osnoise");
+        CHECK_FILE("osnoise/cpus", "2-3");
+        CHECK_FILE("osnoise/period_us", "100000");
+        CHECK_FILE("osnoise/runtime_us", "100000");
+        CHECK_FILE("osnoise/timerlat_period_us", "1000");
+        CHECK_FILE("osnoise/stop_tracing_us", "0");
+        timerlat_state_clear(&st); /* killed: the journal puts it back, the tracer it names being on */
+        CHECK_INTEQ(timerlat_journal_restore(journal, "/sys/kernel/tracing", &err), 1);
+        CHECK(!err);
+        CHECK_FILE("current_tracer", "nop");
+        CHECK_FILE("osnoise/cpus", "0-3");
+        CHECK_FILE("osnoise/period_us", "50000");
+        CHECK_FILE("osnoise/runtime_us", "20000");
+        CHECK_FILE("osnoise/stop_tracing_us", "50");
+        sysroot_set(NULL);
+}
+
+TEST(hwlat_on_the_tracing_cpumask)
+{
+        _cleanup_free_ char *root = xasprintf("%s/hw", test_tmpdir()), *err = NULL;
+        _cleanup_cpuset_ CpuSet *cpus = NULL;
+        TimerlatState st = {};
+
+        /* A kernel with hwlat and no osnoise: nothing of osnoise's is needed. */
+        test_write(root, "sys/kernel/tracing/available_tracers", "hwlat function nop\n");
+        test_write(root, "sys/kernel/tracing/current_tracer", "nop\n");
+        test_write(root, "sys/kernel/tracing/tracing_on", "0\n");
+        test_write(root, "sys/kernel/tracing/tracing_cpumask", "f\n");
+        test_write(root, "sys/kernel/tracing/tracing_thresh", "25\n");
+        sysroot_set(root);
+        CHECK_INTEQ(timerlat_probe("/sys/kernel/tracing", TRACER_HWLAT, &err), 0);
+        CHECK_INTEQ(timerlat_save("/sys/kernel/tracing", TRACER_HWLAT, &st, &err), 0);
+        CHECK_INTEQ(timerlat_threshold_us(&st), 25);
+        CHECK_INTEQ(cpuset_parse_list("1,3", 4, &cpus, NULL), 0);
+        CHECK_INTEQ(timerlat_start(&st, cpus, 1000, &err), 0);
+        CHECK_FILE("current_tracer", "hwlat");
+        CHECK_FILE("tracing_cpumask", "a");
+        CHECK_FILE("tracing_on", "1");
+        CHECK_INTEQ(timerlat_restore(&st, &err), 0);
+        CHECK_FILE("current_tracer", "nop");
+        CHECK_FILE("tracing_cpumask", "f");
+        CHECK_FILE("tracing_on", "0");
+        CHECK_FILE("tracing_thresh", "25");
+        timerlat_state_clear(&st);
+        /* timerlat needs osnoise's files, which this kernel lacks. */
+        CHECK_INTEQ(timerlat_save("/sys/kernel/tracing", TRACER_TIMERLAT, &st, &err), -ENOENT);
+        CHECK_CONTAINS(err, "osnoise/cpus");
         sysroot_set(NULL);
 }
 
 TEST_MAIN(T(stats_of_an_even_latency), T(verdict_in_frames), T(quantiles_and_overflow), T(empty),
           T(merge_is_adding_every_sample), T(json_has_the_buckets), T(svg), T(parse_trace_lines),
           T(save_start_restore), T(journal_puts_back_what_a_killed_run_left),
-          T(workload_option_switched_on_and_back), T(someone_else_is_tracing), T(no_timerlat_in_this_kernel))
+          T(workload_option_switched_on_and_back), T(someone_else_is_tracing), T(no_timerlat_in_this_kernel),
+          T(parse_osnoise_and_hwlat_lines), T(osnoise_window_set_and_put_back),
+          T(hwlat_on_the_tracing_cpumask))

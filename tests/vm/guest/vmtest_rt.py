@@ -11,9 +11,11 @@ from vmtest_common import call, check, read, run, RTCTL, Skip, test, TEST_PROFIL
 from vmtest_session import ensure_rtctld_base, rtprops
 
 TRACEFS = "/sys/kernel/tracing"
-# What rtctl latency's timerlat method writes or depends on (src/core/timerlat.h), and the tracer list.
+# What rtctl latency's tracer methods write or depend on (src/core/timerlat.h), and the tracer list.
 TRACEFS_FILES = ("current_tracer", "tracing_on", "osnoise/cpus", "osnoise/timerlat_period_us",
-                 "osnoise/stop_tracing_us", "osnoise/stop_tracing_total_us", "osnoise/options")
+                 "osnoise/stop_tracing_us", "osnoise/stop_tracing_total_us", "osnoise/options",
+                 "osnoise/period_us", "osnoise/runtime_us", "tracing_cpumask", "tracing_thresh",
+                 "hwlat_detector/width", "hwlat_detector/window")
 BUFFER = "buffer_size_kb"
 
 
@@ -121,6 +123,87 @@ def t_rt_timerlat():
         "(buffer_size_kb %r -> %r, the kernel's first-use expansion)" % (
             cpu["samples"], cpu["p50_us"], cpu["p99_us"], cpu["max_us"], v48["safe_frames"], buffer_before,
             buffer_after)
+
+
+def measure_json(method, duration):
+    """tracefs before, and the JSON of rtctl latency --method METHOD on cpu1."""
+    if not preempt_rt():
+        raise Skip("not a PREEMPT_RT kernel")
+    ensure_rtctld_base()
+    before = tracefs_state()
+    check(before["current_tracer"] == "nop", "tracefs in use before the run: %s" % before)
+    r = run([RTCTL, "--json", "latency", "--method", method, "--cpus", "1", "--duration", duration], timeout=120)
+    check(r.returncode == 0, "rtctl latency --method %s: rc %d %s" % (method, r.returncode, (r.stdout + r.stderr)[-600:]))
+    return before, json.loads(r.stdout)
+
+
+def tracer_threads(prefix):
+    return [p for p in os.listdir("/proc") if p.isdigit() and (read("/proc/%s/comm" % p) or "").startswith(prefix)]
+
+
+@test("rt-osnoise", own_run=True)
+def t_rt_osnoise():
+    """rtctl latency --method osnoise on the real osnoise tracer: windows of 100 ms on cpu1 (about 10 a
+    second), each window's longest interruption and the interference counts per kind, a verdict, and
+    tracefs as it was afterwards (the kernel's 1 s window back), with no osnoise thread left; killed, the
+    next rtctl latency puts it back from the journal."""
+    before, out = measure_json("osnoise", "5s")
+    check(out["method"] == "osnoise" and out["window_us"] == 100000, "method/window: %s" % out)
+    cpu = out["runs"][0]["cpus"][0]
+    noise = cpu["noise"]
+    # 5 s of 100 ms windows: 50; TCG is slow to schedule, so at least 20.
+    check(cpu["cpu"] == 1 and cpu["samples"] >= 20, "windows on cpu1: %s" % cpu["samples"])
+    check(noise["runtime_us"] >= 20 * 100000 * 0.9, "runtime: %s" % noise)
+    check(noise["noise_us"] <= noise["runtime_us"] and noise["max_single_us"] == cpu["max_us"],
+          "noise totals: %s, max %s" % (noise, cpu["max_us"]))
+    # A busy cpu1 under TCG is interrupted at least by its timer tick's IRQ.
+    check(noise["irq"] > 0, "no IRQ counted on cpu1 in %d windows: %s" % (cpu["samples"], noise))
+    check([v["rate"] for v in out["runs"][0]["verdict"]] == [44100, 48000, 96000], "verdict: %s" % out["runs"][0])
+    after = tracefs_state()
+    check(after == before, "tracefs after the run: %s" % {k: (before[k], after[k]) for k in before
+                                                          if before[k] != after[k]})
+    check(not tracer_threads("osnoise/"), "osnoise threads left: %s" % tracer_threads("osnoise/"))
+    p = subprocess.Popen([RTCTL, "latency", "--method", "osnoise", "--cpus", "1", "--duration", "60s"],
+                         stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    deadline = time.monotonic() + 30
+    while read(os.path.join(TRACEFS, "current_tracer")) != "osnoise" and time.monotonic() < deadline:
+        time.sleep(0.1)
+    check(read(os.path.join(TRACEFS, "osnoise/period_us")) == "100000", "the killed run's window: %s" %
+          read(os.path.join(TRACEFS, "osnoise/period_us")))
+    p.kill()
+    p.wait()
+    r2 = run([RTCTL, "latency", "--method", "osnoise", "--cpus", "1", "--duration", "2s"], timeout=120)
+    check(r2.returncode == 0 and "Put back what an interrupted rtctl latency left" in r2.stderr,
+          "the run after a SIGKILL: rc %d %s" % (r2.returncode, r2.stderr[-400:]))
+    check(tracefs_state() == before, "tracefs after the kill and the next run: %s" % tracefs_state())
+    return "cpu1: %d windows, %.3f %% available, longest interruption %d µs; hw %d nmi %d irq %d softirq %d " \
+        "thread %d; tracefs as before, also after a SIGKILL" % (
+            cpu["samples"], 100 - 100.0 * noise["noise_us"] / noise["runtime_us"], noise["max_single_us"],
+            noise["hw"], noise["nmi"], noise["irq"], noise["softirq"], noise["thread"])
+
+
+@test("rt-hwlat", own_run=True)
+def t_rt_hwlat():
+    """rtctl latency --method hwlat on the real hwlat tracer: cpu1 only (tracing_cpumask), the floor said
+    as the hardware's (a TCG guest has gaps: the emulator's own), no verdict, tracefs and its threshold
+    as they were, and no hwlat thread left."""
+    before, out = measure_json("hwlat", "6s")
+    run0 = out["runs"][0]
+    check(out["method"] == "hwlat" and out["threshold_us"] >= 1 and "verdict" not in run0, "hwlat JSON: %s" % out)
+    cpus = [c["cpu"] for c in run0["cpus"]]
+    check(cpus == [1], "CPUs: %s" % cpus)
+    check(run0["gaps"] == run0["cpus"][0]["samples"] and
+          (run0["gaps"] == 0 or run0["floor_us"] >= out["threshold_us"]),
+          "gaps %s, floor %s, threshold %s" % (run0["gaps"], run0["floor_us"], out["threshold_us"]))
+    after = tracefs_state()
+    check(after == before, "tracefs after the run: %s" % {k: (before[k], after[k]) for k in before
+                                                          if before[k] != after[k]})
+    check(not tracer_threads("hwlatd"), "hwlat threads left: %s" % tracer_threads("hwlatd"))
+    t = run([RTCTL, "latency", "--method", "hwlat", "--cpus", "1", "--duration", "3s"], timeout=120)
+    check(t.returncode == 0 and ("Hardware noise floor:" in t.stdout or "No gap of" in t.stdout),
+          "text: %s" % (t.stdout + t.stderr)[-600:])
+    return "cpu1: %d gaps of %d µs or more in 6 s, floor %.0f µs; tracefs as before; %s" % (
+        run0["gaps"], out["threshold_us"], run0["floor_us"], [l for l in t.stdout.splitlines() if "floor" in l or "No gap" in l])
 
 
 @test("rt-irq-threads", own_run=True)

@@ -160,16 +160,19 @@ static int jack_open(Server *s, char **ret_error)
         }
         set_shutdown(s->client, on_shutdown, NULL);
         set_xrun(s->client, on_xrun, NULL);
-        /* Both servers tell only an active client (jack2's JackClient::ClientNotify; PipeWire calls it from
-         * the client's own cycle), so it takes part in the graph, with no ports and nothing to do: one
-         * wake-up per cycle of its process thread. */
-        set_process(s->client, on_process, NULL);
+        /* Both servers tell only an active client. jack2 tells it from its notification thread, and a
+         * client activated with no process callback is active without a place in the graph
+         * (JackClient::Activate passes IsRealTime() false, so JackEngine::ClientActivate leaves the graph
+         * alone): the server never waits for rtctl in a cycle. PipeWire's JACK calls the callback from the
+         * client's own cycle, so there it takes part, with no ports and nothing to do. */
+        if (streq(s->kind, "pipewire-jack"))
+                set_process(s->client, on_process, NULL);
         if (activate(s->client) != 0) {
                 *ret_error = xstrdup("cannot activate the JACK client");
                 return -EIO;
         }
-        /* Its process thread stays off the audio CPUs with the rest of rtctl: there, a client over its
-         * budget at the same SCHED_FIFO priority never lets it run, and rtctl could not even exit. */
+        /* A process thread (pw-jack's) stays off the audio CPUs with the rest of rtctl: there, a client
+         * over its budget at the same SCHED_FIFO priority never lets it run, and rtctl could not exit. */
         s->rate = rate(s->client);
         s->frames = frames(s->client);
         return 0;

@@ -243,6 +243,28 @@ def test_a_killed_run_leaves_nothing_after_restore_or_the_next_run(env, graph):
         assert INSTANCE not in instances()
 
 
+def test_jack2_never_waits_for_rtctl(env, graph):
+    """Recording must not itself make xruns: jack2 tells an active client of xruns from its notification
+    thread, so rtctl's client has no process callback, no real-time thread and no place in the graph that
+    jack2 would wait for in every cycle. (The over-budget test shows the xruns still reach it.)"""
+    graph(0.3)
+    e = dict(env.environ, **jack_env())
+    p = subprocess.Popen([RTCTL, "xruns", "--server", "jack", "--cpus", str(AUDIO)], env=e,
+                         stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    try:
+        assert wait_until(lambda: INSTANCE in instances(), timeout=30), p.stderr.read() if p.poll() else ""
+        time.sleep(1)
+        assert p.poll() is None
+        threads = os.listdir("/proc/%d/task" % p.pid)
+        assert len(threads) > 1, threads  # jack2's notification thread is there
+        assert rt_threads(p.pid) == [], "rtctl xruns has real-time threads %s: it is in jack2's graph" % (
+            rt_threads(p.pid))
+    finally:
+        p.send_signal(signal.SIGINT)
+        p.communicate(timeout=60)
+    assert p.returncode == 0
+
+
 def test_a_second_run_is_refused_and_no_server_is_a_clear_error(env, graph):
     e = dict(env.environ, **jack_env())
     r = subprocess.run([RTCTL, "xruns"], env=e, capture_output=True, text=True, timeout=60)

@@ -7,6 +7,7 @@
 
 #include "core/check-internal.h"
 #include "core/irqs.h"
+#include "core/sched-ext.h"
 #include "core/tasks.h"
 #include "core/topology.h"
 #include "shared/sysfs.h"
@@ -61,6 +62,49 @@ static void check_services(Audit *a, TaskScan *tasks)
         else
                 audit_add(a, "power-rivals", "ok",
                           xstrdup("no power-profiles-daemon, tuned or gamemoded running"), NULL);
+}
+
+/* A BPF scheduler (sched_ext) schedules every task that is not real-time in the kernel's stead: the
+ * audio clients' threads that are not at SCHED_FIFO, and everything rtctl keeps on the housekeeping
+ * CPUs. Users report more PipeWire crackles under scx_lavd and scx_bpfland (sched-ext/scx issue 2496). */
+static void check_sched_ext(Audit *a, TaskScan *tasks)
+{
+        _cleanup_free_ char *what = NULL;
+        SchedExt s;
+        unsigned pid;
+        int r;
+
+        r = sched_ext_read(&s);
+        if (r == -ENOENT) {
+                audit_add(a, "sched-ext", "ok", xstrdup("this kernel has no sched_ext: its own scheduler"),
+                          NULL);
+                return;
+        }
+        if (r < 0) {
+                audit_add(a, "sched-ext", "info",
+                          xasprintf("cannot read /sys/kernel/sched_ext/state: %s", strerror(-r)), NULL);
+                return;
+        }
+        if (!sched_ext_active(&s)) {
+                pid = task_scan_find_comm(tasks, "scx_loader");
+                audit_add(a, "sched-ext", "ok",
+                          pid ? xasprintf("no BPF scheduler in force (sched_ext %s); scx_loader (PID %u) "
+                                          "loads one when asked",
+                                          s.state, pid)
+                              : xasprintf("no BPF scheduler in force (sched_ext %s)", s.state),
+                          NULL);
+                sched_ext_clear(&s);
+                return;
+        }
+        what = sched_ext_describe(&s);
+        audit_add(a, "sched-ext", "warn",
+                  xasprintf("%s is in force: it decides when the audio clients' threads that are not "
+                            "real-time run, and what runs beside the audio graph; users report more "
+                            "xruns under scx_lavd and scx_bpfland",
+                            what),
+                  xstrdup("scxctl stop, or systemctl disable --now scx_loader.service (scx.service); "
+                          "OnConflict=stop in rtctl.conf stops them while a profile isolates CPUs"));
+        sched_ext_clear(&s);
 }
 
 static void check_rt(Audit *a)
@@ -357,6 +401,7 @@ void audit_run(const AuditOptions *o, Audit *ret)
         audit_kernel(ret, &k);
         kernel_info_clear(&k);
         check_services(ret, &tasks);
+        check_sched_ext(ret, &tasks);
         check_rt(ret);
         check_cpufreq(ret);
         audit_machine(ret);

@@ -172,7 +172,8 @@ static bool in_cgroup(JournalCheck *c, const char *object)
 static bool rival_service(const char *object)
 {
         static const char *const units[] = {"systemd:irqbalance.service", "systemd:tuned.service",
-                                            "systemd:power-profiles-daemon.service"};
+                                            "systemd:power-profiles-daemon.service",
+                                            "systemd:scx_loader.service", "systemd:scx.service"};
 
         for (size_t i = 0; i < ELEMENTSOF(units); i++)
                 if (streq(object, units[i]))

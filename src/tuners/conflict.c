@@ -1,12 +1,15 @@
 /* SPDX-License-Identifier: GPL-2.0-or-later */
 /* Services that move the knobs rtctl holds: irqbalance (IRQ affinities), power-profiles-daemon, tuned
- * and gamemode (governors, EPP, the PM QoS request). Reported with what each owns, or with
+ * and gamemode (governors, EPP, the PM QoS request), and, where the profile isolates CPUs, the loaders
+ * of sched_ext BPF schedulers (scx_loader, scx.service), which take every task that is not real-time
+ * from the kernel's scheduler. Reported with what each owns, or with
  * OnConflict=stop stopped through systemd for as long as the profile is active: a unit's state is a
  * setting like any other, journalled, so restore (even after a crash) starts it again.
  *
  * A tuner of its own, replanned when a profile is applied but not on CPU hotplug: looking for rivals
  * reads every process's name, which a hotplug pass has no time for. */
 #include "core/cgroupfs.h"
+#include "core/sched-ext.h"
 #include "tuners/registry.h"
 #include "shared/sysfs.h"
 #include "tuners/irq.h"
@@ -15,6 +18,7 @@
 typedef struct ConflictConfig {
         bool irq;   /* the profile places IRQs */
         bool power; /* the profile has a [Power] section */
+        bool sched; /* the profile isolates CPUs */
 } ConflictConfig;
 
 static void *conflict_parse(Conf *conf, char ***errors)
@@ -22,14 +26,15 @@ static void *conflict_parse(Conf *conf, char ***errors)
         _cleanup_strv_free_ char **ignored = NULL; /* the irq and cpufreq tuners report them */
         IrqConfig *irq = irq_config_parse(conf, &ignored);
         PowerConfig *power = power_config_parse(conf, &ignored);
-        ConflictConfig c = {.power = power != NULL};
+        ConfKey *isolate = conf_key(conf_section(conf, "CPU"), "Isolate");
+        ConflictConfig c = {.power = power != NULL, .sched = isolate && !isempty(isolate->value)};
 
         c.irq = irq && irq->balance != IRQ_BALANCE_OFF;
         for (size_t i = 0; irq && i < irq->n_rules; i++)
                 c.irq = c.irq || irq->rules[i].cpus.kind != CPU_SPEC_UNSET;
         irq_config_free(irq);
         power_config_free(power);
-        if (!c.irq && !c.power)
+        if (!c.irq && !c.power && !c.sched)
                 return NULL;
         ConflictConfig *ret = xmalloc0(sizeof(ConflictConfig));
         *ret = c;
@@ -56,11 +61,62 @@ static const Rival rivals[] = {
     {"gamemoded", NULL, true, "sets the governor while a game runs"},
 };
 
+/* Whether systemd has the unit file, where a package or an admin puts one. */
+static bool unit_installed(const char *unit)
+{
+        static const char *const dirs[] = {"/etc/systemd/system", "/run/systemd/system",
+                                           "/usr/lib/systemd/system", "/lib/systemd/system"};
+
+        for (size_t i = 0; i < ELEMENTSOF(dirs); i++) {
+                _cleanup_free_ char *p = xasprintf("%s/%s", dirs[i], unit);
+                if (sys_exists(p))
+                        return true;
+        }
+        return false;
+}
+
+/* sched_ext: its loaders stopped (those installed: they are rarely there, and each mask is a call to
+ * systemd), or the BPF scheduler in force reported. */
+static void plan_sched_ext(const PlanContext *ctx, bool systemd, Plan *plan, PlanNotes *notes)
+{
+        _cleanup_free_ char *what = NULL;
+        bool stopping = false;
+        SchedExt s;
+
+        if (ctx->stop_conflicts && systemd)
+                for (size_t i = 0; sched_ext_units[i]; i++)
+                        if (unit_installed(sched_ext_units[i])) {
+                                plan_add(plan, &setting_kind_service, "conflict", 0,
+                                         xasprintf("systemd:%s", sched_ext_units[i]), xstrdup("masked"));
+                                stopping = true;
+                        }
+        if (sched_ext_read(&s) < 0)
+                return;
+        if (sched_ext_active(&s) && !stopping) {
+                what = sched_ext_describe(&s);
+                plan_notes_add(
+                    notes, "conflict", xstrdup("sched_ext"),
+                    ctx->stop_conflicts
+                        ? xasprintf(
+                              "%s is in force, loaded by no service rtctl can stop: it decides when "
+                              "every task that is not real-time runs; stop it by hand (scxctl stop, or "
+                              "end the scx_ program)",
+                              what)
+                        : xasprintf("%s is in force: it decides when every task that is not real-time "
+                                    "runs; stop it (scxctl stop), or set OnConflict=stop in rtctl.conf",
+                                    what));
+        }
+        sched_ext_clear(&s);
+}
+
 static int conflict_plan(const PlanContext *ctx, const void *config, const char *device, Plan *plan,
                          PlanNotes *notes)
 {
         const ConflictConfig *c = config;
         bool systemd = sys_exists("/run/systemd/system");
+
+        if (c->sched)
+                plan_sched_ext(ctx, systemd, plan, notes);
 
         for (size_t i = 0; i < ELEMENTSOF(rivals); i++) {
                 const Rival *r = &rivals[i];

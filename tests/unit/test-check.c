@@ -10,6 +10,7 @@
 #include <zlib.h>
 
 #include "core/check.h"
+#include "core/reconcile.h"
 #include "core/tasks.h"
 #include "shared/sysfs.h"
 #include "test.h"
@@ -457,6 +458,64 @@ TEST(rivals)
         audit_clear(&a);
 }
 
+/* A sched_ext BPF scheduler: `rtctl check` names it; a profile that isolates CPUs reports it, or with
+ * OnConflict=stop masks its installed loaders (journalled like any rival service). */
+TEST(sched_ext)
+{
+        _cleanup_free_ char *root = test_fixture_copy("amd-workstation");
+        _cleanup_policy_ Policy *p = NULL;
+        SettingContext kinds = {};
+        PassResult res = {};
+        Audit a = {};
+
+        CHECK_FINDING(finding(&a, root, "sched-ext"), "ok", detail, "this kernel has no sched_ext");
+        test_write(root, "sys/kernel/sched_ext/state", "disabled\n");
+        test_write(root, "sys/kernel/sched_ext/switch_all", "0\n");
+        thread(root, 903, 903, "scx_loader", 0x400100, 0, SCHED_OTHER);
+        CHECK_FINDING(finding(&a, root, "sched-ext"), "ok", detail,
+                      "no BPF scheduler in force (sched_ext disabled); scx_loader (PID 903) loads one");
+        test_write(root, "sys/kernel/sched_ext/state", "enabled\n");
+        test_write(root, "sys/kernel/sched_ext/switch_all", "1\n");
+        test_write(root, "sys/kernel/sched_ext/root/ops", "lavd_1.0.12\n");
+        CHECK_FINDING(finding(&a, root, "sched-ext"), "warn", detail,
+                      "the BPF scheduler lavd_1.0.12 (sched_ext, for every task that is not real-time) is "
+                      "in force");
+        CHECK_FINDING(finding(&a, root, "sched-ext"), "warn", fix, "scxctl stop");
+        audit_clear(&a);
+
+        /* The conflict tuner, for a profile that isolates CPUs: reported without OnConflict=stop. */
+        p = test_profile("[Profile]\nDescription=t\n[CPU]\nIsolate=2-3\n");
+        CHECK(p != NULL);
+        setting_context_init(&kinds, NULL);
+        test_pass_policy(root, p, NULL, &(PassInput){.kinds = &kinds}, &res);
+        CHECK(test_note(&res, "lavd_1.0.12 (sched_ext") != NULL);
+        CHECK(test_note(&res, "set OnConflict=stop") != NULL);
+        /* With it, and systemd: the installed loader masked, the other left alone, nothing reported. */
+        test_write(root, "run/systemd/system/.keep", "");
+        test_write(root, "usr/lib/systemd/system/scx_loader.service",
+                   "[Service]\nExecStart=/usr/bin/scx_loader\n");
+        pass_result_clear(&res);
+        test_pass_policy(root, p, NULL, &(PassInput){.kinds = &kinds, .stop_conflicts = true}, &res);
+        CHECK_STREQ(test_desired(&res, "systemd:scx_loader.service"), "masked");
+        CHECK(test_desired(&res, "systemd:scx.service") == NULL);
+        CHECK(test_note(&res, "sched_ext") == NULL);
+        /* Loaded by hand, with no loader installed: what rtctl cannot stop is said. */
+        rm(root, "usr/lib/systemd/system/scx_loader.service");
+        pass_result_clear(&res);
+        test_pass_policy(root, p, NULL, &(PassInput){.kinds = &kinds, .stop_conflicts = true}, &res);
+        CHECK(test_desired(&res, "systemd:scx_loader.service") == NULL);
+        CHECK(test_note(&res, "loaded by no service rtctl can stop") != NULL);
+        /* A profile that isolates nothing leaves sched_ext alone. */
+        policy_free(TAKE_PTR(p));
+        p = test_profile("[Profile]\nDescription=t\n[IRQ]\nBalance=housekeeping\n");
+        pass_result_clear(&res);
+        test_pass_policy(root, p, NULL, &(PassInput){.kinds = &kinds}, &res);
+        CHECK(test_note(&res, "sched_ext") == NULL);
+        pass_result_clear(&res);
+        setting_context_clear(&kinds);
+        sysroot_set(NULL);
+}
+
 /* What only a reboot applies: the profile's boot arguments the running kernel lacks. */
 TEST(reboot_pending)
 {
@@ -511,5 +570,5 @@ TEST(pam_limits)
         CHECK_INTEQ(audit_pam_limit("root", audio, "rtprio", &v, NULL), -ENOENT);
 }
 
-TEST_MAIN(T(parse), T(inversion), T(kernel_config), T(preemption), T(mitigations_smt), T(memory_filesystems),
-          T(shared_irq), T(isolation), T(rivals), T(reboot_pending), T(pam_limits))
+TEST_MAIN(T(parse), T(sched_ext), T(inversion), T(kernel_config), T(preemption), T(mitigations_smt),
+          T(memory_filesystems), T(shared_irq), T(isolation), T(rivals), T(reboot_pending), T(pam_limits))

@@ -6,6 +6,7 @@
 #include <sched.h>
 
 #include "core/attach.h"
+#include "core/policy.h"
 #include "shared/sysfs.h"
 
 /* The kernel keeps TASK_COMM_LEN - 1 characters of a name. */
@@ -23,6 +24,7 @@ static void rule_clear(AttachRule *r)
                 term_clear(&r->terms[i]);
         free(r->terms);
         free(r->name);
+        free(r->profile);
         strv_free(r->thread_globs);
 }
 
@@ -178,17 +180,21 @@ static bool parse_threads(const ConfKey *k, AttachRule *r, char ***errors)
         return ok;
 }
 
-static bool parse_rule(ConfSection *s, const char *name, AttachRule *ret, char ***errors)
+static bool parse_rule(ConfSection *s, const char *name, bool hold, AttachRule *ret, char ***errors)
 {
-        ConfKey *match = conf_key(s, "Match"), *threads = conf_key(s, "Threads");
+        ConfKey *match = conf_key(s, "Match"), *threads = hold ? NULL : conf_key(s, "Threads"),
+                *profile = hold ? conf_key(s, "Profile") : NULL;
         _cleanup_strv_free_ char **words = NULL;
         AttachRule r = {.name = xstrdup(name)};
         size_t allocated = 0;
         bool ok = true;
 
         if (!match || isempty(match->value)) {
-                strv_push(errors, conf_section_error(s, "Match= is missing: a rule must say which processes "
-                                                        "it attaches (comm:, exe:, user:)"));
+                strv_push(errors,
+                          conf_section_error(s, hold ? "Match= is missing: a rule must say which "
+                                                       "processes hold its profile (comm:, exe:, user:)"
+                                                     : "Match= is missing: a rule must say which "
+                                                       "processes it attaches (comm:, exe:, user:)"));
                 ok = false;
         } else {
                 words = strv_split(match->value, " \t");
@@ -208,11 +214,25 @@ static bool parse_rule(ConfSection *s, const char *name, AttachRule *ret, char *
                 /* comm: and exe: are the process's to choose: without a user condition, any local user
                  * who names a process so would get onto the isolated CPUs without asking anyone. */
                 rule_error(errors, match,
-                           xstrdup("a rule must say whose processes it attaches: add user:active (the "
-                                   "active session's user), a user name or a UID"));
+                           xasprintf("a rule must say whose processes %s: add user:active (the active "
+                                     "session's user), a user name or a UID",
+                                     hold ? "hold its profile" : "it attaches"));
                 ok = false;
         }
-        if (!threads || isempty(threads->value)) {
+        if (hold) {
+                if (!profile || isempty(profile->value)) {
+                        strv_push(errors,
+                                  conf_section_error(s, "Profile= is missing: the profile held while "
+                                                        "a matching process runs"));
+                        ok = false;
+                } else if (!profile_name_valid(profile->value)) {
+                        rule_error(errors, profile,
+                                   xasprintf("%s is not a profile name (letters, digits, - and _)",
+                                             profile->value));
+                        ok = false;
+                } else
+                        r.profile = xstrdup(profile->value);
+        } else if (!threads || isempty(threads->value)) {
                 strv_push(errors, conf_section_error(s, "Threads= is missing: realtime, thread-name globs, "
                                                         "or all for the whole process"));
                 ok = false;
@@ -226,16 +246,17 @@ static bool parse_rule(ConfSection *s, const char *name, AttachRule *ret, char *
         return true;
 }
 
-AttachRules *attach_rules_parse(Conf *conf, char ***errors)
+static AttachRules *rules_parse(Conf *conf, const char *kind, char ***errors)
 {
         AttachRules *rules = xmalloc0(sizeof(AttachRules));
+        bool hold = streq(kind, "Hold");
         size_t allocated = 0;
 
         assert(conf);
 
         for (size_t i = 0; i < conf->n_sections; i++) {
                 ConfSection *s = &conf->sections[i];
-                const char *name = startswith(s->name, "Attach");
+                const char *name = startswith(s->name, kind);
                 AttachRule r;
 
                 if (!name || (*name != ' ' && *name != 0))
@@ -243,10 +264,10 @@ AttachRules *attach_rules_parse(Conf *conf, char ***errors)
                 s->used = true;
                 name += strspn(name, " ");
                 if (isempty(name)) {
-                        strv_push(errors, conf_section_error(s, "a rule needs a name: [Attach NAME]"));
+                        strv_push(errors, conf_section_error(s, "a rule needs a name: [%s NAME]", kind));
                         continue;
                 }
-                if (!parse_rule(s, name, &r, errors))
+                if (!parse_rule(s, name, hold, &r, errors))
                         continue;
                 GREEDY_REALLOC(rules->rules, allocated, rules->n + 1);
                 rules->rules[rules->n++] = r;
@@ -261,6 +282,16 @@ AttachRules *attach_rules_parse(Conf *conf, char ***errors)
                 return NULL;
         }
         return rules;
+}
+
+AttachRules *attach_rules_parse(Conf *conf, char ***errors)
+{
+        return rules_parse(conf, "Attach", errors);
+}
+
+AttachRules *hold_rules_parse(Conf *conf, char ***errors)
+{
+        return rules_parse(conf, "Hold", errors);
 }
 
 void attach_proc_init(AttachProc *p, unsigned pid, const char *comm)

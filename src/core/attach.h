@@ -46,6 +46,7 @@ typedef struct AttachRule {
         char *name;
         AttachTerm *terms;
         size_t n_terms;
+        char *profile;       /* [Hold NAME]: the profile held while a matching process runs */
         bool all;            /* Threads=all: the whole process */
         bool realtime;       /* `realtime` is an alternative of Threads= */
         char **thread_globs; /* the thread-name glob alternatives */
@@ -62,6 +63,16 @@ typedef struct AttachRules {
 /* Reads every [Attach NAME] section; appends "file:line: Key=value: why" to *errors. NULL when the
  * profile has no rule. */
 AttachRules *attach_rules_parse(Conf *conf, char ***errors);
+
+/* [Hold NAME] rules: a profile held for as long as a matching process runs, with no command typed.
+ *
+ *   Match=exe:/usr/lib/ardour[0-9]/ardour-[0-9]* user:active
+ *   Profile=audio
+ *
+ * Match= as [Attach] has it, and like it naming whose processes (a user: term): comm: and exe: are the
+ * process's own to choose, so without one any local user could tune the machine by naming a program so.
+ * Profile= names the profile to hold; the rules are read from the base profile. NULL when none. */
+AttachRules *hold_rules_parse(Conf *conf, char ***errors);
 void attach_rules_free(AttachRules *r);
 
 /* What rules look at, read on first need only: an exec storm costs one read of comm per process, and

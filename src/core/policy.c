@@ -196,9 +196,10 @@ static int load_conf(const ConfSource *src, const char *name, char ***stack, con
 
 static bool section_known(const char *name)
 {
-        const char *attach = startswith(name, "Attach");
+        const char *attach = startswith(name, "Attach"), *hold = startswith(name, "Hold");
 
-        if (streq(name, "Profile") || streq(name, "CPU") || (attach && (*attach == 0 || *attach == ' ')))
+        if (streq(name, "Profile") || streq(name, "CPU") || (attach && (*attach == 0 || *attach == ' ')) ||
+            (hold && (*hold == 0 || *hold == ' ')))
                 return true;
         for (size_t i = 0; i < tuners_n(); i++)
                 for (const char *const *s = tuner_nth(i)->sections; s && *s; s++) {
@@ -307,6 +308,7 @@ int policy_load_from(const ConfSource *src, const char *name, Policy **ret, char
         p->name = xstrdup(name);
         parse_core(p, c, &errors);
         p->attach = attach_rules_parse(c, &errors);
+        p->holds = hold_rules_parse(c, &errors);
         if (p->attach && p->isolate.kind == CPU_SPEC_UNSET)
                 for (size_t i = 0; i < c->n_sections; i++)
                         if (startswith(c->sections[i].name, "Attach "))
@@ -353,6 +355,7 @@ void policy_free(Policy *p)
                         tuner_nth(i)->free_config(p->config[i]);
         cpu_spec_clear(&p->isolate);
         attach_rules_free(p->attach);
+        attach_rules_free(p->holds);
         free(p->name);
         free(p->description);
         free(p);

@@ -44,6 +44,7 @@ typedef struct Policy {
         int rank; /* [Profile] Rank=: among held profiles and the base one, the highest is in force */
         CpuSpec isolate;
         AttachRules *attach;      /* [Attach NAME] rules; NULL when none */
+        AttachRules *holds;       /* [Hold NAME] rules (read from the base profile); NULL when none */
         void *config[TUNERS_MAX]; /* by the tuner's place (tuner_nth()) */
 } Policy;
 

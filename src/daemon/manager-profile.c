@@ -123,7 +123,10 @@ static int switch_profile(Manager *m, const char *name, bool persist, char **ret
         if (persist)
                 persist_profile(m, name);
         bus_emit_base_profile_changed(m);
+        /* Its [Hold] rules, whichever profile ends up in force. */
+        AttachRules *holds = TAKE_PTR(p->holds);
         manager_apply_in_force(m, p, "profile");
+        manager_hold_rules_set(m, holds);
         return 0;
 }
 
@@ -166,6 +169,16 @@ int manager_reload(Manager *m, char **ret_error)
         m->conf = conf;
         if (p)
                 activate(m, p, "reload");
+        /* The base profile's [Hold] rules as its file says now (kept when it no longer loads). */
+        if (m->base_profile) {
+                _cleanup_policy_ Policy *base = NULL;
+                _cleanup_free_ char *err = NULL;
+                if (manager_load_profile(m, m->base_profile, &base, &err) >= 0)
+                        manager_hold_rules_set(m, TAKE_PTR(base->holds));
+                else
+                        log_warning("Cannot reload the [Hold] rules of profile %s, they stay: %s",
+                                    m->base_profile, err);
+        }
         bus_emit_profiles_changed(m);
         log_info("Configuration reloaded.");
         return 0;
@@ -176,6 +189,7 @@ void manager_restore(Manager *m)
         assert(m);
 
         log_info("Restoring every value rtctl changed; every hold ends.");
+        manager_hold_rules_set(m, NULL);
         manager_release_all(m);
         free(m->base_profile);
         m->base_profile = NULL;

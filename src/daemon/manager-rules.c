@@ -149,7 +149,10 @@ static void on_proc_event(const ProcEvent *ev, void *userdata)
         Manager *m = userdata;
         RuleMatch *x;
 
-        if (m->stopping || !rules(m))
+        if (m->stopping)
+                return;
+        manager_hold_rules_event(m, ev);
+        if (!rules(m))
                 return;
         switch (ev->type) {
         case PROC_EV_EXEC:
@@ -201,10 +204,13 @@ static int on_login_change(sd_event_source *s, int fd, uint32_t revents, void *u
                 memcpy(before, m->active_uids, sizeof(uid_t) * n_before);
         }
         refresh_active_users(m);
-        if (rules(m) && rules(m)->uses_active &&
-            (n_before != m->n_active_uids ||
-             (n_before && memcmp(before, m->active_uids, sizeof(uid_t) * n_before) != 0)))
+        if (n_before == m->n_active_uids &&
+            (!n_before || memcmp(before, m->active_uids, sizeof(uid_t) * n_before) == 0))
+                return 0;
+        if (rules(m) && rules(m)->uses_active)
                 rescan(m, "active session changed");
+        if (manager_hold_rules_use_active(m))
+                manager_hold_rules_rescan(m, "active session changed");
         return 0;
 }
 
@@ -238,32 +244,47 @@ static void stop_watching(Manager *m)
         m->login = sd_login_monitor_unref(m->login);
 }
 
-void manager_rules_apply(Manager *m)
+void manager_rules_follow(Manager *m)
 {
         int r;
 
+        assert(m);
+
+        if (!rules(m) && !m->hold_rules) {
+                stop_watching(m);
+                return;
+        }
+        /* Subscribed before a scan, so that nothing started between the two is missed. */
+        if (!m->procs) {
+                r = proc_monitor_new(m->event, on_proc_event, m, &m->procs);
+                if (r < 0)
+                        log_warning_errno(
+                            r, "Cannot follow process events (%m): [Attach] and [Hold] rules apply "
+                               "to what runs when a profile is applied only.");
+        }
+        if ((rules(m) && rules(m)->uses_active) || manager_hold_rules_use_active(m))
+                watch_logins(m);
+        else {
+                m->login_source = sd_event_source_disable_unref(m->login_source);
+                m->login = sd_login_monitor_unref(m->login);
+        }
+        refresh_active_users(m);
+}
+
+void manager_rules_apply(Manager *m)
+{
         assert(m);
 
         free(m->rule_threads);
         m->rule_threads = NULL;
         m->n_rule_threads = m->rule_threads_allocated = 0;
         m->n_matches = 0;
+        manager_rules_follow(m);
         if (!rules(m)) {
-                stop_watching(m);
+                manager_sched_stop(m);
                 return;
         }
-        /* Subscribed before the scan, so that nothing started between the two is missed. */
-        if (!m->procs) {
-                r = proc_monitor_new(m->event, on_proc_event, m, &m->procs);
-                if (r < 0)
-                        log_warning_errno(r,
-                                          "Cannot follow process events (%m): [Attach] rules apply to what "
-                                          "runs when a profile is applied only.");
-        }
-        if (rules(m)->uses_active)
-                watch_logins(m);
         manager_sched_update(m);
-        refresh_active_users(m);
         rescan(m, "attach rules");
 }
 

@@ -76,6 +76,7 @@ void manager_free(Manager *m)
         sd_event_source_unref(m->ppd_timer);
         sd_bus_flush_close_unref(m->bus);
         uevent_monitor_free(m->uevents);
+        manager_hold_rules_free(m);
         manager_rules_free(m);
         sd_event_source_disable_unref(m->pass_source);
         sd_event_source_disable_unref(m->settle_source);

@@ -67,6 +67,13 @@ typedef struct RuleMatch {
         unsigned placed;
 } RuleMatch;
 
+/* A process a [Hold] rule of the base profile matched. */
+typedef struct HoldMatch {
+        unsigned pid;
+        unsigned long long starttime;
+        unsigned rule; /* index in m->hold_rules */
+} HoldMatch;
+
 /* What a pass places on the isolated CPUs: whole processes (attached, or matched by a rule with
  * Threads=all) and single threads (rules with a thread glob). */
 typedef struct AttachInput {
@@ -160,7 +167,7 @@ typedef struct Manager {
         bool after_jobs[_TUNER_MAX]; /* replanned once systemd finished the jobs a pass queued */
         Attached *attached;
         size_t n_attached, attached_allocated;
-        ProcMonitor *procs; /* process events, while the policy has [Attach] rules */
+        ProcMonitor *procs; /* process events, while the policy has [Attach] or the base [Hold] rules */
         sd_login_monitor *login;
         sd_event_source *login_source;
         RuleMatch *matches;
@@ -169,6 +176,11 @@ typedef struct Manager {
         bool matches_full;  /* a match was ignored for it, and said so; until one goes */
         uid_t *active_uids; /* users of the active session of each seat */
         size_t n_active_uids, active_uids_allocated;
+        AttachRules *hold_rules; /* the base profile's [Hold] rules; NULL: none */
+        HoldMatch *hold_matches;
+        size_t n_hold_matches, hold_matches_allocated; /* RULE_MATCHES_MAX at most */
+        uint32_t *hold_cookies; /* per hold rule: the hold it took (0: none, or it could not) */
+        bool *hold_tried;       /* per hold rule: tried since its first match (a failure is said once) */
         AttachedThread *rule_threads; /* the threads rules put on the isolated CPUs in the last pass */
         size_t n_rule_threads, rule_threads_allocated;
         PolicyWatch policy_watch;      /* policy changes, while a rule says Threads=realtime */
@@ -296,6 +308,21 @@ void manager_rules_note_pass(Manager *m, const AttachInput *in);
 void attach_input_clear(AttachInput *a);
 const char *manager_rule_name(const Manager *m, const RuleMatch *x);
 bool manager_rule_whole(const Manager *m, const RuleMatch *x);
+/* Process events and logind followed while [Attach] rules of the policy or [Hold] rules of the base
+ * profile need them, and no longer. */
+void manager_rules_follow(Manager *m);
+
+/* manager-hold-rules.c */
+/* The base profile's [Hold] rules (taken over), or none (NULL): the holds of the rules that go end, and
+ * /proc is scanned for the new ones. */
+void manager_hold_rules_set(Manager *m, AttachRules *rules);
+/* A process event (lost events: a rescan). */
+void manager_hold_rules_event(Manager *m, const ProcEvent *ev);
+/* Every process evaluated again (the active session changed, events were lost). */
+void manager_hold_rules_rescan(Manager *m, const char *why);
+bool manager_hold_rules_use_active(const Manager *m);
+void manager_hold_rules_free(Manager *m);
+
 /* A thread's scheduling policy may have changed: its process is evaluated against the rules again. */
 void manager_rules_policy_changed(Manager *m, unsigned tid);
 /* A process is looked at again (the re-check method's timer). */

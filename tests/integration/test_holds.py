@@ -3,10 +3,13 @@ import os
 import shutil
 import signal
 import subprocess
+import tempfile
+import time
 
 import dbus
 import pytest
 
+import harness
 import machine
 from conftest import wait_until
 from harness import HANG_SECONDS, RTCTL
@@ -240,3 +243,72 @@ def test_attach_by_pidfd(henv, clients):
         os.close(live_fd)
         live.kill()
         live.wait()
+
+
+@pytest.fixture
+def daw_dir():
+    """A directory every user can reach, for a stand-in DAW executable (a copy of sleep)."""
+    d = tempfile.mkdtemp(prefix="rtctl-hold-", dir="/tmp")
+    os.chmod(d, 0o755)
+    yield d
+    shutil.rmtree(d, ignore_errors=True)
+
+
+def rule_holds(c):
+    return [h for h in c.prop("ActiveProfileHolds") if h["ApplicationId"] == "daw"]
+
+
+def test_a_hold_rule_holds_its_profile_while_the_program_runs(env, daw_dir):
+    """A [Hold] rule of the base profile: a program whose executable its exe: glob matches holds the
+    rule's profile for as long as one such process runs, with no command typed; the hold is an ordinary
+    one (ranked, listed with the rule's name as application id); another user's process, which the
+    rule's user: term leaves out, holds nothing; a restarted rtctld finds a program already running."""
+    for name, text in PROFILES.items():
+        env.profile(name, text)
+    exe = os.path.join(daw_dir, "fakedaw-8.12")
+    shutil.copy("/bin/sleep", exe)
+    os.chmod(exe, 0o755)
+    env.profile("base", "[Profile]\nRank=5\n[Sysctl]\nvm.stat_interval=2\n"
+                "[Hold daw]\nMatch=exe:%s/fakedaw-[0-9]* user:root\nProfile=hi\n" % daw_dir)
+    env.write("rtctl.conf", "[Daemon]\nDefaultProfile=base\nUevents=kernel\n")
+    d = env.start()
+    c = Client(env)
+    procs = []
+    try:
+        assert c.prop("ActiveProfile") == "base" and stat_interval() == "2" and not rule_holds(c)
+        procs.append(subprocess.Popen([exe, "60"]))
+        assert wait_until(lambda: c.prop("ActiveProfile") == "hi" and stat_interval() == "3"), c.prop("ActiveProfile")
+        holds = rule_holds(c)
+        assert len(holds) == 1 and holds[0]["Profile"] == "hi", holds
+        assert exe in holds[0]["Reason"] and "PID %d" % procs[0].pid in holds[0]["Reason"], holds
+        assert c.prop("BaseProfile") == "base"
+        # A second instance shares the hold; the first one's exit keeps it.
+        procs.append(subprocess.Popen([exe, "60"]))
+        time.sleep(0.5)
+        assert len(rule_holds(c)) == 1
+        procs[0].kill()
+        procs[0].wait()
+        time.sleep(1)
+        assert c.prop("ActiveProfile") == "hi" and len(rule_holds(c)) == 1
+        # rtctld restarted while it runs: the scan at start finds it.
+        d.stop()
+        d = env.start()
+        c.close()
+        c = Client(env)
+        assert wait_until(lambda: c.prop("ActiveProfile") == "hi" and len(rule_holds(c)) == 1)
+        # The last one exits: the hold ends, the base profile is back.
+        procs[1].kill()
+        procs[1].wait()
+        assert wait_until(lambda: c.prop("ActiveProfile") == "base" and stat_interval() == "2")
+        assert not rule_holds(c)
+        # Another user's process: not the rule's user, so it holds nothing.
+        procs.append(subprocess.Popen([exe, "60"], user=harness.NOBODY, group=harness.NOBODY))
+        time.sleep(1.5)
+        assert c.prop("ActiveProfile") == "base" and not rule_holds(c)
+    finally:
+        for p in procs:
+            if p.poll() is None:
+                p.kill()
+                p.wait()
+        c.close()
+        d.stop()

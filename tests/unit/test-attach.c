@@ -1,6 +1,7 @@
 /* SPDX-License-Identifier: GPL-2.0-or-later */
 /* [Attach] rules: parsing (errors name file:line:key), matching a process, choosing its threads. The
  * processes are a small /proc tree under a root prefix. */
+#include <glib.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
 
@@ -188,6 +189,86 @@ static int match(const AttachRules *r, unsigned pid, const char *comm, const uid
         return i;
 }
 
+/* [Hold] rules: Match= as [Attach] has it, a user term required alike, Profile= instead of Threads=;
+ * the shipped examples (commented out in desktop.conf) load when uncommented. */
+TEST(hold_rules)
+{
+        _cleanup_free_ char *e = NULL, *root = NULL;
+        _cleanup_policy_ Policy *p = NULL;
+        Policy *bad = NULL;
+        uid_t active[] = {1000};
+
+        CHECK_INTEQ(
+            load("hold",
+                 "[Profile]\nDescription=t\n[Hold daw]\nMatch=exe:/usr/lib/ardour[0-9]*/ardour-[0-9]* "
+                 "user:active\nProfile=audio\n",
+                 &p, &e),
+            0);
+        CHECK_STREQ(e, NULL);
+        CHECK(p && p->holds && p->holds->n == 1 && !p->attach);
+        CHECK_STREQ(p && p->holds ? p->holds->rules[0].name : NULL, "daw");
+        CHECK_STREQ(p && p->holds ? p->holds->rules[0].profile : NULL, "audio");
+        CHECK(p && p->holds && p->holds->uses_active);
+        /* Debian's Ardour 7 and 8 match; the scanners beside them and another user's Ardour do not. */
+        root = xasprintf("%s/hold-root", test_tmpdir());
+        fake_process(root, 410, "ardour-7.3.0~ds", "/usr/lib/ardour7/ardour-7.3.0~ds0", 1000, NULL);
+        fake_process(root, 411, "ardour-8.12.0~d", "/usr/lib/ardour8/ardour-8.12.0~ds", 1000, NULL);
+        fake_process(root, 412, "ardour-vst-scan", "/usr/lib/ardour8/ardour-vst-scanner", 1000, NULL);
+        fake_process(root, 413, "ardour-8.12.0~d", "/usr/lib/ardour8/ardour-8.12.0~ds", 1001, NULL);
+        sysroot_set(root);
+        CHECK_INTEQ(match(p->holds, 410, NULL, active, 1), 0);
+        CHECK_INTEQ(match(p->holds, 411, NULL, active, 1), 0);
+        CHECK_INTEQ(match(p->holds, 412, NULL, active, 1), -1);
+        CHECK_INTEQ(match(p->holds, 413, NULL, active, 1), -1);
+        sysroot_set(NULL);
+
+        CHECK_INTEQ(
+            load(
+                "holdbad",
+                "[Profile]\nDescription=t\n[Hold daw]\nMatch=exe:/usr/bin/daw\n[Hold x]\nMatch=user:active\n"
+                "[Hold y]\nMatch=comm:y user:active\nProfile=no/such\n[Hold]\nMatch=comm:z user:0\n"
+                "Profile=audio\n[Hold t]\nMatch=comm:t user:0\nProfile=audio\nThreads=all\n",
+                &bad, &e),
+            -EINVAL);
+        CHECK(bad == NULL);
+        CHECK_CONTAINS(e, "holdbad.conf:4: Match=exe:/usr/bin/daw: a rule must say whose processes hold its "
+                          "profile: add user:active");
+        CHECK_CONTAINS(e, "holdbad.conf:5: [Hold x]: Profile= is missing");
+        CHECK_CONTAINS(e, "Profile=no/such: no/such is not a profile name");
+        CHECK_CONTAINS(e, "a rule needs a name: [Hold NAME]");
+        CHECK_CONTAINS(e, "Threads=");
+}
+
+/* The examples desktop.conf ships commented out load when uncommented, and each names the active user. */
+TEST(shipped_hold_examples)
+{
+        _cleanup_free_ char *path = xasprintf("%s/profiles/desktop.conf", getenv("RTCTL_CONF_D")),
+                            *text = NULL, *e = NULL;
+        _cleanup_strv_free_ char **lines = NULL;
+        _cleanup_policy_ Policy *p = NULL;
+        GString *out = g_string_new("[Profile]\nDescription=t\n");
+        bool in_hold = false;
+
+        CHECK_INTEQ(read_full_file(path, &text, NULL), 0);
+        lines = strv_split(strempty(text), "\n");
+        for (char **l = lines; l && *l; l++) {
+                if (startswith(*l, "#[Hold "))
+                        in_hold = true;
+                else if (!startswith(*l, "#Match=") && !startswith(*l, "#Profile="))
+                        in_hold = false;
+                if (in_hold)
+                        g_string_append_printf(out, "%s\n", *l + 1);
+        }
+        CHECK_INTEQ(load("examples", out->str, &p, &e), 0);
+        CHECK_STREQ(e, NULL);
+        CHECK(p && p->holds && p->holds->n == 4);
+        for (size_t i = 0; p && p->holds && i < p->holds->n; i++) {
+                CHECK(p->holds->uses_active);
+                CHECK_STREQ(p->holds->rules[i].profile, "audio");
+        }
+        g_string_free(out, true);
+}
+
 TEST(matching_is_and_of_terms_or_of_alternatives)
 {
         _cleanup_free_ char *root = xasprintf("%s/procs", test_tmpdir());
@@ -321,7 +402,7 @@ TEST(exited_includes_zombies)
         CHECK(task_exited((unsigned)pid));
 }
 
-TEST_MAIN(T(parse_terms_and_threads), T(rules_must_name_users), T(shipped_rules_name_users),
-          T(thread_values), T(exited_includes_zombies), T(no_rules_no_config), T(errors_name_file_line_key),
-          T(matching_is_and_of_terms_or_of_alternatives), T(first_rule_wins_and_includes_come_after),
-          T(threads_by_name))
+TEST_MAIN(T(parse_terms_and_threads), T(rules_must_name_users), T(shipped_rules_name_users), T(hold_rules),
+          T(shipped_hold_examples), T(thread_values), T(exited_includes_zombies), T(no_rules_no_config),
+          T(errors_name_file_line_key), T(matching_is_and_of_terms_or_of_alternatives),
+          T(first_rule_wins_and_includes_come_after), T(threads_by_name))

@@ -378,6 +378,7 @@ int bus_ppd_setup(Manager *m)
         if (r < 0)
                 return log_error_errno(r, "Failed to register power-profiles-daemon's objects: %m");
         m->ppd_serving = true;
+        m->ppd_shown = -1; /* signalled with the first pass */
         /* Without systemd on the bus (no answer), nothing will start power-profiles-daemon. */
         r = sd_bus_call_method_async(m->bus, NULL, "org.freedesktop.systemd1", "/org/freedesktop/systemd1",
                                      "org.freedesktop.systemd1.Manager", "GetUnitFileState",
@@ -387,16 +388,28 @@ int bus_ppd_setup(Manager *m)
         return 0;
 }
 
-void bus_ppd_emit_changed(Manager *m)
+void bus_ppd_emit_changed(Manager *m, bool holds_changed)
 {
+        PowerProfile shown;
+        bool profile_changed;
+
         assert(m);
 
         if (!m->bus || !m->ppd_serving)
                 return;
-        (void)sd_bus_emit_properties_changed(m->bus, PPD_PATH, PPD_NAME, "ActiveProfile",
-                                             "ActiveProfileHolds", NULL);
-        (void)sd_bus_emit_properties_changed(m->bus, PPD_PATH_OLD, PPD_NAME_OLD, "ActiveProfile",
-                                             "ActiveProfileHolds", NULL);
+        shown = shown_profile(m);
+        profile_changed = m->ppd_shown != (int)shown;
+        m->ppd_shown = (int)shown;
+        if (profile_changed && holds_changed) {
+                (void)sd_bus_emit_properties_changed(m->bus, PPD_PATH, PPD_NAME, "ActiveProfile",
+                                                     "ActiveProfileHolds", NULL);
+                (void)sd_bus_emit_properties_changed(m->bus, PPD_PATH_OLD, PPD_NAME_OLD, "ActiveProfile",
+                                                     "ActiveProfileHolds", NULL);
+        } else if (profile_changed || holds_changed) {
+                const char *what = profile_changed ? "ActiveProfile" : "ActiveProfileHolds";
+                (void)sd_bus_emit_properties_changed(m->bus, PPD_PATH, PPD_NAME, what, NULL);
+                (void)sd_bus_emit_properties_changed(m->bus, PPD_PATH_OLD, PPD_NAME_OLD, what, NULL);
+        }
 }
 
 void bus_ppd_hold_ended(Manager *m, const Hold *h)

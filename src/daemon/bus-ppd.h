@@ -1,6 +1,8 @@
 /* SPDX-License-Identifier: GPL-2.0-or-later */
 #pragma once
 
+#include <stdbool.h>
+
 typedef struct Manager Manager;
 typedef struct Hold Hold;
 
@@ -15,7 +17,8 @@ typedef struct Hold Hold;
 /* With [PowerProfiles] Serve=yes: both objects, and both names asked for without taking them from
  * power-profiles-daemon (rtctld queues behind it and answers once it is gone). */
 int bus_ppd_setup(Manager *m);
-/* The slider's properties may have changed: the profile in force, the base profile or the holds. */
-void bus_ppd_emit_changed(Manager *m);
+/* The slider's properties may have changed: ActiveProfile is signalled when the profile it shows did
+ * (not on every pass: a hotplug storm makes many), ActiveProfileHolds when holds_changed. */
+void bus_ppd_emit_changed(Manager *m, bool holds_changed);
 /* A hold ends: one taken through this API gets ProfileReleased, sent to its holder alone. */
 void bus_ppd_hold_ended(Manager *m, const Hold *h);

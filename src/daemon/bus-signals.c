@@ -18,7 +18,7 @@ void bus_emit_applied(Manager *m, const char *reason)
             "IsolatedCPUs", "HousekeepingCPUs", "IsolationReason", "LastPass", "AttachedProcesses",
             "DMALatencyRequest", "RebootPending", NULL);
         (void)sd_bus_emit_properties_changed(m->bus, RTCTL_BUS_PATH, RTCTL_BUS_IFACE, "CPUPower", NULL);
-        bus_ppd_emit_changed(m);
+        bus_ppd_emit_changed(m, false);
 }
 
 void bus_emit_profiles_changed(Manager *m)
@@ -37,7 +37,7 @@ void bus_emit_base_profile_changed(Manager *m)
         if (!m->bus)
                 return;
         (void)sd_bus_emit_properties_changed(m->bus, RTCTL_BUS_PATH, RTCTL_BUS_IFACE, "BaseProfile", NULL);
-        bus_ppd_emit_changed(m);
+        bus_ppd_emit_changed(m, false);
 }
 
 void bus_emit_holds_changed(Manager *m, uint32_t released)
@@ -51,7 +51,7 @@ void bus_emit_holds_changed(Manager *m, uint32_t released)
                                          released);
         (void)sd_bus_emit_properties_changed(m->bus, RTCTL_BUS_PATH, RTCTL_BUS_IFACE, "ActiveProfileHolds",
                                              "BaseProfile", NULL);
-        bus_ppd_emit_changed(m);
+        bus_ppd_emit_changed(m, true);
 }
 
 void bus_emit_attached_threads_changed(Manager *m)

@@ -156,6 +156,7 @@ typedef struct Manager {
         sd_bus_slot *name_slot; /* NameOwnerChanged: callers leaving the bus (bus.c) */
         Polkit *polkit;
         bool ppd_serving;           /* power-profiles-daemon's objects are registered (bus-ppd.c) */
+        int ppd_shown;              /* the power profile ActiveProfile last signalled; -1: none yet */
         bool ppd_names_asked;       /* and its names asked for */
         sd_bus_slot *ppd_watch;     /* NameOwnerChanged of its name, while waiting for it to run */
         sd_event_source *ppd_timer; /* how long that wait lasts */

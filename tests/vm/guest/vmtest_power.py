@@ -4,9 +4,10 @@ session, on the real system bus with the real polkitd, drives rtctld while power
 run; when it runs, it keeps its names."""
 
 import os
+import subprocess
 import time
 
-from vmtest_common import check, con, dbus_mod, RTCTL, run, test, UNIT, unit_prop, wait_for
+from vmtest_common import call, check, con, dbus_mod, RTCTL, run, test, UNIT, unit_prop, wait_for
 from vmtest_session import (as_alice, brief, ensure_rtctld_base, holds_of, kill_quietly, rtprops, session,
     spawn_as_alice)
 
@@ -126,3 +127,60 @@ def t_power_slider():
         if enabled:
             run(["systemctl", "disable", PPD_UNIT], timeout=60)
         ensure_rtctld_base()
+
+
+DAW_DIR = "/usr/local/lib/rtctl-vmtest-daw"
+HOLD_PROFILE = "/etc/rtctl/profiles/vmhold.conf"
+
+
+@test("hold-rule", timeout=240)
+def t_hold_rule():
+    """A [Hold] rule of the base profile (issue 25): a stand-in DAW (a copy of sleep whose path the rule's
+    exe: glob matches) started by alice in her active session holds audio, with no command typed: the
+    isolation comes, the hold is listed with the rule's name, and it ends when the program exits. The same
+    program run by root (not the active session's user) holds nothing."""
+    session()
+    ensure_rtctld_base()
+    os.makedirs(DAW_DIR, exist_ok=True)
+    exe = os.path.join(DAW_DIR, "fakedaw-8.12")
+    run(["install", "-m", "0755", "/bin/sleep", exe], check_rc=True)
+    with open(HOLD_PROFILE, "w") as f:
+        f.write("[Profile]\nDescription=VM tier: a [Hold] rule\nInclude=vmtest\n"
+                "[Hold daw]\nMatch=exe:%s/fakedaw-[0-9]* user:active\nProfile=audio\n" % DAW_DIR)
+    steps = []
+    pids = []
+    try:
+        r, err, msg = call("SetProfile", "vmhold")
+        check(err is None, "SetProfile(vmhold): %s %s" % (err, msg))
+        rootp = subprocess.Popen([exe, "60"])
+        pids.append(rootp.pid)
+        time.sleep(1.5)
+        props = rtprops()
+        check(props.get("ActiveProfile") == "vmhold" and not holds_of(props),
+              "root's stand-in DAW (not the active user) held: %s" % brief(props))
+        kill_quietly([rootp.pid])
+        rootp.wait()
+        steps.append("root's process: no hold")
+        pid = spawn_as_alice([exe, "120"])
+        pids.append(pid)
+        check(wait_for(lambda: rtprops().get("ActiveProfile") == "audio" and rtprops().get("IsolatedCPUs"), 30, 0.25),
+              "alice's stand-in DAW (pid %d): %s" % (pid, brief(rtprops())))
+        holds = holds_of(rtprops(), "audio")
+        check(len(holds) == 1 and holds[0].get("ApplicationId") == "daw" and "PID %d" % pid in holds[0].get("Reason", ""),
+              "the rule's hold: %s" % holds)
+        iso = rtprops()["IsolatedCPUs"]
+        steps.append("alice's fakedaw-8.12 (pid %d): audio held as %r, CPUs %s isolated" % (
+            pid, holds[0].get("Reason"), iso))
+        kill_quietly([pid])
+        check(wait_for(lambda: rtprops().get("ActiveProfile") == "vmhold" and not rtprops().get("IsolatedCPUs")
+                       and not holds_of(rtprops()), 30, 0.25), "after it exited: %s" % brief(rtprops()))
+        steps.append("it exited: vmhold back, nothing isolated")
+        return "; ".join(steps)
+    finally:
+        kill_quietly(pids)
+        ensure_rtctld_base()
+        for path in (HOLD_PROFILE, exe):
+            try:
+                os.unlink(path)
+            except OSError:
+                pass

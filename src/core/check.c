@@ -5,6 +5,7 @@
 #include <dirent.h>
 #include <sched.h>
 
+#include "core/audiodev.h"
 #include "core/check-internal.h"
 #include "core/irqs.h"
 #include "core/sched-ext.h"
@@ -105,6 +106,64 @@ static void check_sched_ext(Audit *a, TaskScan *tasks)
                   xstrdup("scxctl stop, or systemctl disable --now scx_loader.service (scx.service); "
                           "OnConflict=stop in rtctl.conf stops them while a profile isolates CPUs"));
         sched_ext_clear(&s);
+}
+
+static void add_item(char **list, char *item)
+{
+        char *more = xasprintf("%s%s%s", *list ? *list : "", *list ? "; " : "", item);
+        free(item);
+        free(*list);
+        *list = more;
+}
+
+/* The sound devices' own power saving, which the audio profile's [AudioDevices] turns off: an HDA codec
+ * powering down between sounds, a USB interface (or a hub above it) allowed to autosuspend, a sound
+ * controller's PCIe link in ASPM. rtcqs has no such check. */
+static void check_audio_devices(Audit *a)
+{
+        _cleanup_strv_free_ char **devs = audiodev_list();
+        _cleanup_free_ char *found = NULL, *save = NULL;
+        bool hda = false;
+
+        for (char **d = devs; d && *d; d++) {
+                if (audiodev_is_usb(*d)) {
+                        _cleanup_strv_free_ char **chain = audiodev_usb_chain(*d);
+                        for (char **u = chain; u && *u; u++) {
+                                _cleanup_free_ char *ctl = xasprintf("%s/power/control", *u), *v = NULL,
+                                                    *product = xasprintf("%s/product", *u), *name = NULL;
+                                if (sys_read(ctl, &v) < 0 || !streq(strstrip(v), "auto"))
+                                        continue;
+                                (void)sys_read(product, &name);
+                                add_item(&found,
+                                         xasprintf("USB %s %s may autosuspend (%s: auto)",
+                                                   u == chain ? "device" : "hub", name ? name : *u, ctl));
+                        }
+                        continue;
+                }
+                hda |= audiodev_is_hda(*d);
+                _cleanup_strv_free_ char **aspm = audiodev_aspm_files(*d);
+                for (char **f = aspm; f && *f; f++) {
+                        _cleanup_free_ char *v = NULL;
+                        if (sys_read(*f, &v) >= 0 && streq(strstrip(v), "1"))
+                                add_item(&found,
+                                         xasprintf("ASPM on the sound controller's link (%s: 1)", *f));
+                }
+        }
+        if ((hda || devs) && sys_read(HDA_PARAMS_DIR "/power_save", &save) >= 0 &&
+            !streq(strstrip(save), "0"))
+                add_item(
+                    &found,
+                    xasprintf("the HDA codecs power down after %s s idle (snd_hda_intel power_save)", save));
+        if (found)
+                audit_add(
+                    a, "audio-devices", "warn", TAKE_PTR(found),
+                    xstrdup("[AudioDevices] PowerSave=off USBAutosuspend=off ASPM=off (the audio profile "
+                            "has them), or rtctl profile audio"));
+        else
+                audit_add(a, "audio-devices", "ok",
+                          devs ? xstrdup("the sound devices do not power-save")
+                               : xstrdup("no sound devices"),
+                          NULL);
 }
 
 static void check_rt(Audit *a)
@@ -402,6 +461,7 @@ void audit_run(const AuditOptions *o, Audit *ret)
         kernel_info_clear(&k);
         check_services(ret, &tasks);
         check_sched_ext(ret, &tasks);
+        check_audio_devices(ret);
         check_rt(ret);
         check_cpufreq(ret);
         audit_machine(ret);

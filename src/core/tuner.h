@@ -64,6 +64,8 @@ typedef struct Tuner {
         bool cpu_dependent;
         /* A uevent of its subsystems replans it whole, not one device: IRQ placement is one decision. */
         bool replan_whole;
+        /* Replanned whole after resume, as CPU-dependent tuners are: firmware and drivers reset it. */
+        bool after_resume;
 
         /* Reads its sections (marking the keys it knows), appends "file:line: Key=value: why" for each
          * bad one to *errors. Returns its config (NULL when the profile does not use it). */

@@ -81,8 +81,9 @@ void manager_on_uevent(const Uevent *ev, void *userdata)
         }
 }
 
-/* Firmware and drivers may reset IRQ affinities, cpufreq and idle states across suspend: re-apply every
- * CPU-dependent setting when logind says the machine woke up. */
+/* Firmware and drivers may reset IRQ affinities, cpufreq and idle states, and the sound devices' power
+ * saving, across suspend: re-apply every CPU-dependent tuner and those marked after_resume when logind
+ * says the machine woke up. */
 int manager_on_sleep(sd_bus_message *msg, void *userdata, sd_bus_error *error)
 {
         Manager *m = userdata;
@@ -91,7 +92,7 @@ int manager_on_sleep(sd_bus_message *msg, void *userdata, sd_bus_error *error)
         if (m->stopping || sd_bus_message_read(msg, "b", &going) < 0 || going)
                 return 0;
         log_info("Resumed from suspend; re-applying.");
-        manager_mark_cpu_tuners(m);
+        manager_mark_resume_tuners(m);
         manager_schedule_pass(m, "resume");
         return 0;
 }

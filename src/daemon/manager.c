@@ -135,6 +135,15 @@ void manager_mark_cpu_tuners(Manager *m)
                         dirty_mark_full(&m->dirty, (int)i);
 }
 
+void manager_mark_resume_tuners(Manager *m)
+{
+        assert(m);
+
+        for (size_t i = 0; i < tuners_n(); i++)
+                if (tuner_nth(i)->cpu_dependent || tuner_nth(i)->after_resume)
+                        dirty_mark_full(&m->dirty, (int)i);
+}
+
 static bool enabled(sd_event_source *s)
 {
         return s && sd_event_source_get_enabled(s, NULL) > 0;

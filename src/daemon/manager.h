@@ -218,6 +218,7 @@ void manager_schedule_pass(Manager *m, const char *reason);
 /* One more pass shortly after a CPU event (the kernel's own cpuset work may follow the uevent). */
 void manager_schedule_settle(Manager *m);
 /* Marks every tuner whose plan depends on the CPUs (hotplug, attached processes, resume). */
+void manager_mark_resume_tuners(Manager *m);
 void manager_mark_cpu_tuners(Manager *m);
 /* The CPU topology, reread first when CPU events marked it stale: once per burst of them, by the pass
  * they scheduled or whatever reads it first. */

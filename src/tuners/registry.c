@@ -13,7 +13,7 @@ static const Tuner *const tuners[_TUNER_MAX] = {
     [TUNER_CPUSET] = &tuner_cpuset,     [TUNER_CACHE] = &tuner_cache,
     [TUNER_IRQ] = &tuner_irq,           [TUNER_IRQTHREAD] = &tuner_irqthread,
     [TUNER_CPUFREQ] = &tuner_cpufreq,   [TUNER_CPUIDLE] = &tuner_cpuidle,
-    [TUNER_BLOCK] = &tuner_block,
+    [TUNER_BLOCK] = &tuner_block,       [TUNER_AUDIODEV] = &tuner_audiodev,
 };
 _Static_assert(_TUNER_MAX <= TUNERS_MAX, "the core's arrays must hold every tuner");
 

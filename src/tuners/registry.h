@@ -17,10 +17,12 @@ typedef enum TunerId {
         TUNER_CPUFREQ,
         TUNER_CPUIDLE,
         TUNER_BLOCK,
+        TUNER_AUDIODEV,
         _TUNER_MAX,
 } TunerId;
 
 extern const Tuner tuner_block;
+extern const Tuner tuner_audiodev;
 extern const Tuner tuner_sysctl;
 extern const Tuner tuner_sched;
 extern const Tuner tuner_cpuset;

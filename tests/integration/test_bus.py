@@ -229,7 +229,7 @@ def test_verify_and_check(env):
 
     findings = {c: (s, d) for c, s, d, f in obj.Check(dbus_interface=IFACE)}
     assert set(findings) == {"kernel-config", "high-res-timers", "tickless", "irq-threads", "preemption",
-                             "mitigations", "smt", "irqbalance", "power-rivals", "sched-ext", "rt-throttling", "cpufreq",
+                             "mitigations", "smt", "irqbalance", "power-rivals", "sched-ext", "audio-devices", "rt-throttling", "cpufreq",
                              "swappiness", "filesystems", "shared-irq", "inversion", "isolation", "reboot-pending"}, findings
     assert findings["irq-threads"][0] == "warn"  # this host boots without threadirqs
     # rtctl adds the user's side (limits, the SCHED_FIFO attempt) to the machine's.

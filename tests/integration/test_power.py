@@ -4,6 +4,7 @@ per-CPU PM QoS and /dev/cpu_dma_latency. It has no cpufreq driver; that side is 
 import json
 import os
 import shutil
+import signal
 
 import pytest
 
@@ -188,3 +189,58 @@ def test_power_rivals_reported(env, tmp_path):
         assert "tuned runs (PID %d) and sets governors, EPP and /dev/cpu_dma_latency" % proc.pid in notes
         assert "OnConflict=stop" in notes
         d.stop()
+
+
+AMD_USB = "/sys/devices/pci0000:00/0000:00:08.1/0000:0b:00.3"
+AMD_HDA = "/sys/devices/pci0000:00/0000:00:08.1/0000:0b:00.4"
+
+
+def test_audio_devices_stay_awake_on_a_fixture_workstation(tmp_root, tmp_path):
+    """rtctld on the amd-workstation fixture (RTCTL_SYSROOT; this host has no sound device): the audio
+    profile's [AudioDevices] turns the HDA codec's power saving, the Scarlett's autosuspend (and its root
+    hub's) and the HDA link's ASPM off; what a driver resets across suspend comes back after logind's
+    PrepareForSleep(false); an interface plugged in later is kept awake at the next replan; every file
+    is as it was after rtctld stops."""
+    src = os.path.join(harness.BUILD, "tests", "unit", "fixtures", "amd-workstation")
+    assert os.path.isdir(src), "fixtures are built with the tree (ninja -C %s)" % harness.BUILD
+    root = str(tmp_path / "ws")
+    shutil.copytree(src, root, symlinks=True)
+    files = [AMD_USB + "/usb1/1-2/power/control", AMD_USB + "/usb1/power/control",
+             AMD_USB + "/usb2/2-1/power/control", "/sys/module/snd_hda_intel/parameters/power_save",
+             "/sys/module/snd_hda_intel/parameters/power_save_controller", AMD_HDA + "/link/l1_aspm"]
+    val = lambda f: machine.read(root + f)
+    before = {f: val(f) for f in files}
+    bus = LogindBus(tmp_root)
+    env = Env(tmp_root, bus)
+    try:
+        env.extra["RTCTL_SYSROOT"] = root
+        env.profile("ad", "[Profile]\nDescription=test: audio devices\n[AudioDevices]\nPowerSave=off\n"
+                    "USBAutosuspend=off\nASPM=off\n")
+        d = env.start("--profile", "ad")
+        want = {files[0]: "on", files[1]: "on", files[2]: "auto", files[3]: "0", files[4]: "N", files[5]: "0"}
+        assert wait_until(lambda: {f: val(f) for f in files} == want), {f: val(f) for f in files}
+        # Across a suspend the USB core put the interface back on autosuspend.
+        with open(root + files[0], "w") as f:
+            f.write("auto")
+        bus.resume()
+        assert wait_until(lambda: val(files[0]) == "on"), val(files[0])
+        # A second interface (a Scarlett on usb2, a new card) plugged in later: awake with the next replan.
+        new = AMD_USB + "/usb2/2-2"
+        os.makedirs(root + new + "/2-2:1.0")
+        os.makedirs(root + new + "/power")
+        for rel, text in (("/idVendor", "1235"), ("/product", "Scarlett Solo USB"), ("/power/control", "auto"),
+                          ("/2-2:1.0/bInterfaceClass", "01")):
+            with open(root + new + rel, "w") as f:
+                f.write(text + "\n")
+        os.makedirs(root + "/sys/devices/virtual/fake-card2")
+        os.symlink(root + new + "/2-2:1.0", root + "/sys/devices/virtual/fake-card2/device")
+        os.symlink(root + "/sys/devices/virtual/fake-card2", root + "/sys/class/sound/card2")
+        d.proc.send_signal(signal.SIGHUP)  # stands for the sound uevent this tree cannot get
+        assert wait_until(lambda: val(new + "/power/control") == "on" and val(AMD_USB + "/usb2/power/control") == "on")
+        assert val(files[2]) == "auto"  # the USB stick beside it
+        d.stop()
+        assert {f: val(f) for f in files} == before
+        assert val(new + "/power/control") == "auto"
+    finally:
+        env.cleanup()
+        bus.stop()

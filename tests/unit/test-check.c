@@ -516,6 +516,37 @@ TEST(sched_ext)
         sysroot_set(NULL);
 }
 
+/* The sound devices' power saving, as the fixtures have it before [AudioDevices]: HDA's power_save 1,
+ * the Scarlett and its root hub on auto, the HDA link's ASPM on; each named, and none once off. */
+TEST(audio_devices)
+{
+        _cleanup_free_ char *root = test_fixture_copy("amd-workstation");
+        _cleanup_free_ char *vm = test_fixture_copy("vm2");
+        Audit a = {};
+
+        CHECK_FINDING(finding(&a, root, "audio-devices"), "warn", detail,
+                      "USB device Scarlett 2i2 USB may autosuspend");
+        CHECK_FINDING(finding(&a, root, "audio-devices"), "warn", detail,
+                      "USB hub xHCI Host Controller may");
+        CHECK_FINDING(
+            finding(&a, root, "audio-devices"), "warn", detail,
+            "ASPM on the sound controller's link (/sys/devices/pci0000:00/0000:00:08.1/0000:0b:00.4/"
+            "link/l1_aspm: 1)");
+        CHECK_FINDING(finding(&a, root, "audio-devices"), "warn", detail,
+                      "the HDA codecs power down after 1 s idle");
+        CHECK_FINDING(finding(&a, root, "audio-devices"), "warn", fix, "[AudioDevices] PowerSave=off");
+        CHECK(!strstr(finding(&a, root, "audio-devices")->detail, "Ultra")); /* the USB stick */
+        test_write(root, "sys/module/snd_hda_intel/parameters/power_save", "0\n");
+        test_write(root, "sys/devices/pci0000:00/0000:00:08.1/0000:0b:00.4/link/l1_aspm", "0\n");
+        test_write(root, "sys/devices/pci0000:00/0000:00:08.1/0000:0b:00.4/link/l0s_aspm", "0\n");
+        test_write(root, "sys/devices/pci0000:00/0000:00:08.1/0000:0b:00.3/usb1/power/control", "on\n");
+        test_write(root, "sys/devices/pci0000:00/0000:00:08.1/0000:0b:00.3/usb1/1-2/power/control", "on\n");
+        CHECK_FINDING(finding(&a, root, "audio-devices"), "ok", detail, "do not power-save");
+        CHECK_FINDING(finding(&a, vm, "audio-devices"), "ok", detail, "no sound devices");
+        audit_clear(&a);
+        sysroot_set(NULL);
+}
+
 /* What only a reboot applies: the profile's boot arguments the running kernel lacks. */
 TEST(reboot_pending)
 {
@@ -570,5 +601,6 @@ TEST(pam_limits)
         CHECK_INTEQ(audit_pam_limit("root", audio, "rtprio", &v, NULL), -ENOENT);
 }
 
-TEST_MAIN(T(parse), T(sched_ext), T(inversion), T(kernel_config), T(preemption), T(mitigations_smt),
-          T(memory_filesystems), T(shared_irq), T(isolation), T(rivals), T(reboot_pending), T(pam_limits))
+TEST_MAIN(T(parse), T(sched_ext), T(audio_devices), T(inversion), T(kernel_config), T(preemption),
+          T(mitigations_smt), T(memory_filesystems), T(shared_irq), T(isolation), T(rivals),
+          T(reboot_pending), T(pam_limits))

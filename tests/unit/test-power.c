@@ -205,6 +205,96 @@ TEST(global_request_held_and_released)
         journal_free(j);
 }
 
+/* [AudioDevices]: the sound devices found by class (the cards of /sys/class/sound), nothing else. On
+ * amd-workstation an HDA function behind a PCIe link (card0) and a Scarlett 2i2 on usb1 (card1), beside
+ * a USB stick on usb2: the codec's power saving off, the interface and its root hub awake (not the
+ * stick, not its hub), the HDA link's ASPM states off; journalled, and put back by a restore. */
+#define AMD_USB    "/sys/devices/pci0000:00/0000:00:08.1/0000:0b:00.3/"
+#define AMD_HDA    "/sys/devices/pci0000:00/0000:00:08.1/0000:0b:00.4/"
+#define HDA_PARAMS "/sys/module/snd_hda_intel/parameters/"
+
+static char *fixture_file(const char *root, const char *path)
+{
+        _cleanup_free_ char *full = xasprintf("%s%s", root, path);
+        char *s = NULL;
+
+        if (read_full_file(full, &s, NULL) < 0)
+                return xstrdup("(missing)");
+        return strstrip(s);
+}
+
+#define CHECK_FIXTURE(root, path, value)                                                                    \
+        do {                                                                                                \
+                _cleanup_free_ char *v_ = fixture_file(root, path);                                         \
+                CHECK_STREQ(v_, value);                                                                     \
+        } while (0)
+
+TEST(audio_devices_stay_awake)
+{
+        _cleanup_free_ char *src = test_fixture("amd-workstation");
+        _cleanup_free_ char *root = xasprintf("%s/amd-audio", test_tmpdir());
+        _cleanup_free_ char *cmd = xasprintf("rm -rf '%s' && cp -a '%s' '%s'", root, src, root);
+        _cleanup_free_ char *jpath = xasprintf("%s/journal-audiodev.json", test_tmpdir()), *err = NULL;
+        const char *profile = "[Profile]\nDescription=t\n[AudioDevices]\nPowerSave=off\nUSBAutosuspend=off\n"
+                              "ASPM=off\n";
+        Journal *j = NULL;
+
+        CHECK_INTEQ(system(cmd), 0);
+        CHECK_INTEQ(journal_open(jpath, JOURNAL_RUNTIME, &j, &err), 0);
+        if (!j)
+                return;
+        pass_with(root, profile, j, false);
+        CHECK_STREQ(desired(AMD_USB "usb1/1-2/power/control"), "on");
+        CHECK_STREQ(desired(AMD_USB "usb1/power/control"), "on");
+        CHECK(desired(AMD_USB "usb2/2-1/power/control") == NULL);
+        CHECK(desired(AMD_USB "usb2/power/control") == NULL);
+        CHECK_STREQ(desired(HDA_PARAMS "power_save"), "0");
+        CHECK_STREQ(desired(HDA_PARAMS "power_save_controller"), "N");
+        CHECK_STREQ(desired(AMD_HDA "link/l1_aspm"), "0");
+        CHECK_STREQ(desired(AMD_HDA "link/l0s_aspm"), "0");
+        CHECK(desired(AMD_HDA "link/l1_2_aspm") == NULL); /* a state the link does not have */
+        CHECK_INTEQ(res.stats.failed, 0);
+        CHECK_FIXTURE(root, AMD_USB "usb1/1-2/power/control", "on");
+        CHECK_FIXTURE(root, HDA_PARAMS "power_save", "0");
+        CHECK_FIXTURE(root, AMD_HDA "link/l1_aspm", "0");
+        CHECK_STREQ(journal_find(j, AMD_USB "usb1/1-2/power/control")
+                        ? journal_find(j, AMD_USB "usb1/1-2/power/control")->original
+                        : NULL,
+                    "auto");
+        /* Restore: every value as it was. */
+        pass_with(root, NULL, j, true);
+        CHECK_FIXTURE(root, AMD_USB "usb1/1-2/power/control", "auto");
+        CHECK_FIXTURE(root, AMD_USB "usb1/power/control", "auto");
+        CHECK_FIXTURE(root, HDA_PARAMS "power_save", "1");
+        CHECK_FIXTURE(root, HDA_PARAMS "power_save_controller", "Y");
+        CHECK_FIXTURE(root, AMD_HDA "link/l1_aspm", "1");
+        CHECK_FIXTURE(root, AMD_HDA "link/l0s_aspm", "1");
+        journal_free(j);
+
+        /* A laptop's HDA is a root-complex integrated function: no link of its own, the codec's saving
+         * only; keep leaves a knob alone. */
+        plan("laptop-intel", "[Profile]\nDescription=t\n[AudioDevices]\nPowerSave=off\nASPM=keep\n");
+        CHECK_STREQ(desired(HDA_PARAMS "power_save"), "0");
+        CHECK(planned_under("/sys/devices/") == 0);
+        /* No sound device and no snd_hda_intel (vm2): nothing to do. */
+        plan("vm2", profile);
+        CHECK(planned_under("/sys/") == 0);
+}
+
+TEST(bad_audio_devices_section)
+{
+        char *search[] = {(char *)test_tmpdir(), NULL};
+        _cleanup_policy_ Policy *p = NULL;
+        _cleanup_free_ char *err = NULL;
+
+        test_write(test_tmpdir(), "profiles/badad.conf",
+                   "[Profile]\nDescription=t\n[AudioDevices]\nPowerSave=no\nASPM=0\nColour=red\n");
+        CHECK_INTEQ(policy_load(search, "badad", &p, &err), -EINVAL);
+        CHECK_CONTAINS(err, "badad.conf:4: PowerSave=no: PowerSave is off or keep");
+        CHECK_CONTAINS(err, "badad.conf:5: ASPM=0: ASPM is off or keep");
+        CHECK_CONTAINS(err, "badad.conf:6: Colour");
+}
+
 TEST(bad_power_sections)
 {
         char *search[] = {(char *)test_tmpdir(), NULL};
@@ -235,4 +325,4 @@ TEST_MAIN(T(intel_pstate_active_per_set), T(unoffered_values_name_the_choices),
           T(intel_cpufreq_passive_has_no_epp), T(amd_pstate_per_policy_boost_and_epp),
           T(acpi_cpufreq_shared_policy_not_widened), T(no_cpufreq_is_not_supported),
           T(idle_states_above_the_cap), T(offline_cpus_are_not_planned), T(global_request_held_and_released),
-          T(bad_power_sections))
+          T(audio_devices_stay_awake), T(bad_audio_devices_section), T(bad_power_sections))

@@ -321,7 +321,7 @@ TEST(registry_places_every_tuner_by_its_id)
             {TUNER_CPUSET, &tuner_cpuset},     {TUNER_CACHE, &tuner_cache},
             {TUNER_IRQ, &tuner_irq},           {TUNER_IRQTHREAD, &tuner_irqthread},
             {TUNER_CPUFREQ, &tuner_cpufreq},   {TUNER_CPUIDLE, &tuner_cpuidle},
-            {TUNER_BLOCK, &tuner_block},
+            {TUNER_BLOCK, &tuner_block},       {TUNER_AUDIODEV, &tuner_audiodev},
         };
 
         CHECK_INTEQ(tuners_n(), _TUNER_MAX);

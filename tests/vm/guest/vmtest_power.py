@@ -169,6 +169,11 @@ def t_hold_rule():
         check(len(holds) == 1 and holds[0].get("ApplicationId") == "daw" and "PID %d" % pid in holds[0].get("Reason", ""),
               "the rule's hold: %s" % holds)
         iso = rtprops()["IsolatedCPUs"]
+        # The desktop's power slider lists it too, by the rule's name (power-profiles-daemon's API).
+        p = as_alice(["busctl", "--system", "--json=short", "get-property", NAMES[0], "/net/hadess/PowerProfiles",
+                      NAMES[0], "ActiveProfileHolds"])
+        check(p["rc"] == 0 and '"ApplicationId":{"type":"s","data":"daw"}' in p["stdout"].replace(" ", ""),
+              "ActiveProfileHolds on %s: rc=%d %s" % (NAMES[0], p["rc"], (p["stdout"] + p["stderr"])[-400:]))
         steps.append("alice's fakedaw-8.12 (pid %d): audio held as %r, CPUs %s isolated" % (
             pid, holds[0].get("Reason"), iso))
         kill_quietly([pid])

@@ -529,7 +529,8 @@ static json_object *runs_json(const Options *o, LatencyMethod method, const CpuS
         else if (method != LATENCY_HWLAT)
                 json_object_object_add(top, "period_us", json_object_new_int((int)PERIOD_US));
         if (method == LATENCY_OSNOISE || method == LATENCY_HWLAT)
-                json_object_object_add(top, "threshold_us", json_object_new_int((int)threshold_us));
+                json_object_object_add(top, "threshold_us",
+                                       threshold_us ? json_object_new_int((int)threshold_us) : NULL);
         json_object_object_add(top, "safe_share", json_object_new_double(LATENCY_SAFE_SHARE));
         json_object_object_add(top, "duration_s", json_object_new_double(o->duration_ms / 1000.0));
         if (o->compare)
@@ -595,8 +596,12 @@ static int report(Cli *c, const Options *o, LatencyMethod method, const CpuSet *
                 i++;
         }
         if (method == LATENCY_OSNOISE)
-                timing = xasprintf("busy in windows of %u ms, interruptions of %u µs and more",
-                                   OSNOISE_WINDOW_US / 1000, threshold_us);
+                timing = threshold_us
+                             ? xasprintf("busy in windows of %u ms, interruptions of %u µs and more",
+                                         OSNOISE_WINDOW_US / 1000, threshold_us)
+                             : xasprintf("busy in windows of %u ms, interruptions over the kernel's "
+                                         "default threshold",
+                                         OSNOISE_WINDOW_US / 1000);
         else if (method == LATENCY_HWLAT)
                 timing =
                     xasprintf("interrupts off half of each second, gaps of %u µs and more", threshold_us);

@@ -206,6 +206,17 @@ static bool parse_rule(ConfSection *s, const char *name, bool hold, AttachRule *
                                 ok = false;
                                 continue;
                         }
+                        if (hold && t.kind == ATTACH_GRAPH) {
+                                /* A graph is mapped after the exec, and only [Attach] rules look again
+                                 * then (a thread born real-time): a [Hold] rule would hold nothing. */
+                                rule_error(errors, match,
+                                           xasprintf("%s: a [Hold] rule cannot match graph: (the graph is "
+                                                     "mapped after the program starts); match comm: or exe:",
+                                                     *w));
+                                term_clear(&t);
+                                ok = false;
+                                continue;
+                        }
                         GREEDY_REALLOC(r.terms, allocated, r.n_terms + 1);
                         r.terms[r.n_terms++] = t;
                 }

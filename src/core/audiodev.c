@@ -67,6 +67,17 @@ char **audiodev_usb_chain(const char *interface)
         return out;
 }
 
+bool audiodev_on_gpu_link(const char *dev)
+{
+        const char *base = strrchr(dev, '/'), *dot;
+        _cleanup_free_ char *cls = NULL, *path = NULL;
+
+        if (!base || !(dot = strrchr(base, '.')) || streq(dot, ".0"))
+                return false;
+        path = xasprintf("%.*s.0/class", (int)(dot - dev), dev);
+        return sys_read(path, &cls) >= 0 && startswith(cls, "0x03");
+}
+
 char **audiodev_aspm_files(const char *dev)
 {
         static const char *const states[] = {"l0s_aspm",  "l1_aspm",    "l1_1_aspm",

@@ -17,5 +17,8 @@ bool audiodev_is_usb(const char *dev);
 bool audiodev_is_hda(const char *dev);
 /* The USB devices from an interface's own up to its root hub: each one's power/control keeps it awake. */
 char **audiodev_usb_chain(const char *interface);
+/* Whether a PCI function is the audio of a graphics card (HDMI/DP audio: function 0 of the same device
+ * is a display controller), whose link is the GPU's: ASPM=off leaves it alone. */
+bool audiodev_on_gpu_link(const char *dev);
 /* The ASPM state files a PCI function's link has (link/l1_aspm, ...), where the kernel shows them. */
 char **audiodev_aspm_files(const char *dev);

@@ -123,8 +123,6 @@ static void check_audio_devices(Audit *a)
 {
         _cleanup_strv_free_ char **devs = audiodev_list();
         _cleanup_free_ char *found = NULL, *save = NULL;
-        bool hda = false;
-
         for (char **d = devs; d && *d; d++) {
                 if (audiodev_is_usb(*d)) {
                         _cleanup_strv_free_ char **chain = audiodev_usb_chain(*d);
@@ -140,8 +138,7 @@ static void check_audio_devices(Audit *a)
                         }
                         continue;
                 }
-                hda |= audiodev_is_hda(*d);
-                _cleanup_strv_free_ char **aspm = audiodev_aspm_files(*d);
+                _cleanup_strv_free_ char **aspm = audiodev_on_gpu_link(*d) ? NULL : audiodev_aspm_files(*d);
                 for (char **f = aspm; f && *f; f++) {
                         _cleanup_free_ char *v = NULL;
                         if (sys_read(*f, &v) >= 0 && streq(strstrip(v), "1"))
@@ -149,8 +146,7 @@ static void check_audio_devices(Audit *a)
                                          xasprintf("ASPM on the sound controller's link (%s: 1)", *f));
                 }
         }
-        if ((hda || devs) && sys_read(HDA_PARAMS_DIR "/power_save", &save) >= 0 &&
-            !streq(strstrip(save), "0"))
+        if (devs && sys_read(HDA_PARAMS_DIR "/power_save", &save) >= 0 && !streq(strstrip(save), "0"))
                 add_item(
                     &found,
                     xasprintf("the HDA codecs power down after %s s idle (snd_hda_intel power_save)", save));

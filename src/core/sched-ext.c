@@ -18,7 +18,7 @@ int sched_ext_read(SchedExt *ret)
 
         r = sys_read(SCX_DIR "/state", &s.state);
         if (r < 0)
-                return r == -ENOENT ? -ENOENT : r;
+                return r;
         strstrip(s.state);
         /* root/ops exists only while a scheduler is loaded. */
         if (sys_read(SCX_DIR "/root/ops", &s.ops) >= 0 && isempty(strstrip(s.ops)))

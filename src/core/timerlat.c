@@ -414,7 +414,7 @@ unsigned timerlat_threshold_us(const TimerlatState *st)
         assert(st);
         if (st->saved[TIMERLAT_THRESH] && safe_atou(st->saved[TIMERLAT_THRESH], &us) >= 0 && us > 0)
                 return us;
-        return st->tracer == TRACER_HWLAT ? 10 : 1;
+        return st->tracer == TRACER_HWLAT ? 10 : 0;
 }
 
 /* Past the CPU field and the timestamp: the text after "[CPU] flags TIMESTAMP: ", or NULL. */

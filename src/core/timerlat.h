@@ -80,7 +80,8 @@ unsigned timerlat_journal_owner(const char *path);
 int timerlat_journal_restore(const char *path, const char *dir, char **ret_error);
 
 /* The threshold under which hwlat and osnoise count nothing, in µs: tracing_thresh, or the tracer's own
- * default when that is 0 (10 µs for hwlat, 1 µs for osnoise since 5.14's osnoise). */
+ * default when that is 0: 10 µs for hwlat; for osnoise 0, "the kernel's default" (5 µs before 6.11,
+ * 1 µs since), which rtctl does not guess. */
 unsigned timerlat_threshold_us(const TimerlatState *st);
 
 /* One line of trace output; true for a thread-context sample ("... [001] .... 54.029339: #1 context

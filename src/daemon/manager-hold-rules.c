@@ -4,9 +4,18 @@
  * as [Attach] rules (manager-rules.c), and found by one /proc scan when the rules change or events were
  * lost. The hold is an ordinary one: ranked with the others, shown in Holds and in power-profiles-
  * daemon's ActiveProfileHolds with the rule's name as its application id; nobody's bus name keeps it,
- * so only the rule (or whom polkit lets release another's hold) ends it. */
+ * so only the rule (or whom polkit lets release another's hold) ends it.
+ *
+ * Events only keep the matches; holds are taken and released from a timer, never inside the event
+ * handler. A release waits until the rule has matched nothing for HOLD_RELEASE_USEC: a program that
+ * renames itself back and forth (comm: rules; prctl(PR_SET_NAME) is free) or restarts costs one take and
+ * at most one release a second, not a profile load and a pass per event. */
+#include <time.h>
+
 #include "daemon/manager.h"
 #include "shared/log.h"
+
+#define HOLD_RELEASE_USEC (1000ULL * 1000ULL)
 
 static const AttachRule *hold_rule(const Manager *m, unsigned i)
 {
@@ -29,39 +38,55 @@ static bool rule_matched(const Manager *m, unsigned rule)
         return false;
 }
 
-/* The first process of a rule: its hold taken (tried once until the rule matches nothing again). */
-static void take(Manager *m, unsigned rule, unsigned pid, uid_t uid, const char *program)
-{
-        const AttachRule *r = hold_rule(m, rule);
-        _cleanup_free_ char *reason = NULL, *holder = NULL, *err = NULL, *shown = NULL;
-        uint32_t cookie = 0;
-        int q;
+static void sync_holds(Manager *m);
 
-        if (m->hold_tried[rule])
-                return;
-        m->hold_tried[rule] = true;
-        shown = text_escape(program);
-        reason = xasprintf("%s runs (PID %u), rule %s", shown, pid, r->name);
-        holder = xasprintf("[Hold %s]", r->name);
-        q = manager_hold(m, r->profile, reason, r->name, holder, uid, &cookie, &err);
-        if (q < 0) {
-                log_warning("Rule [Hold %s]: cannot hold profile %s for %s: %s", r->name, r->profile, shown,
-                            err ? err : strerror(-q));
-                return;
-        }
-        m->hold_cookies[rule] = cookie;
+static int on_hold_timer(sd_event_source *s, uint64_t usec, void *userdata)
+{
+        Manager *m = userdata;
+
+        (void)s;
+        (void)usec;
+        if (!m->stopping)
+                sync_holds(m);
+        return 0;
 }
 
-/* The rule matches nothing any more: its hold ends, if nobody ended it already. */
-static void release(Manager *m, unsigned rule)
+/* The timer, at usec from now (sooner if it is armed sooner). */
+static void schedule(Manager *m, uint64_t usec)
 {
-        uint32_t cookie = m->hold_cookies[rule];
+        uint64_t now, at, armed;
+        int r;
 
-        m->hold_cookies[rule] = 0;
-        m->hold_tried[rule] = false;
-        if (cookie && manager_find_hold(m, cookie)) {
-                log_info("Rule [Hold %s]: the last matching process exited.", hold_rule(m, rule)->name);
-                (void)manager_release(m, cookie);
+        if (!m->event || m->stopping)
+                return;
+        (void)sd_event_now(m->event, CLOCK_MONOTONIC, &now);
+        at = now + usec;
+        if (!m->hold_timer) {
+                r = sd_event_add_time(m->event, &m->hold_timer, CLOCK_MONOTONIC, at, 0, on_hold_timer, m);
+                if (r < 0)
+                        log_warning_errno(r, "Cannot arm the [Hold] rules' timer: %m");
+                return;
+        }
+        if (sd_event_source_get_enabled(m->hold_timer, NULL) > 0 &&
+            sd_event_source_get_time(m->hold_timer, &armed) >= 0 && armed <= at)
+                return;
+        (void)sd_event_source_set_time(m->hold_timer, at);
+        (void)sd_event_source_set_enabled(m->hold_timer, SD_EVENT_ONESHOT);
+}
+
+/* A rule's state after a change of its matches. */
+static void note_match(Manager *m, unsigned rule)
+{
+        HoldRuleState *st = &m->hold_state[rule];
+
+        if (rule_matched(m, rule)) {
+                st->unmatched_since = 0;
+                if (!st->tried)
+                        schedule(m, 0);
+        } else if (!st->unmatched_since) {
+                st->unmatched_since = now_usec(CLOCK_MONOTONIC);
+                if (st->tried)
+                        schedule(m, HOLD_RELEASE_USEC);
         }
 }
 
@@ -71,11 +96,10 @@ static void drop(Manager *m, HoldMatch *x)
 
         memmove(x, x + 1, sizeof(HoldMatch) * (m->n_hold_matches - (size_t)(x - m->hold_matches) - 1));
         m->n_hold_matches--;
-        if (!rule_matched(m, rule))
-                release(m, rule);
+        note_match(m, rule);
 }
 
-/* Whether pid matches a rule now; adds, moves or drops its match, and takes or ends holds. */
+/* Whether pid matches a rule now; adds, moves or drops its match. */
 static void evaluate(Manager *m, unsigned pid, const char *comm)
 {
         HoldMatch *x = find_match(m, pid);
@@ -101,35 +125,127 @@ static void evaluate(Manager *m, unsigned pid, const char *comm)
                 return;
         if (x)
                 drop(m, x);
-        if (m->n_hold_matches >= RULE_MATCHES_MAX)
-                return; /* the rule has matches enough to keep its hold */
+        if (m->n_hold_matches >= RULE_MATCHES_MAX) {
+                /* Not kept: before a rule is found to match nothing, /proc is scanned again. */
+                m->hold_matches_full = true;
+                return;
+        }
         GREEDY_REALLOC(m->hold_matches, m->hold_matches_allocated, m->n_hold_matches + 1);
         m->hold_matches[m->n_hold_matches++] =
             (HoldMatch){.pid = pid, .starttime = t.starttime, .rule = (unsigned)rule};
-        take(m, (unsigned)rule, pid, uid, exe ? exe : t.comm);
+        HoldRuleState *st = &m->hold_state[rule];
+        if (!st->tried && !st->program) {
+                st->pid = pid;
+                st->uid = uid;
+                st->program = xstrdup(exe ? exe : t.comm);
+        }
+        note_match(m, (unsigned)rule);
 }
 
-void manager_hold_rules_rescan(Manager *m, const char *why)
+static void take(Manager *m, unsigned rule)
+{
+        const AttachRule *r = hold_rule(m, rule);
+        HoldRuleState *st = &m->hold_state[rule];
+        _cleanup_free_ char *reason = NULL, *holder = NULL, *err = NULL, *shown = NULL;
+        uint32_t cookie = 0;
+        int q;
+
+        st->tried = true;
+        shown = text_escape(strempty(st->program));
+        reason = xasprintf("%s runs (PID %u), rule %s", shown, st->pid, r->name);
+        holder = xasprintf("[Hold %s]", r->name);
+        q = manager_hold(m, r->profile, reason, r->name, holder, st->uid, &cookie, &err);
+        if (q < 0)
+                log_warning("Rule [Hold %s]: cannot hold profile %s for %s: %s", r->name, r->profile, shown,
+                            err ? err : strerror(-q));
+        else
+                st->cookie = cookie;
+}
+
+/* The rule's own hold, if it is still there: a cookie polkit's release-other-hold ended could be drawn
+ * again for another holder's. */
+static bool own_hold(Manager *m, unsigned rule)
+{
+        const HoldRuleState *st = &m->hold_state[rule];
+        _cleanup_free_ char *holder = xasprintf("[Hold %s]", hold_rule(m, rule)->name);
+        const Hold *h = st->cookie ? manager_find_hold(m, st->cookie) : NULL;
+
+        return h && streq(h->bus_name, holder);
+}
+
+static void release(Manager *m, unsigned rule)
+{
+        HoldRuleState *st = &m->hold_state[rule];
+
+        if (own_hold(m, rule)) {
+                log_info("Rule [Hold %s]: no matching process for a second; its hold ends.",
+                         hold_rule(m, rule)->name);
+                (void)manager_release(m, st->cookie);
+        }
+        st->cookie = 0;
+        st->tried = false;
+        free(st->program);
+        st->program = NULL;
+}
+
+static void rescan_matches(Manager *m)
 {
         TaskScan scan = {};
         const TaskInfo *t;
         size_t n;
 
-        assert(m);
-
-        if (!m->hold_rules)
-                return;
-        log_debug("Scanning /proc for [Hold] rules (%s).", why);
-        /* Matches start over; a rule that still matches keeps its hold (it is not tried again). */
         m->n_hold_matches = 0;
+        m->hold_matches_full = false;
         t = task_scan_all(&scan, &n);
         for (size_t i = 0; i < n; i++)
                 if (!(t[i].flags & PF_KTHREAD))
                         evaluate(m, t[i].pid, t[i].comm);
         task_scan_clear(&scan);
         for (unsigned r = 0; r < m->hold_rules->n; r++)
-                if (!rule_matched(m, r))
-                        release(m, r);
+                note_match(m, r);
+}
+
+/* Takes the holds of the rules that match, and ends those of the rules that have matched nothing long
+ * enough. manager_hold() and manager_release() may apply a profile (and scan /proc for [Attach] rules):
+ * nothing of the matches is held across them. */
+static void sync_holds(Manager *m)
+{
+        uint64_t now = now_usec(CLOCK_MONOTONIC), wait = 0;
+
+        if (!m->hold_rules)
+                return;
+        if (m->hold_matches_full) {
+                bool releasing = false;
+                for (unsigned r = 0; r < m->hold_rules->n; r++)
+                        releasing |= m->hold_state[r].tried && m->hold_state[r].unmatched_since;
+                if (releasing)
+                        rescan_matches(m);
+        }
+        for (unsigned r = 0; m->hold_rules && r < m->hold_rules->n; r++) {
+                HoldRuleState *st = &m->hold_state[r];
+                if (!st->unmatched_since) {
+                        if (!st->tried && rule_matched(m, r))
+                                take(m, r);
+                } else if (st->tried) {
+                        uint64_t since = now - st->unmatched_since;
+                        if (since >= HOLD_RELEASE_USEC)
+                                release(m, r);
+                        else if (!wait || HOLD_RELEASE_USEC - since < wait)
+                                wait = HOLD_RELEASE_USEC - since;
+                }
+        }
+        if (wait)
+                schedule(m, wait);
+}
+
+void manager_hold_rules_rescan(Manager *m, const char *why)
+{
+        assert(m);
+
+        if (!m->hold_rules)
+                return;
+        log_debug("Scanning /proc for [Hold] rules (%s).", why);
+        rescan_matches(m);
 }
 
 void manager_hold_rules_event(Manager *m, const ProcEvent *ev)
@@ -171,37 +287,64 @@ bool manager_hold_rules_use_active(const Manager *m)
         return m->hold_rules && m->hold_rules->uses_active;
 }
 
+static void states_free(HoldRuleState *st, size_t n)
+{
+        for (size_t i = 0; st && i < n; i++)
+                free(st[i].program);
+        free(st);
+}
+
 void manager_hold_rules_set(Manager *m, AttachRules *rules)
 {
         AttachRules *old = m->hold_rules;
-        _cleanup_free_ uint32_t *old_cookies = m->hold_cookies;
-        _cleanup_free_ bool *old_tried = m->hold_tried;
+        HoldRuleState *old_state = m->hold_state;
 
         assert(m);
 
         m->hold_rules = rules;
-        m->hold_cookies = rules ? xmalloc0(sizeof(uint32_t) * rules->n) : NULL;
-        m->hold_tried = rules ? xmalloc0(sizeof(bool) * rules->n) : NULL;
+        m->hold_state = rules ? xmalloc0(sizeof(HoldRuleState) * rules->n) : NULL;
         m->n_hold_matches = 0;
         /* A rule kept by name and profile (a reload) keeps its hold: the profile in force does not flicker
          * from the held one to the base and back. */
         for (unsigned o = 0; old && o < old->n; o++)
                 for (unsigned r = 0; rules && r < rules->n; r++)
-                        if (old_cookies[o] && streq(old->rules[o].name, rules->rules[r].name) &&
+                        if (old_state[o].cookie && streq(old->rules[o].name, rules->rules[r].name) &&
                             streq(old->rules[o].profile, rules->rules[r].profile)) {
-                                m->hold_cookies[r] = old_cookies[o];
-                                old_cookies[o] = 0;
-                                m->hold_tried[r] = old_tried[o];
+                                m->hold_state[r] = old_state[o];
+                                m->hold_state[r].unmatched_since = 0;
+                                old_state[o] = (HoldRuleState){};
                         }
-        if (rules)
-                log_info("Following %zu [Hold] rule%s of the base profile.", rules->n,
-                         rules->n == 1 ? "" : "s");
+        if (rules) {
+                manager_rules_follow(m);
+                if (!m->procs) {
+                        /* Without exits to follow, a hold would outlive its program. */
+                        log_warning(
+                            "Without process events the %zu [Hold] rule%s of the base profile cannot "
+                            "tell when a program exits: not followed.",
+                            rules->n, rules->n == 1 ? "" : "s");
+                        for (unsigned r = 0; r < rules->n; r++)
+                                if (own_hold(m, r))
+                                        (void)manager_release(m, m->hold_state[r].cookie);
+                        states_free(m->hold_state, rules->n);
+                        m->hold_state = NULL;
+                        attach_rules_free(rules);
+                        m->hold_rules = NULL;
+                } else {
+                        log_info("Following %zu [Hold] rule%s of the base profile.", rules->n,
+                                 rules->n == 1 ? "" : "s");
+                        rescan_matches(m);
+                        sync_holds(m); /* the programs already running hold at once */
+                }
+        }
         manager_rules_follow(m);
-        manager_hold_rules_rescan(m, "hold rules");
         /* Then the holds of the rules that went. */
-        for (unsigned o = 0; old && o < old->n; o++)
-                if (old_cookies[o] && manager_find_hold(m, old_cookies[o]))
-                        (void)manager_release(m, old_cookies[o]);
+        for (unsigned o = 0; old && o < old->n; o++) {
+                _cleanup_free_ char *holder = xasprintf("[Hold %s]", old->rules[o].name);
+                const Hold *h = old_state[o].cookie ? manager_find_hold(m, old_state[o].cookie) : NULL;
+                if (h && streq(h->bus_name, holder))
+                        (void)manager_release(m, old_state[o].cookie);
+        }
+        states_free(old_state, old ? old->n : 0);
         attach_rules_free(old);
 }
 
@@ -209,9 +352,10 @@ void manager_hold_rules_free(Manager *m)
 {
         assert(m);
 
+        m->hold_timer = sd_event_source_disable_unref(m->hold_timer);
+        states_free(m->hold_state, m->hold_rules ? m->hold_rules->n : 0);
         attach_rules_free(m->hold_rules);
-        free(m->hold_cookies);
-        free(m->hold_tried);
         free(m->hold_matches);
+        m->hold_state = NULL;
         m->hold_rules = NULL;
 }

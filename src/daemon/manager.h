@@ -74,6 +74,16 @@ typedef struct HoldMatch {
         unsigned rule; /* index in m->hold_rules */
 } HoldMatch;
 
+/* What a [Hold] rule did with its hold. */
+typedef struct HoldRuleState {
+        uint32_t cookie;          /* the hold it took; 0: none */
+        bool tried;               /* taken (or failed, said once) since the rule last matched nothing */
+        uint64_t unmatched_since; /* CLOCK_MONOTONIC µs the rule matched nothing from; 0: it matches */
+        unsigned pid;             /* the first process it matched, for the hold's reason */
+        uid_t uid;
+        char *program;
+} HoldRuleState;
+
 /* What a pass places on the isolated CPUs: whole processes (attached, or matched by a rule with
  * Threads=all) and single threads (rules with a thread glob). */
 typedef struct AttachInput {
@@ -180,8 +190,9 @@ typedef struct Manager {
         AttachRules *hold_rules; /* the base profile's [Hold] rules; NULL: none */
         HoldMatch *hold_matches;
         size_t n_hold_matches, hold_matches_allocated; /* RULE_MATCHES_MAX at most */
-        uint32_t *hold_cookies; /* per hold rule: the hold it took (0: none, or it could not) */
-        bool *hold_tried;       /* per hold rule: tried since its first match (a failure is said once) */
+        HoldRuleState *hold_state;                     /* per hold rule */
+        bool hold_matches_full;       /* a match was not kept for want of room: rescan before a release */
+        sd_event_source *hold_timer;  /* takes and releases holds, debounced (manager-hold-rules.c) */
         AttachedThread *rule_threads; /* the threads rules put on the isolated CPUs in the last pass */
         size_t n_rule_threads, rule_threads_allocated;
         PolicyWatch policy_watch;      /* policy changes, while a rule says Threads=realtime */
@@ -217,9 +228,10 @@ int manager_run(Manager *m);
 void manager_schedule_pass(Manager *m, const char *reason);
 /* One more pass shortly after a CPU event (the kernel's own cpuset work may follow the uevent). */
 void manager_schedule_settle(Manager *m);
-/* Marks every tuner whose plan depends on the CPUs (hotplug, attached processes, resume). */
-void manager_mark_resume_tuners(Manager *m);
+/* Marks every tuner whose plan depends on the CPUs (hotplug, attached processes). */
 void manager_mark_cpu_tuners(Manager *m);
+/* Those and the tuners marked after_resume: what firmware and drivers may reset across suspend. */
+void manager_mark_resume_tuners(Manager *m);
 /* The CPU topology, reread first when CPU events marked it stale: once per burst of them, by the pass
  * they scheduled or whatever reads it first. */
 static inline Topology *manager_topology(Manager *m)

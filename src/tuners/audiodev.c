@@ -71,23 +71,30 @@ static int audiodev_plan(const PlanContext *ctx, const void *config, const char 
                          PlanNotes *notes)
 {
         const AudioDevConfig *c = config;
-        _cleanup_strv_free_ char **devs = audiodev_list();
+        _cleanup_strv_free_ char **devs = audiodev_list(), **planned = NULL;
         bool hda = false;
 
         (void)ctx;
         (void)device;
-        (void)notes;
         for (char **d = devs; d && *d; d++) {
                 if (audiodev_is_usb(*d)) {
                         _cleanup_strv_free_ char **chain =
                             c->autosuspend_off ? audiodev_usb_chain(*d) : NULL;
                         for (char **u = chain; u && *u; u++) {
                                 _cleanup_free_ char *ctl = xasprintf("%s/power/control", *u);
-                                want(plan, ctl, "on");
+                                if (!strv_contains(planned, ctl)) /* a hub two interfaces share */
+                                        want(plan, ctl, "on");
+                                strv_push(&planned, TAKE_PTR(ctl));
                         }
                         continue;
                 }
                 hda |= audiodev_is_hda(*d);
+                if (c->aspm_off && audiodev_on_gpu_link(*d)) {
+                        plan_notes_add(notes, "audiodev", xstrdup(*d),
+                                       xstrdup("the audio of a graphics card: its PCIe link is the GPU's, "
+                                               "whose ASPM rtctl leaves alone"));
+                        continue;
+                }
                 _cleanup_strv_free_ char **aspm = c->aspm_off ? audiodev_aspm_files(*d) : NULL;
                 for (char **f = aspm; f && *f; f++)
                         want(plan, *f, "0");

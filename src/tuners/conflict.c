@@ -75,8 +75,32 @@ static bool unit_installed(const char *unit)
         return false;
 }
 
+/* Whether the BPF scheduler in force runs in one of the loaders' units (its process, scx_NAME, in their
+ * cgroup), so that stopping them ends it. */
+static bool loaded_by_unit(const PlanContext *ctx)
+{
+        const TaskInfo *t;
+        size_t n;
+
+        t = task_scan_all(ctx->tasks, &n);
+        for (size_t i = 0; i < n; i++) {
+                if (!startswith(t[i].comm, "scx_") || (t[i].flags & PF_KTHREAD))
+                        continue;
+                _cleanup_free_ char *path = xasprintf("/proc/%u/cgroup", t[i].pid), *cg = NULL;
+                if (sys_read(path, &cg) < 0)
+                        continue;
+                for (size_t u = 0; sched_ext_units[u]; u++) {
+                        _cleanup_free_ char *suffix = xasprintf("/%s", sched_ext_units[u]);
+                        if (strstr(cg, suffix))
+                                return true;
+                }
+        }
+        return false;
+}
+
 /* sched_ext: its loaders stopped (those installed: they are rarely there, and each mask is a call to
- * systemd), or the BPF scheduler in force reported. */
+ * systemd), or the BPF scheduler in force reported: always, unless it runs in a loader's unit that is
+ * being stopped. */
 static void plan_sched_ext(const PlanContext *ctx, bool systemd, Plan *plan, PlanNotes *notes)
 {
         _cleanup_free_ char *what = NULL;
@@ -92,13 +116,13 @@ static void plan_sched_ext(const PlanContext *ctx, bool systemd, Plan *plan, Pla
                         }
         if (sched_ext_read(&s) < 0)
                 return;
-        if (sched_ext_active(&s) && !stopping) {
+        if (sched_ext_active(&s) && !(stopping && loaded_by_unit(ctx))) {
                 what = sched_ext_describe(&s);
                 plan_notes_add(
                     notes, "conflict", xstrdup("sched_ext"),
                     ctx->stop_conflicts
                         ? xasprintf(
-                              "%s is in force, loaded by no service rtctl can stop: it decides when "
+                              "%s is in force, loaded by no service rtctl stops: it decides when "
                               "every task that is not real-time runs; stop it by hand (scxctl stop, or "
                               "end the scx_ program)",
                               what)

@@ -312,3 +312,41 @@ def test_a_hold_rule_holds_its_profile_while_the_program_runs(env, daw_dir):
                 p.wait()
         c.close()
         d.stop()
+
+
+FLIP = """
+import ctypes, sys, time
+libc = ctypes.CDLL(None)
+for i in range(400):
+    libc.prctl(15, b"flipdaw" if i % 2 == 0 else b"other", 0, 0, 0)
+    time.sleep(0.005)
+libc.prctl(15, b"other", 0, 0, 0)
+time.sleep(30)
+"""
+
+
+def test_a_program_renaming_itself_fast_takes_one_hold(env):
+    """A [Hold] rule on comm: a program that flips its name 400 times in two seconds (prctl is free) costs
+    one hold, kept while it flips, and one release a second after it stopped matching: holds are taken
+    and released from a timer, never per event."""
+    for name, text in PROFILES.items():
+        env.profile(name, text)
+    env.profile("base", "[Profile]\nRank=5\n[Sysctl]\nvm.stat_interval=2\n"
+                "[Hold flip]\nMatch=comm:flipdaw user:root\nProfile=hi\n")
+    env.write("rtctl.conf", "[Daemon]\nDefaultProfile=base\nUevents=kernel\n")
+    d = env.start()
+    c = Client(env)
+    p = subprocess.Popen(["/usr/bin/python3", "-c", FLIP])
+    try:
+        assert wait_until(lambda: c.prop("ActiveProfile") == "hi"), c.prop("ActiveProfile")
+        assert wait_until(lambda: c.prop("ActiveProfile") == "base", timeout=20)
+        time.sleep(1.5)
+        out = d.output()
+        takes = out.count("for flip (")
+        assert takes == 1, "%d holds taken:\n%s" % (takes, out[-3000:])
+        assert out.count("no matching process for a second") == 1, out[-3000:]
+    finally:
+        p.kill()
+        p.wait()
+        c.close()
+        d.stop()

@@ -227,7 +227,8 @@ TEST(hold_rules)
                 "holdbad",
                 "[Profile]\nDescription=t\n[Hold daw]\nMatch=exe:/usr/bin/daw\n[Hold x]\nMatch=user:active\n"
                 "[Hold y]\nMatch=comm:y user:active\nProfile=no/such\n[Hold]\nMatch=comm:z user:0\n"
-                "Profile=audio\n[Hold t]\nMatch=comm:t user:0\nProfile=audio\nThreads=all\n",
+                "Profile=audio\n[Hold t]\nMatch=comm:t user:0\nProfile=audio\nThreads=all\n"
+                "[Hold g]\nMatch=graph:jack user:0\nProfile=audio\n",
                 &bad, &e),
             -EINVAL);
         CHECK(bad == NULL);
@@ -236,6 +237,7 @@ TEST(hold_rules)
         CHECK_CONTAINS(e, "holdbad.conf:5: [Hold x]: Profile= is missing");
         CHECK_CONTAINS(e, "Profile=no/such: no/such is not a profile name");
         CHECK_CONTAINS(e, "a rule needs a name: [Hold NAME]");
+        CHECK_CONTAINS(e, "graph:jack: a [Hold] rule cannot match graph:");
         CHECK_CONTAINS(e, "Threads=");
 }
 

@@ -490,21 +490,29 @@ TEST(sched_ext)
         test_pass_policy(root, p, NULL, &(PassInput){.kinds = &kinds}, &res);
         CHECK(test_note(&res, "lavd_1.0.12 (sched_ext") != NULL);
         CHECK(test_note(&res, "set OnConflict=stop") != NULL);
-        /* With it, and systemd: the installed loader masked, the other left alone, nothing reported. */
+        /* With it, and systemd: the installed loader masked, the other left alone. The scheduler was
+         * loaded by hand (it is in no loader's unit): said all the same. */
         test_write(root, "run/systemd/system/.keep", "");
         test_write(root, "usr/lib/systemd/system/scx_loader.service",
                    "[Service]\nExecStart=/usr/bin/scx_loader\n");
+        thread(root, 904, 904, "scx_lavd", 0x400100, 0, SCHED_OTHER);
+        test_write(root, "proc/904/cgroup", "0::/user.slice/user-1000.slice/session-2.scope\n");
         pass_result_clear(&res);
         test_pass_policy(root, p, NULL, &(PassInput){.kinds = &kinds, .stop_conflicts = true}, &res);
         CHECK_STREQ(test_desired(&res, "systemd:scx_loader.service"), "masked");
         CHECK(test_desired(&res, "systemd:scx.service") == NULL);
+        CHECK(test_note(&res, "loaded by no service rtctl stops") != NULL);
+        /* Loaded by scx_loader: stopping it ends the scheduler, nothing to report. */
+        test_write(root, "proc/904/cgroup", "0::/system.slice/scx_loader.service\n");
+        pass_result_clear(&res);
+        test_pass_policy(root, p, NULL, &(PassInput){.kinds = &kinds, .stop_conflicts = true}, &res);
         CHECK(test_note(&res, "sched_ext") == NULL);
         /* Loaded by hand, with no loader installed: what rtctl cannot stop is said. */
         rm(root, "usr/lib/systemd/system/scx_loader.service");
         pass_result_clear(&res);
         test_pass_policy(root, p, NULL, &(PassInput){.kinds = &kinds, .stop_conflicts = true}, &res);
         CHECK(test_desired(&res, "systemd:scx_loader.service") == NULL);
-        CHECK(test_note(&res, "loaded by no service rtctl can stop") != NULL);
+        CHECK(test_note(&res, "loaded by no service rtctl stops") != NULL);
         /* A profile that isolates nothing leaves sched_ext alone. */
         policy_free(TAKE_PTR(p));
         p = test_profile("[Profile]\nDescription=t\n[IRQ]\nBalance=housekeeping\n");

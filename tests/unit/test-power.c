@@ -271,6 +271,38 @@ TEST(audio_devices_stay_awake)
         CHECK_FIXTURE(root, AMD_HDA "link/l0s_aspm", "1");
         journal_free(j);
 
+        /* A graphics card's HDMI audio (function 1 beside a display controller) shares the GPU's link:
+         * its ASPM is left alone, and said. A second interface on usb1: the root hub planned once. */
+        test_write(root, "sys/devices/pci0000:00/0000:00:01.1/0000:01:00.0/class", "0x030000\n");
+        test_write(root, "sys/devices/pci0000:00/0000:00:01.1/0000:01:00.1/class", "0x040300\n");
+        test_write(root, "sys/devices/pci0000:00/0000:00:01.1/0000:01:00.1/link/l1_aspm", "1\n");
+        test_write(root, "sys/devices/pci0000:00/0000:00:08.1/0000:0b:00.3/usb1/1-3/idVendor", "1235\n");
+        test_write(root, "sys/devices/pci0000:00/0000:00:08.1/0000:0b:00.3/usb1/1-3/power/control",
+                   "auto\n");
+        test_write(root, "sys/devices/pci0000:00/0000:00:08.1/0000:0b:00.3/usb1/1-3/1-3:1.0/bInterfaceClass",
+                   "01\n");
+        static const char *const card_devs[] = {"/sys/devices/pci0000:00/0000:00:01.1/0000:01:00.1",
+                                                AMD_USB "usb1/1-3/1-3:1.0"};
+        for (unsigned k = 0; k < ELEMENTSOF(card_devs); k++) {
+                _cleanup_free_ char *target = xasprintf("%s%s", root, card_devs[k]);
+                _cleanup_free_ char *card = xasprintf("%s/sys/class/sound/card%u", root, 7 + k);
+                _cleanup_free_ char *dir =
+                    xasprintf("%s/sys/devices/virtual/sound-test/card%u", root, 7 + k);
+                _cleanup_free_ char *link = xasprintf("%s/device", dir),
+                                    *mk = xasprintf("mkdir -p '%s'", dir);
+                CHECK_INTEQ(system(mk), 0);
+                CHECK(symlink(target, link) == 0);
+                CHECK(symlink(dir, card) == 0);
+        }
+        pass_with(root, profile, NULL, false);
+        CHECK(desired("/sys/devices/pci0000:00/0000:00:01.1/0000:01:00.1/link/l1_aspm") == NULL);
+        CHECK(note("the audio of a graphics card") != NULL);
+        CHECK_STREQ(desired(AMD_USB "usb1/1-3/power/control"), "on");
+        size_t hub = 0;
+        for (size_t i = 0; i < res.plan.n; i++)
+                hub += streq(res.plan.settings[i].object, AMD_USB "usb1/power/control");
+        CHECK_INTEQ(hub, 1);
+
         /* A laptop's HDA is a root-complex integrated function: no link of its own, the codec's saving
          * only; keep leaves a knob alone. */
         plan("laptop-intel", "[Profile]\nDescription=t\n[AudioDevices]\nPowerSave=off\nASPM=keep\n");

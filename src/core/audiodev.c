@@ -44,14 +44,6 @@ bool audiodev_is_usb(const char *dev)
         return sys_exists(p);
 }
 
-bool audiodev_is_hda(const char *dev)
-{
-        _cleanup_free_ char *cls = xasprintf("%s/class", dev), *drv = xasprintf("%s/driver", dev),
-                            *target = NULL;
-
-        return sys_exists(cls) && resolve(drv, &target) >= 0 && endswith(target, "/snd_hda_intel");
-}
-
 char **audiodev_usb_chain(const char *interface)
 {
         _cleanup_free_ char *dir = xstrdup(interface);

@@ -13,8 +13,6 @@
 char **audiodev_list(void);
 /* Whether a device is a USB interface (a USB audio card's device is one). */
 bool audiodev_is_usb(const char *dev);
-/* Whether a device is a PCI function bound to snd_hda_intel. */
-bool audiodev_is_hda(const char *dev);
 /* The USB devices from an interface's own up to its root hub: each one's power/control keeps it awake. */
 char **audiodev_usb_chain(const char *interface);
 /* Whether a PCI function is the audio of a graphics card (HDMI/DP audio: function 0 of the same device

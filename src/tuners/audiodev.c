@@ -72,7 +72,6 @@ static int audiodev_plan(const PlanContext *ctx, const void *config, const char 
 {
         const AudioDevConfig *c = config;
         _cleanup_strv_free_ char **devs = audiodev_list(), **planned = NULL;
-        bool hda = false;
 
         (void)ctx;
         (void)device;
@@ -88,7 +87,6 @@ static int audiodev_plan(const PlanContext *ctx, const void *config, const char 
                         }
                         continue;
                 }
-                hda |= audiodev_is_hda(*d);
                 if (c->aspm_off && audiodev_on_gpu_link(*d)) {
                         plan_notes_add(notes, "audiodev", xstrdup(*d),
                                        xstrdup("the audio of a graphics card: its PCIe link is the GPU's, "
@@ -99,8 +97,9 @@ static int audiodev_plan(const PlanContext *ctx, const void *config, const char 
                 for (char **f = aspm; f && *f; f++)
                         want(plan, *f, "0");
         }
-        /* The module's parameters hold for every HDA codec: set where it is loaded. */
-        if (c->power_save_off && (hda || sys_exists(HDA_PARAMS_DIR))) {
+        /* The module's parameters hold for every HDA codec: set where it is loaded (want() plans only
+         * files that exist). */
+        if (c->power_save_off) {
                 want(plan, HDA_PARAMS_DIR "/power_save", "0");
                 want(plan, HDA_PARAMS_DIR "/power_save_controller", "N");
         }

@@ -172,7 +172,7 @@ int timerlat_start(const TimerlatState *st, const CpuSet *cpus, unsigned period_
                  * has them (500 ms of each second with interrupts off). */
                 if ((r = write_file(st, TIMERLAT_CPUMASK, mask, ret_error)) < 0 ||
                     (r = write_file(st, TIMERLAT_TRACING_ON, "1", ret_error)) < 0 ||
-                    (r = write_file(st, TIMERLAT_TRACER, "hwlat", ret_error)) < 0)
+                    (r = write_file(st, TIMERLAT_TRACER, tracer_names[st->tracer], ret_error)) < 0)
                         return r;
                 return 0;
         }

@@ -259,8 +259,8 @@ void manager_rules_follow(Manager *m)
                 r = proc_monitor_new(m->event, on_proc_event, m, &m->procs);
                 if (r < 0)
                         log_warning_errno(
-                            r, "Cannot follow process events (%m): [Attach] and [Hold] rules apply "
-                               "to what runs when a profile is applied only.");
+                            r, "Cannot follow process events (%m): [Attach] rules apply to what runs "
+                               "when a profile is applied only, [Hold] rules not at all.");
         }
         if ((rules(m) && rules(m)->uses_active) || manager_hold_rules_use_active(m))
                 watch_logins(m);

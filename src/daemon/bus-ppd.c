@@ -390,26 +390,24 @@ int bus_ppd_setup(Manager *m)
 
 void bus_ppd_emit_changed(Manager *m, bool holds_changed)
 {
+        char *names[3] = {};
         PowerProfile shown;
-        bool profile_changed;
+        size_t n = 0;
 
         assert(m);
 
         if (!m->bus || !m->ppd_serving)
                 return;
         shown = shown_profile(m);
-        profile_changed = m->ppd_shown != (int)shown;
+        if (m->ppd_shown != (int)shown)
+                names[n++] = (char *)"ActiveProfile";
         m->ppd_shown = (int)shown;
-        if (profile_changed && holds_changed) {
-                (void)sd_bus_emit_properties_changed(m->bus, PPD_PATH, PPD_NAME, "ActiveProfile",
-                                                     "ActiveProfileHolds", NULL);
-                (void)sd_bus_emit_properties_changed(m->bus, PPD_PATH_OLD, PPD_NAME_OLD, "ActiveProfile",
-                                                     "ActiveProfileHolds", NULL);
-        } else if (profile_changed || holds_changed) {
-                const char *what = profile_changed ? "ActiveProfile" : "ActiveProfileHolds";
-                (void)sd_bus_emit_properties_changed(m->bus, PPD_PATH, PPD_NAME, what, NULL);
-                (void)sd_bus_emit_properties_changed(m->bus, PPD_PATH_OLD, PPD_NAME_OLD, what, NULL);
-        }
+        if (holds_changed)
+                names[n++] = (char *)"ActiveProfileHolds";
+        if (n == 0)
+                return;
+        (void)sd_bus_emit_properties_changed_strv(m->bus, PPD_PATH, PPD_NAME, names);
+        (void)sd_bus_emit_properties_changed_strv(m->bus, PPD_PATH_OLD, PPD_NAME_OLD, names);
 }
 
 void bus_ppd_hold_ended(Manager *m, const Hold *h)

@@ -153,14 +153,16 @@ static size_t cache_limit(void)
         return MIN((size_t)TASK_CACHE_MAX, (size_t)(rl.rlim_cur / 4));
 }
 
-/* A kernel thread that is not exiting and at least a second old: named and bound by now. */
+/* A kernel thread that is not exiting and at least a second old: named and bound by now. A user
+ * process that is not exiting: held only to know, without a read, that it is none. */
 static bool keepable(const TaskInfo *t, unsigned long long now, long hz)
 {
-        return (t->flags & PF_KTHREAD) && !(t->flags & PF_EXITING) &&
-               now >= t->starttime + (unsigned long long)hz;
+        if (t->flags & PF_EXITING)
+                return false;
+        return !(t->flags & PF_KTHREAD) || now >= t->starttime + (unsigned long long)hz;
 }
 
-static void load(TaskScan *s)
+static void load(TaskScan *s, bool all)
 {
         _cleanup_closedir_ DIR *d = sys_opendir("/proc");
         TaskCache *c = s->cache;
@@ -170,7 +172,11 @@ static void load(TaskScan *s)
         unsigned long long now = 0;
         struct dirent *de;
 
+        free(s->tasks);
+        s->tasks = NULL;
+        s->n = 0;
         s->loaded = true;
+        s->all = all;
         if (c) {
                 cache_prune_ended(c);
                 limit = cache_limit();
@@ -184,11 +190,21 @@ static void load(TaskScan *s)
                 if (safe_atou(de->d_name, &pid) < 0)
                         continue;
                 if ((e = cache_find(c, pid))) {
+                        bool kthread = e->info.flags & PF_KTHREAD;
                         t = e->info;
-                        c->hits++;
                         GREEDY_REALLOC(kept, kept_alloc, n_kept + 1);
                         kept[n_kept++] = *e;
                         e->pidfd = -EBADF; /* moved to kept */
+                        if (kthread || !all) {
+                                c->hits++;
+                                if (!kthread)
+                                        continue; /* a user process, and only kernel threads asked for */
+                        } else {
+                                /* Its name and flags change with exec and prctl: read it. */
+                                if (task_info(pid, &t) < 0)
+                                        continue;
+                                c->reads++;
+                        }
                 } else {
                         if (task_info(pid, &t) < 0)
                                 continue; /* it exited meanwhile */
@@ -207,6 +223,8 @@ static void load(TaskScan *s)
                                                 close_fd(fd);
                                 }
                         }
+                        if (!all && !(t.flags & PF_KTHREAD))
+                                continue;
                 }
                 GREEDY_REALLOC(s->tasks, alloc, s->n + 1);
                 s->tasks[s->n++] = t;
@@ -247,15 +265,25 @@ const TaskInfo *task_scan_cached_kthread(const TaskScan *s, unsigned pid)
          * PID be another's. */
         const TaskCacheEntry *e = s && s->loaded ? cache_find(s->cache, pid) : NULL;
 
-        return e ? &e->info : NULL;
+        return e && (e->info.flags & PF_KTHREAD) ? &e->info : NULL;
 }
 
 const TaskInfo *task_scan_all(TaskScan *s, size_t *ret_n)
 {
         assert(s);
 
+        if (!s->loaded || !s->all)
+                load(s, true);
+        *ret_n = s->n;
+        return s->tasks;
+}
+
+const TaskInfo *task_scan_kthreads(TaskScan *s, size_t *ret_n)
+{
+        assert(s);
+
         if (!s->loaded)
-                load(s);
+                load(s, false);
         *ret_n = s->n;
         return s->tasks;
 }
@@ -267,8 +295,9 @@ const TaskInfo *task_scan_find(TaskScan *s, unsigned pid, TaskInfo *buf)
 
         assert(s);
 
+        /* A kernel thread is in the list however the scan was taken; anything else not in it is read. */
         if (!s->loaded)
-                load(s);
+                load(s, false);
         t = bsearch(&key, s->tasks, s->n, sizeof(TaskInfo), cmp_pid);
         if (t)
                 return t;

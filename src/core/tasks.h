@@ -29,14 +29,17 @@ int task_uids(unsigned pid, uid_t *ret_uid, uid_t *ret_euid);
  * or 0), -EBADF when fd is no pidfd. */
 int pidfd_get_pid(int fd);
 
-/* Kernel threads as read in earlier passes, each held by a pidfd. A kernel thread's flags are set
- * once, right after it is created (its name too, but a kworker's comm in /proc/PID/stat carries the
+/* Processes as read in earlier passes, each held by a pidfd. A kernel thread's flags are set once,
+ * right after it is created (its name too, but a kworker's comm in /proc/PID/stat carries the
  * workqueue it last ran, which the cache does not follow: nothing reads it); only its going changes,
- * and a pidfd says that exactly (it polls readable once the thread ended). A scan with a cache reads
- * /proc/PID/stat only of user processes and of kernel threads it does not hold yet: after a CPU event,
- * the dozens to thousands of per-CPU kernel threads cost one poll(2) instead of a file each. A thread
- * younger than a second is not kept (it may not have its name and binding yet), and one is kept only
- * when a read after its pidfd was opened finds the same start time, so the pidfd is the one read. */
+ * and a pidfd says that exactly (it polls readable once the thread ended). A user process is held only
+ * as "not a kernel thread": a PID held alive is the same process, which never becomes one, but its
+ * name and flags change with exec and prctl, so a scan of every process reads it again. A scan with a
+ * cache reads /proc/PID/stat only of processes it does not hold yet, and of user processes when it
+ * wants them: after a CPU event, the dozens to thousands of per-CPU kernel threads and a desktop's
+ * hundreds of processes cost one poll(2) instead of a file each. A kernel thread younger than a second
+ * is not kept (it may not have its name and binding yet), and a process is kept only when a read after
+ * its pidfd was opened finds the same start time, so the pidfd is the one read. */
 typedef struct TaskCacheEntry {
         TaskInfo info;
         int pidfd;
@@ -52,16 +55,22 @@ void task_cache_clear(TaskCache *c);
 
 /* One reading of every process in /proc, taken at most once per pass however many tuners and setting
  * kinds ask: kernel threads for the kthread and IRQ thread tuners, rival services by name, the flags of
- * processes in a cgroup. Loaded on first use; a pass that needs no process list reads none. */
+ * processes in a cgroup. Loaded on first use, of kernel threads only where that is all a pass asks for
+ * (a CPU event's); a pass that needs no process list reads none. */
 typedef struct TaskScan {
         TaskInfo *tasks; /* sorted by PID */
         size_t n;
         bool loaded;
+        bool all;         /* every process read; else kernel threads only (task_scan_kthreads) */
         TaskCache *cache; /* kept between passes by the daemon; NULL: every process is read */
 } TaskScan;
 
 const TaskInfo *task_scan_all(TaskScan *s, size_t *ret_n);
-/* The process as the scan saw it; one it did not see (newer) is read now. NULL: no such process. */
+/* Every kernel thread, sorted by PID; user processes too where this pass already read them all (so
+ * callers still test PF_KTHREAD). With a cache, reads no user process it holds. */
+const TaskInfo *task_scan_kthreads(TaskScan *s, size_t *ret_n);
+/* The process as the scan saw it; one it did not list (newer, or a user process in a scan of kernel
+ * threads) is read now. NULL: no such process. */
 const TaskInfo *task_scan_find(TaskScan *s, unsigned pid, TaskInfo *buf);
 /* The PID of a process whose comm is exactly comm (cut at 15 characters, as the kernel does), 0 when
  * none runs. */

@@ -75,7 +75,7 @@ static int irqthread_plan(const PlanContext *ctx, const void *config, const char
         _cleanup_free_ bool *has_thread = NULL;
         unsigned unthreaded = 0, first = 0;
         size_t n_tasks;
-        const TaskInfo *tasks = task_scan_all(ctx->tasks, &n_tasks);
+        const TaskInfo *tasks = task_scan_kthreads(ctx->tasks, &n_tasks);
         int r;
 
         r = irq_table_for_pass(ctx, "irqthread", notes, &t, &owned);

@@ -86,7 +86,7 @@ static CpuSet *affinity_of(const PlanContext *ctx, unsigned pid, char **ret_list
 static void plan_threads(const PlanContext *ctx, Plan *plan, PlanNotes *notes)
 {
         size_t n;
-        const TaskInfo *tasks = task_scan_all(ctx->tasks, &n);
+        const TaskInfo *tasks = task_scan_kthreads(ctx->tasks, &n);
         unsigned pinned = 0;
 
         for (size_t i = 0; i < n; i++) {

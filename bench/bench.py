@@ -1,7 +1,7 @@
 #!/usr/bin/python3
 """rtctl benchmarks on this machine's real kernel. Prints a table and writes JSON.
 
-    bench/bench.py [--runs 20] [--idle 60] [--json FILE] [SECTION...]
+    bench/bench.py [--runs 20] [--idle 60] [--json FILE] [--ordinary-priority] [--processes N] [SECTION...]
 
 Sections: uevent (loop device add uevent -> scheduler in place, beside the kernel's own elevator switch
 time), start (cold start -> READY=1), memory (RSS, PSS, private), storms (the same after start and after
@@ -27,6 +27,10 @@ sys.path.insert(0, os.path.join(HERE, "..", "tests", "integration"))
 
 import machine  # noqa: E402
 from harness import bench_env, wait_until  # noqa: E402
+
+# rtctld as its unit starts it (units/rtctld.service: SCHED_FIFO 1, above every ordinary task), unless
+# --ordinary-priority asks for the earlier tables' ordinary task.
+DAEMON_ARGS = ["--realtime-priority=1"]
 
 PROFILE = """[Profile]
 Description=bench: test loop devices only
@@ -79,7 +83,7 @@ def uevent_to_scheduler(listener, n):
 def bench_uevent(env, runs):
     """Alternates the two, run by run, so machine noise hits both alike; rtctl's share is the median
     of the paired differences."""
-    env.start("--profile", "bench")
+    env.start(*DAEMON_ARGS, "--profile", "bench")
     listener = machine.UeventListener()
     kernel, daemon, share = [], [], []
     try:
@@ -103,7 +107,7 @@ def bench_start(env, runs):
     with machine.loop_devices(1):
         for _ in range(runs):
             t0 = time.monotonic()
-            d = env.start("--profile", "bench")
+            d = env.start(*DAEMON_ARGS, "--profile", "bench")
             times.append((time.monotonic() - t0) * 1000)
             d.stop()
     return stats(times)
@@ -118,7 +122,7 @@ def read_status(pid, tid=None):
 
 
 def bench_memory(env):
-    d = env.start("--profile", "bench")
+    d = env.start(*DAEMON_ARGS, "--profile", "bench")
     time.sleep(0.5)
     out = memory_of(d.proc.pid)
     d.stop()
@@ -169,7 +173,7 @@ def bench_storms(env, runs):
     devices added and removed (uevents), 100 x `runs` short processes of a name an [Attach] rule
     matches (proc connector events, attach and forget). Flat means no growth per event."""
     env.profile("storm", STORM_PROFILE)
-    d = env.start("--profile", "storm")
+    d = env.start(*DAEMON_ARGS, "--profile", "storm")
     pid = d.proc.pid
     time.sleep(0.5)
     out = [dict(memory_of(pid), after="start, alone")]
@@ -244,7 +248,7 @@ def ctxt_switches(pid):
 
 
 def bench_idle(env, seconds):
-    d = env.start("--profile", "bench")
+    d = env.start(*DAEMON_ARGS, "--profile", "bench")
     time.sleep(1)
     before = ctxt_switches(d.proc.pid)
     time.sleep(seconds)
@@ -262,11 +266,23 @@ Isolate=auto:1
 """
 
 
-def bench_hotplug(env, runs):
+def bench_hotplug(env, runs, processes=0):
     """cpu1 offline, then online: until isolation is re-established (the isolated cpuset has cpu1 again,
     the attached process runs there, kthreadd is back on housekeeping), from the `online` uevent and from
     the start of the write. The online write itself takes the kernel 20-45 ms here; it is reported
-    beside."""
+    beside. processes: that many more idle user processes for the whole run, as a desktop has hundreds
+    (this VM has about twenty)."""
+    import subprocess
+    idle = [subprocess.Popen(["sleep", "3600"]) for _ in range(processes)]
+    try:
+        return hotplug_isolation(env, runs)
+    finally:
+        for q in idle:
+            q.kill()
+            q.wait()
+
+
+def hotplug_isolation(env, runs):
     import subprocess
     p = subprocess.Popen(["/bin/sh", "-c", "while :; do sleep 1; done"])
 
@@ -334,7 +350,7 @@ def time_online(env, name, text, in_place, runs, setup=None):
     """cpu1 offline, then online: from the cpu1 `online` uevent (and from the start of the write) until
     in_place() says the profile's CPU-dependent settings are back."""
     env.profile(name, text)
-    d = env.start("--profile", name)
+    d = env.start(*DAEMON_ARGS, "--profile", name)
     if setup:
         setup()
     from_write, from_uevent = [], []
@@ -438,7 +454,7 @@ def bench_irq_idle(env, seconds):
     out = {}
     for sec in (0, 10):
         env.profile("irqidle%d" % sec, IRQ_IDLE % (sec, sec))
-        d = env.start("--profile", "irqidle%d" % sec)
+        d = env.start(*DAEMON_ARGS, "--profile", "irqidle%d" % sec)
         time.sleep(1)
         before = ctxt_switches(d.proc.pid)
         time.sleep(seconds)
@@ -493,7 +509,7 @@ def bench_hold(env, runs):
     import dbus
     env.profile("hold-audio", HOLD_AUDIO)
     env.write("rtctl.conf", "[Daemon]\nDefaultProfile=off\nUevents=kernel\n")
-    d = env.start()
+    d = env.start(*DAEMON_ARGS)
     conn = dbus.bus.BusConnection(env.bus.address)
     api = dbus.Interface(conn.get_object("org.rtctl.Manager1", "/org/rtctl/Manager1"), "org.rtctl.Manager1")
     hold, release = [], []
@@ -519,9 +535,15 @@ def main():
     ap.add_argument("--runs", type=int, default=20)
     ap.add_argument("--idle", type=int, default=60)
     ap.add_argument("--json", default=None)
+    ap.add_argument("--processes", type=int, default=0,
+                    help="hotplug: this many more idle user processes during the run (a desktop's)")
+    ap.add_argument("--ordinary-priority", action="store_true",
+                    help="run rtctld as an ordinary task, not at SCHED_FIFO 1 as its unit does")
     ap.add_argument("sections", nargs="*", default=["uevent", "start", "memory", "storms", "idle", "hotplug", "irqhotplug", "powerhotplug", "irqidle",
                                                 "fixtures", "hold"])
     args = ap.parse_args()
+    if args.ordinary_priority:
+        DAEMON_ARGS.clear()
     if os.geteuid() != 0:
         sys.exit("bench needs root: it changes real kernel settings (test loop devices only)")
 
@@ -540,7 +562,7 @@ def main():
             results["idle"] = bench_idle(env, args.idle)
         if "hotplug" in args.sections:
             (results["cpu1_online_write_to_isolation_ms"], results["cpu1_online_uevent_to_isolation_ms"],
-             p) = bench_hotplug(env, args.runs)
+             p) = bench_hotplug(env, args.runs, args.processes)
             results.update({"cpu1_online_isolation_" + k: v for k, v in p.items()})
         if "irqhotplug" in args.sections:
             (results["cpu1_online_write_to_irqs_ms"], results["cpu1_online_uevent_to_irqs_ms"],

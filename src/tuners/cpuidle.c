@@ -1,9 +1,10 @@
 /* SPDX-License-Identifier: GPL-2.0-or-later */
 /* C-states: MaxExitLatencyUs= caps how long a CPU of the set takes to wake, through its PM QoS resume
  * latency (which the cpuidle governor obeys) and by disabling the idle states whose exit latency is
- * above the cap. GlobalMaxExitLatencyUs= is the system-wide request of /dev/cpu_dma_latency, held open
- * for as long as the profile is active. An offlined CPU loses its cpuidle/ directory and comes back with
- * every state enabled: the online event replans it. */
+ * above the cap; "shallowest" caps it at the CPU's first state that does not poll. GlobalMaxExitLatencyUs=
+ * is the system-wide request of /dev/cpu_dma_latency, held open for as long as the profile is active. An
+ * offlined CPU loses its cpuidle/ directory and comes back with every state enabled: the online event
+ * replans it. */
 #include <dirent.h>
 
 #include "tuners/registry.h"
@@ -24,6 +25,35 @@ static char *pm_qos_value(int us)
 
 /* The PM QoS value survives hotplug: kept for offline CPUs too (restoring it at offline would only
  * make the online pass write it again). The idle states exist only while the CPU is online. */
+/* The exit latency of the CPU's shallowest idle state that does not poll (x86 names its polling state
+ * POLL: intel_idle, acpi_idle and haltpoll alike), -1 when it has none: no cpuidle (offline, or no
+ * driver). */
+static int shallowest_latency(unsigned cpu)
+{
+        _cleanup_free_ char *idle = xasprintf("/sys/devices/system/cpu/cpu%u/cpuidle", cpu);
+        _cleanup_closedir_ DIR *d = sys_opendir(idle);
+        struct dirent *de;
+        int best = -1;
+
+        while (d && (de = readdir(d))) {
+                _cleanup_free_ char *p = NULL, *name = NULL, *lat = NULL;
+                unsigned us;
+
+                if (!startswith(de->d_name, "state"))
+                        continue;
+                p = xasprintf("%s/%s/name", idle, de->d_name);
+                if (sys_read(p, &name) < 0 || streq(strstrip(name), "POLL"))
+                        continue;
+                free(p);
+                p = xasprintf("%s/%s/latency", idle, de->d_name);
+                if (sys_read(p, &lat) < 0 || safe_atou(strstrip(lat), &us) < 0 || us > INT_MAX)
+                        continue;
+                if (best < 0 || (int)us < best)
+                        best = (int)us;
+        }
+        return best;
+}
+
 static void plan_cpu(unsigned cpu, bool online, int limit, Plan *plan, PlanNotes *notes)
 {
         _cleanup_free_ char *base = xasprintf("/sys/devices/system/cpu/cpu%u", cpu);
@@ -68,14 +98,47 @@ static int cpuidle_plan(const PlanContext *ctx, const void *config, const char *
         for (size_t i = 0; i < c->n; i++) {
                 _cleanup_cpuset_ CpuSet *cpus = NULL;
 
-                if (c->sets[i].max_exit_latency_us < 0)
+                int limit = c->sets[i].max_exit_latency_us, offline_limit = -1;
+
+                if (limit == POWER_LATENCY_UNSET)
                         continue;
                 cpus = power_set_cpus(&c->sets[i], ctx);
                 cpuset_and(cpus, ctx->topology->present);
                 cpuset_andnot(cpus, done);
-                FOREACH_CPU (cpu, cpus)
-                        plan_cpu((unsigned)cpu, cpuset_has(ctx->topology->online, (unsigned)cpu),
-                                 c->sets[i].max_exit_latency_us, plan, notes);
+                if (limit == POWER_LATENCY_SHALLOWEST) {
+                        /* An offline CPU has no states to read: its PM QoS value (which survives
+                         * hotplug) is the lowest of the set's online CPUs, which share its driver. */
+                        FOREACH_CPU (cpu, cpus) {
+                                int us;
+                                if (!cpuset_has(ctx->topology->online, (unsigned)cpu) ||
+                                    (us = shallowest_latency((unsigned)cpu)) < 0)
+                                        continue;
+                                if (offline_limit < 0 || us < offline_limit)
+                                        offline_limit = us;
+                        }
+                }
+                FOREACH_CPU (cpu, cpus) {
+                        bool online = cpuset_has(ctx->topology->online, (unsigned)cpu);
+                        int cap = limit;
+
+                        if (limit == POWER_LATENCY_SHALLOWEST) {
+                                cap = online ? shallowest_latency((unsigned)cpu) : offline_limit;
+                                if (cap < 0) {
+                                        if (online)
+                                                plan_notes_add(
+                                                    notes, "cpuidle",
+                                                    xasprintf("/sys/devices/system/cpu/cpu%d/cpuidle", cpu),
+                                                    xstrdup(
+                                                        "no idle state but polling: "
+                                                        "MaxExitLatencyUs=shallowest leaves it as it is"));
+                                        continue;
+                                }
+                                /* 0 µs would read as poll only (n/a): a state that exits at once is
+                                 * still allowed at 1. */
+                                cap = MAX(cap, 1);
+                        }
+                        plan_cpu((unsigned)cpu, online, cap, plan, notes);
+                }
                 cpuset_or(done, cpus);
         }
         if (c->global_max_exit_latency_us >= 0) {

@@ -62,12 +62,19 @@ static bool valid_min_freq(const char *s)
         return safe_atou(s, &v) >= 0 && v > 0;
 }
 
-static bool parse_latency(ConfKey *k, int *ret, char ***errors)
+static bool parse_latency(ConfKey *k, bool per_cpu, int *ret, char ***errors)
 {
         unsigned v;
 
+        if (per_cpu && streq(k->value, "shallowest")) {
+                *ret = POWER_LATENCY_SHALLOWEST;
+                return true;
+        }
         if (safe_atou(k->value, &v) < 0 || v > 2000000000) {
-                strv_push(errors, conf_key_error(k, "expected microseconds, 0 or more (0: poll only)"));
+                strv_push(errors,
+                          conf_key_error(k, per_cpu ? "expected microseconds, 0 or more (0: poll only), "
+                                                      "or shallowest"
+                                                    : "expected microseconds, 0 or more (0: poll only)"));
                 return false;
         }
         *ret = (int)v;
@@ -79,7 +86,8 @@ static bool parse_set(ConfSection *s, const char *name, PowerConfig *c, PowerSet
         ConfKey *k;
         bool ok = true;
 
-        *r = (PowerSet){.section = xstrdup(s->name), .boost = -1, .max_exit_latency_us = -1};
+        *r =
+            (PowerSet){.section = xstrdup(s->name), .boost = -1, .max_exit_latency_us = POWER_LATENCY_UNSET};
         if ((k = conf_key(s, "CPUs")) && !cpu_spec_parse_key(k, &r->cpus, errors))
                 ok = false;
         if ((k = conf_key(s, "Governor"))) {
@@ -117,13 +125,13 @@ static bool parse_set(ConfSection *s, const char *name, PowerConfig *c, PowerSet
                 ok = false;
         }
         if ((k = conf_key(s, "MaxExitLatencyUs")))
-                ok = parse_latency(k, &r->max_exit_latency_us, errors) && ok;
+                ok = parse_latency(k, true, &r->max_exit_latency_us, errors) && ok;
         if ((k = conf_key(s, "GlobalMaxExitLatencyUs"))) {
                 if (*name) {
                         strv_push(errors, conf_key_error(k, "the system-wide request belongs in [Power]"));
                         ok = false;
                 } else
-                        ok = parse_latency(k, &c->global_max_exit_latency_us, errors) && ok;
+                        ok = parse_latency(k, false, &c->global_max_exit_latency_us, errors) && ok;
         }
         return ok;
 }
@@ -175,7 +183,7 @@ bool power_config_has_idle(const PowerConfig *c)
         if (c && c->global_max_exit_latency_us >= 0)
                 return true;
         for (size_t i = 0; c && i < c->n; i++)
-                if (c->sets[i].max_exit_latency_us >= 0)
+                if (c->sets[i].max_exit_latency_us != POWER_LATENCY_UNSET)
                         return true;
         return false;
 }

@@ -14,8 +14,13 @@ typedef struct PowerSet {
         char *epp;
         char *min_freq;          /* "max", "N%" or kHz */
         int boost;               /* -1 unset */
-        int max_exit_latency_us; /* -1 unset */
+        int max_exit_latency_us; /* POWER_LATENCY_UNSET, POWER_LATENCY_SHALLOWEST or µs */
 } PowerSet;
+
+#define POWER_LATENCY_UNSET (-1)
+/* MaxExitLatencyUs=shallowest: each CPU's first idle state that does not poll (C1, a VM's halt) and no
+ * deeper one, as tuned's cstate.id_no_zero:1 picks it. */
+#define POWER_LATENCY_SHALLOWEST (-2)
 
 typedef struct PowerConfig {
         PowerSet *sets;

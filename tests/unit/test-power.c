@@ -167,6 +167,28 @@ TEST(idle_states_above_the_cap)
         CHECK(desired("/sys/devices/system/cpu/cpu3/cpuidle/state0/disable") == NULL);
 }
 
+/* shallowest: the first state that does not poll stays, every deeper one goes (tuned's
+ * cstate.id_no_zero:1). On a VM that is haltpoll's halt, which hands the vCPU back to the host. */
+TEST(shallowest_keeps_the_first_state_that_does_not_poll)
+{
+        plan("laptop-intel", "[Profile]\nDescription=t\n[Power]\nCPUs=3\nMaxExitLatencyUs=shallowest\n");
+        CHECK_STREQ(desired("/sys/devices/system/cpu/cpu3/power/pm_qos_resume_latency_us"), "1");
+        CHECK(desired("/sys/devices/system/cpu/cpu3/cpuidle/state1/disable") == NULL);
+        CHECK_STREQ(desired("/sys/devices/system/cpu/cpu3/cpuidle/state2/disable"), "1");
+        CHECK_STREQ(desired("/sys/devices/system/cpu/cpu3/cpuidle/state5/disable"), "1");
+        CHECK(planned_under("/sys/devices/system/cpu/cpu2/") == 0);
+
+        plan("vm2", "[Profile]\nDescription=t\n[Power]\nCPUs=1\nMaxExitLatencyUs=shallowest\n");
+        CHECK_STREQ(desired("/sys/devices/system/cpu/cpu1/power/pm_qos_resume_latency_us"), "1");
+        CHECK(planned_under("/sys/devices/system/cpu/cpu1/cpuidle/") == 0);
+
+        /* holes: cpu4 is offline, no states to read: the PM QoS value the online CPUs got. */
+        plan("holes", "[Profile]\nDescription=t\n[Power]\nMaxExitLatencyUs=shallowest\n");
+        CHECK_STREQ(desired("/sys/devices/system/cpu/cpu4/power/pm_qos_resume_latency_us"), "1");
+        CHECK_STREQ(desired("/sys/devices/system/cpu/cpu3/power/pm_qos_resume_latency_us"), "1");
+        CHECK(planned_under("/sys/devices/system/cpu/cpu4/cpuidle/") == 0);
+}
+
 TEST(offline_cpus_are_not_planned)
 {
         /* holes: cpu4 and cpu5 are offline, their cpuidle/ is gone; the PM QoS value, which survives
@@ -337,7 +359,7 @@ TEST(bad_power_sections)
             test_tmpdir(), "profiles/bad.conf",
             "[Profile]\nDescription=t\n[Power]\nGovernor=turbo\nMinFreq=150%\nBoost=maybe\n[Power x]\n"
             "GlobalMaxExitLatencyUs=0\nMaxExitLatencyUs=-5\nCPUs=auto:1\nEnergyPerformancePreference="
-            "fast\n");
+            "fast\n[Power y]\nMaxExitLatencyUs=deepest\n");
         CHECK_INTEQ(policy_load(search, "bad", &p, &err), -EINVAL);
         CHECK_CONTAINS(err, "bad.conf:4: Governor=turbo: unknown governor");
         CHECK_CONTAINS(err, "bad.conf:5: MinFreq=150%");
@@ -347,6 +369,9 @@ TEST(bad_power_sections)
         CHECK_CONTAINS(err, "bad.conf:9: MaxExitLatencyUs=-5");
         CHECK_CONTAINS(err, "bad.conf:10: CPUs=auto:1");
         CHECK_CONTAINS(err, "bad.conf:11: EnergyPerformancePreference=fast");
+        CHECK_CONTAINS(err,
+                       "bad.conf:13: MaxExitLatencyUs=deepest: expected microseconds, 0 or more (0: poll "
+                       "only), or shallowest");
         unsigned n = 0;
         for (const char *s = err; s && (s = strstr(s, "Governor=turbo")); s++)
                 n++;
@@ -356,5 +381,6 @@ TEST(bad_power_sections)
 TEST_MAIN(T(intel_pstate_active_per_set), T(unoffered_values_name_the_choices),
           T(intel_cpufreq_passive_has_no_epp), T(amd_pstate_per_policy_boost_and_epp),
           T(acpi_cpufreq_shared_policy_not_widened), T(no_cpufreq_is_not_supported),
-          T(idle_states_above_the_cap), T(offline_cpus_are_not_planned), T(global_request_held_and_released),
-          T(audio_devices_stay_awake), T(bad_audio_devices_section), T(bad_power_sections))
+          T(idle_states_above_the_cap), T(shallowest_keeps_the_first_state_that_does_not_poll),
+          T(offline_cpus_are_not_planned), T(global_request_held_and_released), T(audio_devices_stay_awake),
+          T(bad_audio_devices_section), T(bad_power_sections))

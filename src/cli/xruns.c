@@ -564,7 +564,8 @@ static void describe(const Context *ctx, const XrunCause *c, int audio_prio, cha
                 unsigned us = idle_latency_us(c->cpu, c->id, &state);
                 *ret_what = xasprintf("CPU %u woke from idle state %s %llu times (exit latency %u µs each)",
                                       c->cpu, state, (unsigned long long)c->ns, us);
-                *ret_fix = xstrdup("`MaxExitLatencyUs=0` in [Power] for the isolated CPUs");
+                *ret_fix = xstrdup("`MaxExitLatencyUs=shallowest` in [Power] for the isolated CPUs (0 if "
+                                   "even that state is too slow)");
                 return;
         }
         case XRUN_FREQ:

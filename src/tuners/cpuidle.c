@@ -54,6 +54,24 @@ static int shallowest_latency(unsigned cpu)
         return best;
 }
 
+/* An offline CPU has no states to read: its PM QoS value (which survives hotplug) is the lowest of the
+ * set's online CPUs, else of any online CPU (one cpuidle driver serves them all), so that going offline
+ * changes nothing. -1: no online CPU has a halting state. */
+static int lowest_shallowest(const CpuSet *set, const CpuSet *online)
+{
+        _cleanup_cpuset_ CpuSet *in_set = cpuset_dup(set);
+        int best = -1;
+
+        cpuset_and(in_set, online);
+        for (int pass = 0; pass < 2 && best < 0; pass++)
+                FOREACH_CPU (cpu, pass == 0 ? in_set : online) {
+                        int us = shallowest_latency((unsigned)cpu);
+                        if (us >= 0 && (best < 0 || us < best))
+                                best = us;
+                }
+        return best;
+}
+
 static void plan_cpu(unsigned cpu, bool online, int limit, Plan *plan, PlanNotes *notes)
 {
         _cleanup_free_ char *base = xasprintf("/sys/devices/system/cpu/cpu%u", cpu);
@@ -97,7 +115,6 @@ static int cpuidle_plan(const PlanContext *ctx, const void *config, const char *
 
         for (size_t i = 0; i < c->n; i++) {
                 _cleanup_cpuset_ CpuSet *cpus = NULL;
-
                 int limit = c->sets[i].max_exit_latency_us, offline_limit = -1;
 
                 if (limit == POWER_LATENCY_UNSET)
@@ -105,18 +122,8 @@ static int cpuidle_plan(const PlanContext *ctx, const void *config, const char *
                 cpus = power_set_cpus(&c->sets[i], ctx);
                 cpuset_and(cpus, ctx->topology->present);
                 cpuset_andnot(cpus, done);
-                if (limit == POWER_LATENCY_SHALLOWEST) {
-                        /* An offline CPU has no states to read: its PM QoS value (which survives
-                         * hotplug) is the lowest of the set's online CPUs, which share its driver. */
-                        FOREACH_CPU (cpu, cpus) {
-                                int us;
-                                if (!cpuset_has(ctx->topology->online, (unsigned)cpu) ||
-                                    (us = shallowest_latency((unsigned)cpu)) < 0)
-                                        continue;
-                                if (offline_limit < 0 || us < offline_limit)
-                                        offline_limit = us;
-                        }
-                }
+                if (limit == POWER_LATENCY_SHALLOWEST)
+                        offline_limit = lowest_shallowest(cpus, ctx->topology->online);
                 FOREACH_CPU (cpu, cpus) {
                         bool online = cpuset_has(ctx->topology->online, (unsigned)cpu);
                         int cap = limit;
@@ -128,9 +135,9 @@ static int cpuidle_plan(const PlanContext *ctx, const void *config, const char *
                                                 plan_notes_add(
                                                     notes, "cpuidle",
                                                     xasprintf("/sys/devices/system/cpu/cpu%d/cpuidle", cpu),
-                                                    xstrdup(
-                                                        "no idle state but polling: "
-                                                        "MaxExitLatencyUs=shallowest leaves it as it is"));
+                                                    xstrdup("no idle state that halts (polling only, or no "
+                                                            "cpuidle driver): MaxExitLatencyUs=shallowest "
+                                                            "leaves it as it is"));
                                         continue;
                                 }
                                 /* 0 µs would read as poll only (n/a): a state that exits at once is

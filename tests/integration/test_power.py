@@ -5,6 +5,7 @@ import json
 import os
 import shutil
 import signal
+import time
 
 import pytest
 
@@ -88,6 +89,34 @@ def test_cpu1_stops_entering_haltpoll_while_cpu0_keeps_it(env):
     assert cpus[0]["idle_disabled"] == "" and cpus[0]["governor"] == ""
     d.stop()
     assert qos(1) == "0" and state(1, "haltpoll idle", "disable") == "0"
+
+
+SHALLOW_CPU1 = """[Power]
+CPUs=1
+MaxExitLatencyUs=shallowest
+"""
+
+
+def test_shallowest_keeps_cpu1_halting_and_survives_hotplug(env):
+    """The audio profile's cap: cpu1 still halts in haltpoll (its first state that does not poll), capped
+    at that state's exit latency; an offline cpu1 keeps the value, the online pass leaves haltpoll on."""
+    env.profile("shallow", ISOLATE_CPU1 + SHALLOW_CPU1)
+    d = env.start("--profile", "shallow")
+    latency = state(1, "haltpoll idle", "latency")
+    assert qos(1) == latency and qos(0) == "0"
+    assert state(1, "haltpoll idle", "disable") == "0"
+    assert haltpoll_share(1) > 0, "cpu1 never entered haltpoll"
+    with machine.cpu1_hotplug_guard():
+        machine.set_cpu1(False)
+        time.sleep(0.5)  # the offline pass
+        assert qos(1) == latency
+        machine.set_cpu1(True)
+        assert wait_until(lambda: os.path.exists(CPU % 1 + "cpuidle"))
+        time.sleep(0.5)  # the online pass
+        assert qos(1) == latency and state(1, "haltpoll idle", "disable") == "0"
+    assert env.rtctl_json("status")["failures"] == []
+    d.stop()
+    assert qos(1) == "0"
 
 
 def test_missing_cpufreq_reported_as_not_supported(env):

@@ -187,6 +187,10 @@ TEST(shallowest_keeps_the_first_state_that_does_not_poll)
         CHECK_STREQ(desired("/sys/devices/system/cpu/cpu4/power/pm_qos_resume_latency_us"), "1");
         CHECK_STREQ(desired("/sys/devices/system/cpu/cpu3/power/pm_qos_resume_latency_us"), "1");
         CHECK(planned_under("/sys/devices/system/cpu/cpu4/cpuidle/") == 0);
+        /* A set of offline CPUs only: the value any online CPU gives, so going offline changes nothing. */
+        plan("holes", "[Profile]\nDescription=t\n[Power]\nCPUs=4\nMaxExitLatencyUs=shallowest\n");
+        CHECK_STREQ(desired("/sys/devices/system/cpu/cpu4/power/pm_qos_resume_latency_us"), "1");
+        CHECK(planned_under("/sys/devices/system/cpu/cpu3/") == 0);
 }
 
 TEST(offline_cpus_are_not_planned)

@@ -273,8 +273,10 @@ def bench_hotplug(env, runs, processes=0):
     beside. processes: that many more idle user processes for the whole run, as a desktop has hundreds
     (this VM has about twenty)."""
     import subprocess
-    idle = [subprocess.Popen(["sleep", "3600"]) for _ in range(processes)]
+    idle = []
     try:
+        for _ in range(processes):
+            idle.append(subprocess.Popen(["sleep", "3600"]))
         return hotplug_isolation(env, runs)
     finally:
         for q in idle:

@@ -78,7 +78,7 @@ def rank(groups):
         st["ahead_of"] = sorted(m for m, o in stats.items() if m != name and st["max"] < o["min"])
         st["behind"] = sorted(m for m, o in stats.items() if m != name and o["max"] < st["min"])
         st["rank"] = 1 + len(st["behind"])
-        st["lower_than"] = {m: round(p, 4) for m, o in sorted(stats.items())
+        st["lower_than"] = {m: float("%.3g" % p) for m, o in sorted(stats.items())
                             if m != name and (p := rank_sum_p(st["values"], o["values"])) < ALPHA}
     return sorted(stats.values(), key=lambda st: (st["rank"], st["median"]))
 

@@ -167,7 +167,7 @@ static void load(TaskScan *s, bool all)
         _cleanup_closedir_ DIR *d = sys_opendir("/proc");
         TaskCache *c = s->cache;
         TaskCacheEntry *kept = NULL;
-        size_t alloc = 0, kept_alloc = 0, n_kept = 0, limit = 0;
+        size_t alloc = 0, kept_alloc = 0, n_kept = 0, n_user = 0, limit = 0;
         long hz = sysconf(_SC_CLK_TCK);
         unsigned long long now = 0;
         struct dirent *de;
@@ -200,10 +200,14 @@ static void load(TaskScan *s, bool all)
                                 if (!kthread)
                                         continue; /* a user process, and only kernel threads asked for */
                         } else {
-                                /* Its name and flags change with exec and prctl: read it. */
+                                /* Its name and flags change with exec and prctl: read it. A different
+                                 * start time is another process under the PID (the held one ended after
+                                 * the prune): let go of the pidfd, the next scan holds the new one. */
                                 if (task_info(pid, &t) < 0)
                                         continue;
                                 c->reads++;
+                                if (t.starttime != e->info.starttime)
+                                        close_fd(kept[--n_kept].pidfd);
                         }
                 } else {
                         if (task_info(pid, &t) < 0)
@@ -214,11 +218,15 @@ static void load(TaskScan *s, bool all)
                                  * a second read after it proves that is the one read (same start). */
                                 TaskInfo again;
                                 int fd;
-                                if (now && n_kept < limit && keepable(&t, now, hz) &&
+                                /* Kernel threads first: user processes take at most half. */
+                                bool user = !(t.flags & PF_KTHREAD);
+                                if (now && n_kept < limit && (!user || n_user < limit / 2) &&
+                                    keepable(&t, now, hz) &&
                                     (fd = (int)syscall(SYS_pidfd_open, pid, 0)) >= 0) {
                                         if (task_info(pid, &again) >= 0 && again.starttime == t.starttime) {
                                                 GREEDY_REALLOC(kept, kept_alloc, n_kept + 1);
                                                 kept[n_kept++] = (TaskCacheEntry){.info = t, .pidfd = fd};
+                                                n_user += user;
                                         } else
                                                 close_fd(fd);
                                 }

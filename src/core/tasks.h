@@ -67,7 +67,9 @@ typedef struct TaskScan {
 
 const TaskInfo *task_scan_all(TaskScan *s, size_t *ret_n);
 /* Every kernel thread, sorted by PID; user processes too where this pass already read them all (so
- * callers still test PF_KTHREAD). With a cache, reads no user process it holds. */
+ * callers still test PF_KTHREAD). With a cache, reads no user process it holds. A scan taken this way
+ * and then asked for every process (task_scan_all) is read again: pointers into the earlier list, and
+ * task_scan_cached_kthread()'s, end then. Within a pass the tuners that want all (conflict) run first. */
 const TaskInfo *task_scan_kthreads(TaskScan *s, size_t *ret_n);
 /* The process as the scan saw it; one it did not list (newer, or a user process in a scan of kernel
  * threads) is read now. NULL: no such process. */

@@ -23,11 +23,9 @@ static char *pm_qos_value(int us)
         return us == 0 ? xstrdup("n/a") : xasprintf("%d", us);
 }
 
-/* The PM QoS value survives hotplug: kept for offline CPUs too (restoring it at offline would only
- * make the online pass write it again). The idle states exist only while the CPU is online. */
-/* The exit latency of the CPU's shallowest idle state that does not poll (x86 names its polling state
- * POLL: intel_idle, acpi_idle and haltpoll alike), -1 when it has none: no cpuidle (offline, or no
- * driver). */
+/* The exit latency of the CPU's shallowest idle state that does not poll, -1 when it has none: no
+ * cpuidle (offline, or no driver). x86 names its polling state POLL (intel_idle, acpi_idle and haltpoll
+ * alike), powerpc snooze; a state that takes 0 µs to leave is taken for polling too. */
 static int shallowest_latency(unsigned cpu)
 {
         _cleanup_free_ char *idle = xasprintf("/sys/devices/system/cpu/cpu%u/cpuidle", cpu);
@@ -42,11 +40,11 @@ static int shallowest_latency(unsigned cpu)
                 if (!startswith(de->d_name, "state"))
                         continue;
                 p = xasprintf("%s/%s/name", idle, de->d_name);
-                if (sys_read(p, &name) < 0 || streq(strstrip(name), "POLL"))
+                if (sys_read(p, &name) < 0 || streq(strstrip(name), "POLL") || streq(name, "snooze"))
                         continue;
                 free(p);
                 p = xasprintf("%s/%s/latency", idle, de->d_name);
-                if (sys_read(p, &lat) < 0 || safe_atou(strstrip(lat), &us) < 0 || us > INT_MAX)
+                if (sys_read(p, &lat) < 0 || safe_atou(strstrip(lat), &us) < 0 || us == 0 || us > INT_MAX)
                         continue;
                 if (best < 0 || (int)us < best)
                         best = (int)us;
@@ -72,6 +70,8 @@ static int lowest_shallowest(const CpuSet *set, const CpuSet *online)
         return best;
 }
 
+/* The PM QoS value survives hotplug: kept for offline CPUs too (restoring it at offline would only
+ * make the online pass write it again). The idle states exist only while the CPU is online. */
 static void plan_cpu(unsigned cpu, bool online, int limit, Plan *plan, PlanNotes *notes)
 {
         _cleanup_free_ char *base = xasprintf("/sys/devices/system/cpu/cpu%u", cpu);
@@ -115,20 +115,20 @@ static int cpuidle_plan(const PlanContext *ctx, const void *config, const char *
 
         for (size_t i = 0; i < c->n; i++) {
                 _cleanup_cpuset_ CpuSet *cpus = NULL;
-                int limit = c->sets[i].max_exit_latency_us, offline_limit = -1;
+                int limit = c->sets[i].max_exit_latency_us, offline_limit = -2; /* -2: not read yet */
 
                 if (limit == POWER_LATENCY_UNSET)
                         continue;
                 cpus = power_set_cpus(&c->sets[i], ctx);
                 cpuset_and(cpus, ctx->topology->present);
                 cpuset_andnot(cpus, done);
-                if (limit == POWER_LATENCY_SHALLOWEST)
-                        offline_limit = lowest_shallowest(cpus, ctx->topology->online);
                 FOREACH_CPU (cpu, cpus) {
                         bool online = cpuset_has(ctx->topology->online, (unsigned)cpu);
                         int cap = limit;
 
                         if (limit == POWER_LATENCY_SHALLOWEST) {
+                                if (!online && offline_limit == -2)
+                                        offline_limit = lowest_shallowest(cpus, ctx->topology->online);
                                 cap = online ? shallowest_latency((unsigned)cpu) : offline_limit;
                                 if (cap < 0) {
                                         if (online)

@@ -263,7 +263,8 @@ def polkit_client(env, *args):
 
 def fds_and_rss(pid):
     """Open files, less the pidfds of live kernel threads: rtctld holds one per kernel thread it has read
-    (src/core/tasks.c), as many as the machine has, whatever the calls. A caller's pidfd counts."""
+    (src/core/tasks.c), as many as the machine has, whatever the calls. A caller's pidfd counts (so would
+    a user process's that a pass's scan holds: no call here runs a pass)."""
     with open("/proc/%d/status" % pid) as f:
         rss = int(re.search(r"^VmRSS:\s+(\d+) kB", f.read(), re.M).group(1))
     fds = 0

@@ -68,8 +68,9 @@ def fd_targets(pid):
 
 def pidfd_pids(pid):
     """The PIDs the daemon's pidfds refer to (fdinfo's Pid: -1 or 0 once the process ended). rtctld holds
-    one per kernel thread it has read (src/core/tasks.c's cache): their number follows the machine's
-    kernel threads, not leaks, so they are counted apart and checked for what they hold."""
+    one per process it has read (src/core/tasks.c's cache: kernel threads, and user processes as "not a
+    kernel thread"): their number follows the machine's processes, not leaks, so they are counted apart
+    and checked for what they hold."""
     out = []
     for fd in os.listdir("/proc/%d/fd" % pid):
         try:
@@ -82,7 +83,7 @@ def pidfd_pids(pid):
     return out
 
 
-# Kernel threads that ended since the daemon's last pass: still held until the next one prunes them.
+# Processes that ended since the daemon's last scan: still held until the next one prunes them.
 PIDFDS_ENDED_ALLOWANCE = 8
 
 
@@ -101,7 +102,7 @@ def usage_of(pid, fewest=None):
     return {"fds": len(fds), "transient_fds": [x for x in looks[0] if x not in fds], "rss_kb": int(status["VmRSS"].split()[0]),
             "anon_kb": int(status["RssAnon"].split()[0]), "fd_targets": fds, "pidfds": len(held),
             "pidfds_ended": len(held) - len(live), "pidfds_twice": len(live) - len(set(live)),
-            "pidfds_not_kthreads": [p for p in live if not machine.is_kthread(p) and os.path.exists("/proc/%d" % p)]}
+            "pidfds_not_running": [p for p in live if not os.path.exists("/proc/%d" % p)]}
 
 
 class Usage:
@@ -130,8 +131,8 @@ class Usage:
         assert later, "no round after the warm-up: nothing was compared"
         grew = [s for s in later if s["fds"] != base["fds"]]
         assert grew == [], "the daemon's fds changed after the warm-up (%d): %s" % (base["fds"], grew)
-        # Its pidfds: each a live kernel thread's, none twice, the ended ones only those since its last pass.
-        bad = [s for s in self.samples if s["pidfds_twice"] or s["pidfds_not_kthreads"] or
+        # Its pidfds: each a running process's, none twice, the ended ones only those since its last scan.
+        bad = [s for s in self.samples if s["pidfds_twice"] or s["pidfds_not_running"] or
                s["pidfds_ended"] > PIDFDS_ENDED_ALLOWANCE]
         assert bad == [], "the daemon holds pidfds it should not: %s" % bad
         if not self.asan:

@@ -23,32 +23,65 @@ static char *pm_qos_value(int us)
         return us == 0 ? xstrdup("n/a") : xasprintf("%d", us);
 }
 
-/* The exit latency of the CPU's shallowest idle state that does not poll, -1 when it has none: no
- * cpuidle (offline, or no driver). x86 names its polling state POLL (intel_idle, acpi_idle and haltpoll
- * alike), powerpc snooze; a state that takes 0 µs to leave is taken for polling too. */
-static int shallowest_latency(unsigned cpu)
+/* CPUIDLE_STATE_MAX of the kernel's include/linux/cpuidle.h. */
+#define IDLE_STATES_MAX 10
+
+/* An online CPU's idle states, read once per pass: the cap and the states it disables come from one
+ * read. */
+typedef struct IdleStates {
+        size_t n;
+        struct {
+                unsigned index, latency_us;
+                bool polls;
+        } v[IDLE_STATES_MAX];
+} IdleStates;
+
+/* Reads cpu's states; false when it has no cpuidle/ (offline, cpuidle.off, no driver). Names are read
+ * only when want_polls: a numeric cap needs latencies alone. A state polls when x86 calls it POLL
+ * (intel_idle, acpi_idle and haltpoll alike) or powerpc snooze, or when it takes 0 µs to leave. */
+static bool idle_states_read(unsigned cpu, bool want_polls, IdleStates *s)
 {
         _cleanup_free_ char *idle = xasprintf("/sys/devices/system/cpu/cpu%u/cpuidle", cpu);
         _cleanup_closedir_ DIR *d = sys_opendir(idle);
         struct dirent *de;
+
+        s->n = 0;
+        if (!d)
+                return false;
+        while (s->n < IDLE_STATES_MAX && (de = readdir(d))) {
+                _cleanup_free_ char *p = NULL, *lat = NULL, *name = NULL;
+                unsigned index, us;
+                bool polls = false;
+
+                if (!startswith(de->d_name, "state") || safe_atou(de->d_name + 5, &index) < 0)
+                        continue;
+                p = xasprintf("%s/%s/latency", idle, de->d_name);
+                if (sys_read(p, &lat) < 0 || safe_atou(strstrip(lat), &us) < 0)
+                        continue;
+                if (want_polls) {
+                        free(p);
+                        p = xasprintf("%s/%s/name", idle, de->d_name);
+                        polls = us == 0 || sys_read(p, &name) < 0 || streq(strstrip(name), "POLL") ||
+                                streq(name, "snooze");
+                }
+                s->v[s->n].index = index;
+                s->v[s->n].latency_us = us;
+                s->v[s->n].polls = polls;
+                s->n++;
+        }
+        return true;
+}
+
+/* The exit latency of the shallowest state that does not poll, -1 when there is none. Never 0: a
+ * state that exits at once is taken for polling, and a cap of 0 would read as poll only (n/a). */
+static int shallowest_latency(const IdleStates *s)
+{
         int best = -1;
 
-        while (d && (de = readdir(d))) {
-                _cleanup_free_ char *p = NULL, *name = NULL, *lat = NULL;
-                unsigned us;
-
-                if (!startswith(de->d_name, "state"))
-                        continue;
-                p = xasprintf("%s/%s/name", idle, de->d_name);
-                if (sys_read(p, &name) < 0 || streq(strstrip(name), "POLL") || streq(name, "snooze"))
-                        continue;
-                free(p);
-                p = xasprintf("%s/%s/latency", idle, de->d_name);
-                if (sys_read(p, &lat) < 0 || safe_atou(strstrip(lat), &us) < 0 || us == 0 || us > INT_MAX)
-                        continue;
-                if (best < 0 || (int)us < best)
-                        best = (int)us;
-        }
+        for (size_t i = 0; i < s->n; i++)
+                if (!s->v[i].polls && s->v[i].latency_us <= INT_MAX &&
+                    (best < 0 || (int)s->v[i].latency_us < best))
+                        best = (int)s->v[i].latency_us;
         return best;
 }
 
@@ -63,7 +96,9 @@ static int lowest_shallowest(const CpuSet *set, const CpuSet *online)
         cpuset_and(in_set, online);
         for (int pass = 0; pass < 2 && best < 0; pass++)
                 FOREACH_CPU (cpu, pass == 0 ? in_set : online) {
-                        int us = shallowest_latency((unsigned)cpu);
+                        IdleStates s;
+                        int us = idle_states_read((unsigned)cpu, true, &s) ? shallowest_latency(&s) : -1;
+
                         if (us >= 0 && (best < 0 || us < best))
                                 best = us;
                 }
@@ -71,38 +106,30 @@ static int lowest_shallowest(const CpuSet *set, const CpuSet *online)
 }
 
 /* The PM QoS value survives hotplug: kept for offline CPUs too (restoring it at offline would only
- * make the online pass write it again). The idle states exist only while the CPU is online. */
-static void plan_cpu(unsigned cpu, bool online, int limit, Plan *plan, PlanNotes *notes)
+ * make the online pass write it again). The idle states exist only while the CPU is online: states is
+ * NULL for an offline CPU, and has_states false for one without cpuidle. */
+static void plan_cpu(unsigned cpu, const IdleStates *states, bool has_states, int limit, Plan *plan,
+                     PlanNotes *notes)
 {
-        _cleanup_free_ char *base = xasprintf("/sys/devices/system/cpu/cpu%u", cpu);
-        _cleanup_free_ char *qos = xasprintf("%s/power/pm_qos_resume_latency_us", base);
-        _cleanup_free_ char *idle = xasprintf("%s/cpuidle", base);
-        _cleanup_closedir_ DIR *d = NULL;
-        struct dirent *de;
+        _cleanup_free_ char *qos =
+            xasprintf("/sys/devices/system/cpu/cpu%u/power/pm_qos_resume_latency_us", cpu);
 
         if (sys_exists(qos))
                 plan_add(plan, &setting_kind_file, "cpuidle", 0, TAKE_PTR(qos), pm_qos_value(limit));
-        if (!online)
+        if (!states)
                 return;
-        d = sys_opendir(idle);
-        if (!d) {
+        if (!has_states) {
                 plan_notes_add(
-                    notes, "cpuidle", TAKE_PTR(idle),
+                    notes, "cpuidle", xasprintf("/sys/devices/system/cpu/cpu%u/cpuidle", cpu),
                     xstrdup("no cpuidle states (cpuidle.off or no driver): the PM QoS limit alone applies"));
                 return;
         }
-        while ((de = readdir(d))) {
-                _cleanup_free_ char *lat = NULL, *p = NULL;
-                unsigned us;
-
-                if (!startswith(de->d_name, "state"))
-                        continue;
-                p = xasprintf("%s/%s/latency", idle, de->d_name);
-                if (sys_read(p, &lat) < 0 || safe_atou(strstrip(lat), &us) < 0 || us <= (unsigned)limit)
-                        continue;
-                plan_add(plan, &setting_kind_file, "cpuidle", 0,
-                         xasprintf("%s/%s/disable", idle, de->d_name), xstrdup("1"));
-        }
+        for (size_t i = 0; i < states->n; i++)
+                if (states->v[i].latency_us > (unsigned)limit)
+                        plan_add(plan, &setting_kind_file, "cpuidle", 0,
+                                 xasprintf("/sys/devices/system/cpu/cpu%u/cpuidle/state%u/disable", cpu,
+                                           states->v[i].index),
+                                 xstrdup("1"));
 }
 
 static int cpuidle_plan(const PlanContext *ctx, const void *config, const char *device, Plan *plan,
@@ -115,7 +142,8 @@ static int cpuidle_plan(const PlanContext *ctx, const void *config, const char *
 
         for (size_t i = 0; i < c->n; i++) {
                 _cleanup_cpuset_ CpuSet *cpus = NULL;
-                int limit = c->sets[i].max_exit_latency_us, offline_limit = -2; /* -2: not read yet */
+                int limit = c->sets[i].max_exit_latency_us, offline_limit = -1;
+                bool shallowest = limit == POWER_LATENCY_SHALLOWEST, offline_read = false;
 
                 if (limit == POWER_LATENCY_UNSET)
                         continue;
@@ -124,27 +152,31 @@ static int cpuidle_plan(const PlanContext *ctx, const void *config, const char *
                 cpuset_andnot(cpus, done);
                 FOREACH_CPU (cpu, cpus) {
                         bool online = cpuset_has(ctx->topology->online, (unsigned)cpu);
+                        IdleStates states;
+                        bool has_states = online && idle_states_read((unsigned)cpu, shallowest, &states);
                         int cap = limit;
 
-                        if (limit == POWER_LATENCY_SHALLOWEST) {
-                                if (!online && offline_limit == -2)
-                                        offline_limit = lowest_shallowest(cpus, ctx->topology->online);
-                                cap = online ? shallowest_latency((unsigned)cpu) : offline_limit;
+                        if (shallowest && online) {
+                                cap = shallowest_latency(&states);
                                 if (cap < 0) {
-                                        if (online)
-                                                plan_notes_add(
-                                                    notes, "cpuidle",
-                                                    xasprintf("/sys/devices/system/cpu/cpu%d/cpuidle", cpu),
-                                                    xstrdup("no idle state that halts (polling only, or no "
-                                                            "cpuidle driver): MaxExitLatencyUs=shallowest "
-                                                            "leaves it as it is"));
+                                        plan_notes_add(
+                                            notes, "cpuidle",
+                                            xasprintf("/sys/devices/system/cpu/cpu%d/cpuidle", cpu),
+                                            xstrdup("no idle state that halts (polling only, or no "
+                                                    "cpuidle driver): MaxExitLatencyUs=shallowest "
+                                                    "leaves it as it is"));
                                         continue;
                                 }
-                                /* 0 µs would read as poll only (n/a): a state that exits at once is
-                                 * still allowed at 1. */
-                                cap = MAX(cap, 1);
+                        } else if (shallowest) {
+                                if (!offline_read) {
+                                        offline_limit = lowest_shallowest(cpus, ctx->topology->online);
+                                        offline_read = true;
+                                }
+                                cap = offline_limit;
+                                if (cap < 0)
+                                        continue;
                         }
-                        plan_cpu((unsigned)cpu, online, cap, plan, notes);
+                        plan_cpu((unsigned)cpu, online ? &states : NULL, has_states, cap, plan, notes);
                 }
                 cpuset_or(done, cpus);
         }

@@ -105,6 +105,12 @@ void manager_apply_in_force(Manager *m, Policy *preloaded, const char *reason)
                 return;
         }
         log_info("Profile %s in force (%s).", name, reason);
+        /* Only the base profile's [Hold] rules are followed: a held profile taking holds itself would
+         * chain holds no one asked for. Said, not silently dropped. */
+        if (p->holds && p->holds->n > 0 && !streq_ptr(name, m->base_profile))
+                log_notice("Profile %s is held, not the base profile: its %zu [Hold] rule%s not followed "
+                           "(only the base profile's are; `rtctl profile %s` makes it the base).",
+                           name, p->holds->n, p->holds->n == 1 ? " is" : "s are", name);
         activate(m, p, reason);
 }
 

@@ -262,9 +262,11 @@ def test_a_hold_rule_holds_its_profile_while_the_program_runs(env, daw_dir):
     """A [Hold] rule of the base profile: a program whose executable its exe: glob matches holds the
     rule's profile for as long as one such process runs, with no command typed; the hold is an ordinary
     one (ranked, listed with the rule's name as application id); another user's process, which the
-    rule's user: term leaves out, holds nothing; a restarted rtctld finds a program already running."""
+    rule's user: term leaves out, holds nothing; a restarted rtctld finds a program already running.
+    The held profile's own [Hold] rules are not followed, and the log says so."""
     for name, text in PROFILES.items():
         env.profile(name, text)
+    env.profile("hi", PROFILES["hi"] + "[Hold chained]\nMatch=comm:fakedaw-* user:root\nProfile=mid\n")
     exe = os.path.join(daw_dir, "fakedaw-8.12")
     shutil.copy("/bin/sleep", exe)
     os.chmod(exe, 0o755)
@@ -282,6 +284,9 @@ def test_a_hold_rule_holds_its_profile_while_the_program_runs(env, daw_dir):
         assert len(holds) == 1 and holds[0]["Profile"] == "hi", holds
         assert exe in holds[0]["Reason"] and "PID %d" % procs[0].pid in holds[0]["Reason"], holds
         assert c.prop("BaseProfile") == "base"
+        # hi's own rule matches the very program and holds nothing: said in the log.
+        assert not [h for h in c.prop("ActiveProfileHolds") if h["ApplicationId"] == "chained"]
+        assert "Profile hi is held, not the base profile: its 1 [Hold] rule is not followed" in d.output()
         # A second instance shares the hold; the first one's exit keeps it.
         procs.append(subprocess.Popen([exe, "60"]))
         time.sleep(0.5)

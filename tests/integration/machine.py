@@ -155,6 +155,9 @@ def snapshot():
     # debugfs mounted or not (a test that mounts it unmounts it), and the scheduler's knobs where the
     # kernel lets them be read (lockdown refuses every debugfs read: nothing rtctl could change then).
     s["debugfs"] = "mounted" if os.path.ismount(DEBUGFS) else "not mounted"
+    # jackd2 leaves its shared memory registry behind when it ends, even cleanly: a test that runs
+    # jackd removes what it made.
+    s["/dev/shm jack*"] = " ".join(sorted(f for f in os.listdir("/dev/shm") if f.startswith("jack")))
     s.update(tracefs_state())
     for k in SCHED_KNOBS:
         v = read(DEBUGFS + "/sched/" + k)

@@ -164,7 +164,29 @@ def memory_of(pid):
                 dirty = int(line.split()[1])
     return {"rss_kb": int(st["VmRSS"].split()[0]), "rss_anon_kb": int(st["RssAnon"].split()[0]),
             "rss_file_kb": int(st["RssFile"].split()[0]), "pss_kb": pss, "private_kb": private,
-            "private_dirty_kb": dirty}
+            "private_dirty_kb": dirty, "by_mapping": memory_by_mapping(pid)}
+
+
+def memory_by_mapping(pid):
+    """PSS, private and private dirty kB per mapped file (its code, data and relro together), heap,
+    stack and other anonymous memory: where the totals above come from."""
+    out = {}
+    name = None
+    for line in open("/proc/%d/smaps" % pid):
+        head = line.split()
+        if not head:
+            continue
+        if not head[0].endswith(":"):  # a mapping's header line: range perms offset dev inode [path]
+            path = head[5] if len(head) > 5 else "[anon]"
+            name = os.path.basename(path) if path.startswith("/") else path
+            out.setdefault(name, {"pss_kb": 0, "private_kb": 0, "private_dirty_kb": 0})
+        elif head[0] == "Pss:":
+            out[name]["pss_kb"] += int(head[1])
+        elif head[0] in ("Private_Clean:", "Private_Dirty:"):
+            out[name]["private_kb"] += int(head[1])
+            if head[0] == "Private_Dirty:":
+                out[name]["private_dirty_kb"] += int(head[1])
+    return out
 
 
 def bench_storms(env, runs):
@@ -595,6 +617,8 @@ def main():
     for m in results.get("memory_across_storms", []):
         print("memory after %-40s RSS %6d kB, PSS %6d kB, private %6d kB (dirty %d kB)" % (
             m["after"] + ":", m["rss_kb"], m["pss_kb"], m["private_kb"], m["private_dirty_kb"]))
+        top = sorted(m["by_mapping"].items(), key=lambda kv: -kv[1]["pss_kb"])[:8]
+        print("    PSS by mapping: " + ", ".join("%s %d" % (k, v["pss_kb"]) for k, v in top))
     if "idle" in results:
         print("idle: %(wakeups)d wakeups in %(seconds)d s (%(per_minute).1f/min), %(threads)d thread(s)"
               % results["idle"])

@@ -528,8 +528,10 @@ UNFINISHED = ("1", "2")
 
 def profiler_counts(path):
     """PipeWire's own count of the counting window's cycles and of those its graph did not finish in time,
-    from pw-profiler's log."""
-    cycles = incomplete = 0
+    from pw-profiler's log; split by what the late follower was doing (triggered but not yet awake: it
+    was not woken in time; awake: it ran too long), with the longest wake-up (signal to awake, ns)."""
+    cycles = incomplete = unwoken = unfinished = 0
+    wake_max = 0
     with open(path) as f:
         for line in f:
             cols = line.rstrip("\n").split("\t")
@@ -537,12 +539,20 @@ def profiler_counts(path):
                 continue
             cycles += 1
             followers = cols[PROFILER_DRIVER_COLUMNS:]
-            status = followers[6::PROFILER_FOLLOWER_COLUMNS]
-            if any(st.strip() in UNFINISHED for st in status):
+            status = [st.strip() for st in followers[6::PROFILER_FOLLOWER_COLUMNS]]
+            for w in followers[4::PROFILER_FOLLOWER_COLUMNS]:
+                try:
+                    wake_max = max(wake_max, int(w))
+                except ValueError:
+                    pass
+            if any(st in UNFINISHED for st in status):
                 incomplete += 1
+                unwoken += "1" in status
+                unfinished += "2" in status
     if cycles == 0:
         raise RuntimeError("%s: pw-profiler logged no cycle" % path)
-    return {"profiler_cycles": cycles, "profiler_xruns": incomplete}
+    return {"profiler_cycles": cycles, "profiler_xruns": incomplete, "profiler_unwoken": unwoken,
+            "profiler_unfinished": unfinished, "profiler_wake_max_ns": wake_max}
 
 
 USER_HZ = os.sysconf("SC_CLK_TCK")
@@ -588,7 +598,11 @@ def row_of(config, res):
             "finish_p99_pct": round(100.0 * res["finish_us"]["p99"] / pu, 1),
             "wake_p99_us": res["wake_us"]["p99"], "wake_p99_9_us": res["wake_us"]["p99_9"],
             "steal_ms": round(res.get("cpu_ms", {}).get("steal", 0), 1),
-            "irq_ms": round(res.get("cpu_ms", {}).get("irq", 0) + res.get("cpu_ms", {}).get("softirq", 0), 1)}
+            "irq_ms": round(res.get("cpu_ms", {}).get("irq", 0) + res.get("cpu_ms", {}).get("softirq", 0), 1),
+            # PipeWire: of the unfinished cycles, those whose late follower was not yet awake, those
+            # where it was running; the longest wake-up of the window.
+            "unwoken": res.get("profiler_unwoken"), "unfinished": res.get("profiler_unfinished"),
+            "wake_max_us": (res["profiler_wake_max_ns"] // 1000 if "profiler_wake_max_ns" in res else None)}
 
 
 def print_table(rows):
@@ -772,11 +786,14 @@ def main():
                                     continue
                                 rows.append(r)
                                 results["cells"].append({"row": r, "raw": res})
-                                log("round %d/%d %-18s %-8s %4d frames: %6.2f xruns/min, client %6.2f, "
-                                    "late %6.1f/min, busy p99 %5.1f%% max %6.1f%% | %s" % (
-                                        rnd + 1, args.rounds, c.name, srv, p, r["xruns_per_min"],
+                                pw = (" (%d not woken, %d running; wake-up max %d us)" % (
+                                    r["unwoken"], r["unfinished"], r["wake_max_us"])
+                                    if r["unwoken"] is not None else "")
+                                log("round %d/%d %-18s %-8s %4d frames: %6.2f xruns/min%s, client %6.2f, "
+                                    "late %6.1f/min, busy p99 %5.1f%% max %6.1f%%, steal %d ms | %s" % (
+                                        rnd + 1, args.rounds, c.name, srv, p, r["xruns_per_min"], pw,
                                         r["client_xruns_per_min"], r["late_per_min"], r["busy_p99_pct"],
-                                        r["busy_max_pct"], placement_line(res["placement"] or {})))
+                                        r["busy_max_pct"], r["steal_ms"], placement_line(res["placement"] or {})))
                             if getattr(c, "notes", None):
                                 results.setdefault("notes", {})[c.name] = c.notes
         finally:

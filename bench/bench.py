@@ -173,11 +173,11 @@ def memory_by_mapping(pid):
     out = {}
     name = None
     for line in open("/proc/%d/smaps" % pid):
-        head = line.split()
+        head = line.split(None, 5)
         if not head:
             continue
         if not head[0].endswith(":"):  # a mapping's header line: range perms offset dev inode [path]
-            path = head[5] if len(head) > 5 else "[anon]"
+            path = head[5].rstrip("\n").removesuffix(" (deleted)") if len(head) > 5 else "[anon]"
             name = os.path.basename(path) if path.startswith("/") else path
             out.setdefault(name, {"pss_kb": 0, "private_kb": 0, "private_dirty_kb": 0})
         elif head[0] == "Pss:":

@@ -528,10 +528,11 @@ UNFINISHED = ("1", "2")
 
 def profiler_counts(path):
     """PipeWire's own count of the counting window's cycles and of those its graph did not finish in time,
-    from pw-profiler's log; split by what the late follower was doing (triggered but not yet awake: it
-    was not woken in time; awake: it ran too long), with the longest wake-up (signal to awake, ns)."""
-    cycles = incomplete = unwoken = unfinished = 0
-    wake_max = 0
+    from pw-profiler's log; split by what the late follower was doing: not yet awake (triggered: it was
+    not woken in time; a cycle with any such follower counts here) or awake (it ran too long), with the
+    longest wake-up (signal to awake; 0.3.65 prints integer µs, later versions µs with decimals)."""
+    cycles = incomplete = unwoken = 0
+    wake_max = 0.0
     with open(path) as f:
         for line in f:
             cols = line.rstrip("\n").split("\t")
@@ -542,17 +543,16 @@ def profiler_counts(path):
             status = [st.strip() for st in followers[6::PROFILER_FOLLOWER_COLUMNS]]
             for w in followers[4::PROFILER_FOLLOWER_COLUMNS]:
                 try:
-                    wake_max = max(wake_max, int(w))
+                    wake_max = max(wake_max, float(w))
                 except ValueError:
                     pass
             if any(st in UNFINISHED for st in status):
                 incomplete += 1
                 unwoken += "1" in status
-                unfinished += "2" in status
     if cycles == 0:
         raise RuntimeError("%s: pw-profiler logged no cycle" % path)
     return {"profiler_cycles": cycles, "profiler_xruns": incomplete, "profiler_unwoken": unwoken,
-            "profiler_unfinished": unfinished, "profiler_wake_max_ns": wake_max}
+            "profiler_unfinished": incomplete - unwoken, "profiler_wake_max_us": wake_max}
 
 
 USER_HZ = os.sysconf("SC_CLK_TCK")
@@ -599,10 +599,10 @@ def row_of(config, res):
             "wake_p99_us": res["wake_us"]["p99"], "wake_p99_9_us": res["wake_us"]["p99_9"],
             "steal_ms": round(res.get("cpu_ms", {}).get("steal", 0), 1),
             "irq_ms": round(res.get("cpu_ms", {}).get("irq", 0) + res.get("cpu_ms", {}).get("softirq", 0), 1),
-            # PipeWire: of the unfinished cycles, those whose late follower was not yet awake, those
-            # where it was running; the longest wake-up of the window.
+            # PipeWire: the unfinished cycles split: a follower not yet awake, else one still running;
+            # the longest wake-up of the window.
             "unwoken": res.get("profiler_unwoken"), "unfinished": res.get("profiler_unfinished"),
-            "wake_max_us": (res["profiler_wake_max_ns"] // 1000 if "profiler_wake_max_ns" in res else None)}
+            "wake_max_us": res.get("profiler_wake_max_us")}
 
 
 def print_table(rows):
@@ -786,7 +786,7 @@ def main():
                                     continue
                                 rows.append(r)
                                 results["cells"].append({"row": r, "raw": res})
-                                pw = (" (%d not woken, %d running; wake-up max %d us)" % (
+                                pw = (" (%d not woken, %d running; wake-up max %.0f us)" % (
                                     r["unwoken"], r["unfinished"], r["wake_max_us"])
                                     if r["unwoken"] is not None else "")
                                 log("round %d/%d %-18s %-8s %4d frames: %6.2f xruns/min%s, client %6.2f, "

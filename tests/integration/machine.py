@@ -121,6 +121,13 @@ def tracefs_state():
     return s
 
 
+def owner_is_root(path):
+    try:
+        return os.lstat(path).st_uid == 0
+    except FileNotFoundError:
+        return False
+
+
 def snapshot():
     """What rtctl can touch, as a dict of path -> value. Equal before and after a test module, or the
     module left something behind."""
@@ -156,8 +163,9 @@ def snapshot():
     # kernel lets them be read (lockdown refuses every debugfs read: nothing rtctl could change then).
     s["debugfs"] = "mounted" if os.path.ismount(DEBUGFS) else "not mounted"
     # jackd2 leaves its shared memory registry behind when it ends, even cleanly: a test that runs
-    # jackd removes what it made.
-    s["/dev/shm jack*"] = " ".join(sorted(f for f in os.listdir("/dev/shm") if f.startswith("jack")))
+    # jackd removes what it made. Root's only: a desktop user's JACK may come and go meanwhile.
+    s["/dev/shm jack*"] = " ".join(sorted(f for f in os.listdir("/dev/shm")
+                                          if f.startswith("jack") and owner_is_root("/dev/shm/" + f)))
     s.update(tracefs_state())
     for k in SCHED_KNOBS:
         v = read(DEBUGFS + "/sched/" + k)

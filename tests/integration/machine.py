@@ -128,6 +128,18 @@ def owner_is_root(path):
         return False
 
 
+def jack_shm():
+    """Root's JACK shared memory in /dev/shm: jackd2 leaves its registry there even when it ends
+    cleanly, so a test that runs jackd takes this before and removes what it made after
+    (remove_jack_shm_since)."""
+    return {f for f in os.listdir("/dev/shm") if f.startswith("jack") and owner_is_root("/dev/shm/" + f)}
+
+
+def remove_jack_shm_since(before):
+    for f in jack_shm() - before:
+        subprocess.run(["rm", "-rf", os.path.join("/dev/shm", f)])
+
+
 def snapshot():
     """What rtctl can touch, as a dict of path -> value. Equal before and after a test module, or the
     module left something behind."""
@@ -162,10 +174,8 @@ def snapshot():
     # debugfs mounted or not (a test that mounts it unmounts it), and the scheduler's knobs where the
     # kernel lets them be read (lockdown refuses every debugfs read: nothing rtctl could change then).
     s["debugfs"] = "mounted" if os.path.ismount(DEBUGFS) else "not mounted"
-    # jackd2 leaves its shared memory registry behind when it ends, even cleanly: a test that runs
-    # jackd removes what it made. Root's only: a desktop user's JACK may come and go meanwhile.
-    s["/dev/shm jack*"] = " ".join(sorted(f for f in os.listdir("/dev/shm")
-                                          if f.startswith("jack") and owner_is_root("/dev/shm/" + f)))
+    # Root's only: a desktop user's JACK may come and go meanwhile.
+    s["/dev/shm jack*"] = " ".join(sorted(jack_shm()))
     s.update(tracefs_state())
     for k in SCHED_KNOBS:
         v = read(DEBUGFS + "/sched/" + k)

@@ -139,7 +139,7 @@ Match=graph:jack user:0
 Threads=realtime
 """)
     d = env.start("--profile", "jack")
-    shm_before = set(os.listdir("/dev/shm"))
+    shm_before = machine.jack_shm()
     environ = dict(os.environ, JACK_NO_AUDIO_RESERVATION="1", JACK_DEFAULT_SERVER="rtctl-rt-test")
     jackd = subprocess.Popen(["jackd", "-n", "rtctl-rt-test", "-R", "-P", "10", "-d", "dummy", "-r", "48000",
                               "-p", "256"], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, env=environ)
@@ -172,10 +172,7 @@ Threads=realtime
             client.wait()
         jackd.send_signal(signal.SIGTERM)
         jackd.wait(60)
-        for f in set(os.listdir("/dev/shm")) - shm_before:
-            if f.startswith("jack"):
-                path = os.path.join("/dev/shm", f)
-                subprocess.run(["rm", "-rf", path])
+        machine.remove_jack_shm_since(shm_before)
 
 
 def test_a_killed_daemons_tracefs_goes_with_restore_and_with_the_next_start(env):

@@ -214,7 +214,7 @@ def shipped_rules_for_root():
 def test_jackd_is_attached_by_the_shipped_rule(env):
     env.profile("audio-rules", ISOLATE + shipped_rules_for_root())
     env.start("--profile", "audio-rules")
-    shm_before = set(os.listdir("/dev/shm"))
+    shm_before = machine.jack_shm()
     jackd = subprocess.Popen(["jackd", "-n", "rtctl-test", "-d", "dummy", "-r", "48000",
                               "-p", "64"], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
                              env=dict(os.environ, JACK_NO_AUDIO_RESERVATION="1"))
@@ -241,9 +241,7 @@ def test_jackd_is_attached_by_the_shipped_rule(env):
     finally:
         jackd.send_signal(signal.SIGTERM)
         jackd.wait(60)
-        for f in set(os.listdir("/dev/shm")) - shm_before:
-            if f.startswith("jack"):
-                os.unlink(os.path.join("/dev/shm", f))
+        machine.remove_jack_shm_since(shm_before)
 
 
 def test_a_process_another_user_names_jackd_stays_off_the_isolated_cpus(env, probes):

@@ -195,7 +195,7 @@ def test_rtctl_run_forwards_signals_to_the_command(henv):
 
 @pytest.mark.skipif(not shutil.which("jackd"), reason="jackd2 is in tools/deps.sh")
 def test_jackd_under_rtctl_run(henv):
-    shm_before = set(os.listdir("/dev/shm"))
+    shm_before = machine.jack_shm()
     run = subprocess.Popen([RTCTL, "run", "--profile", "iso", "--", "jackd", "-n", "rtctl-test", "-R", "-d",
                             "dummy", "-r", "48000", "-p", "64"], env=henv.environ, stdout=subprocess.DEVNULL,
                            stderr=subprocess.PIPE, text=True)
@@ -219,9 +219,7 @@ def test_jackd_under_rtctl_run(henv):
             run.kill()
             run.wait()
         subprocess.run(["pkill", "-KILL", "-x", "jackd"], capture_output=True)
-        for f in set(os.listdir("/dev/shm")) - shm_before:  # jackd2 leaves its registry behind
-            if f.startswith("jack"):
-                subprocess.run(["rm", "-rf", os.path.join("/dev/shm", f)])
+        machine.remove_jack_shm_since(shm_before)
 
 
 def test_attach_by_pidfd(henv, clients):

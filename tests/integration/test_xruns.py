@@ -66,7 +66,7 @@ class Graph:
     the client under pw-jack)."""
 
     def __init__(self, tmp_path, load, server):
-        self.shm_before = set(os.listdir("/dev/shm"))
+        self.shm_before = machine.jack_shm()
         os.makedirs(tmp_path)
         self.log = open(os.path.join(tmp_path, "server.log"), "w")
         self.env = jack_env()
@@ -121,9 +121,7 @@ class Graph:
                     p.kill()
                     p.wait()
         self.log.close()
-        for f in set(os.listdir("/dev/shm")) - self.shm_before:
-            if f.startswith("jack"):
-                subprocess.run(["rm", "-rf", os.path.join("/dev/shm", f)])
+        machine.remove_jack_shm_since(self.shm_before)
 
 
 @pytest.fixture

@@ -488,9 +488,9 @@ static int on_pass(sd_event_source *s, void *userdata)
  * fault with its cached neighbours: MADV_RANDOM does not stop fault-around (should_fault_around() in
  * mm/memory.c looks only at the mapping's map_pages and userfaultfd; 64 kB per touch on 6.18, measured);
  * it stops readahead, so a page read from disk comes alone. Only r-x mappings of files with no page of
- * their own (Anonymous: 0 in smaps): a
- * mapping with one was written (text relocations, a debugger's breakpoint, a uprobe), and dropping it
- * would lose that; a library's read-only data may hold relocations, so it is left too. */
+ * their own (Anonymous: 0 in smaps): a mapping with one was written (text relocations, a debugger's
+ * breakpoint, a uprobe), and dropping it would lose that; a library's read-only data may hold
+ * relocations, so it is left too. */
 static void release_mapping(unsigned long start, unsigned long end)
 {
         (void)madvise((void *)start, end - start, MADV_RANDOM);

@@ -11,6 +11,9 @@ import xml.etree.ElementTree as ET
 out = sys.argv[1]
 passed = failed = 0
 lines = []
+# What failed, by name, printed just above the totals: the tiers' own output is cut to its tail, and
+# a CI reader who sees only the end of the log must still learn which test it was.
+failures = []
 
 
 def tally(name, p, f, note=""):
@@ -41,6 +44,8 @@ for path in sorted(glob.glob(os.path.join(out, "*.xml"))):
             s += 1
         elif case.find("failure") is not None or case.find("error") is not None:
             f += 1
+            failures.append("%s: %s::%s" % (os.path.basename(path)[:-4], case.get("classname", ""),
+                                            case.get("name", "")))
         else:
             p += 1
     tally(os.path.basename(path)[:-4], p, f + s, " (%d skipped, counted as failed)" % s if s else "")
@@ -53,6 +58,8 @@ for name in ("vm", "vm-trixie", "vm-rt"):
         continue
     m = None
     for line in open(vm, errors="replace"):
+        if line.startswith("FAIL "):
+            failures.append("%s: %s" % (name, line.strip()[:600]))
         m = re.match(r"^(\d+) passed, (\d+) failed(?:, (\d+) skipped)?", line.strip()) or m
     if m:
         skipped = int(m.group(3) or 0)
@@ -69,6 +76,10 @@ if os.path.exists(steps):
               "" if result == "ok" else "  " + result)
 
 print()
+if failures:
+    print("failed:")
+    print("\n".join("  " + f for f in failures))
+    print()
 print("\n".join(lines))
 print("%d passed, %d failed" % (passed, failed))
 sys.exit(1 if failed or passed == 0 else 0)

@@ -6,7 +6,8 @@
 Sections: uevent (loop device add uevent -> scheduler in place, beside the kernel's own elevator switch
 time), start (cold start -> READY=1), memory (RSS, PSS, private), storms (the same after start and after
 each storm: --runs cpu1 hotplug cycles, 10 x --runs loop devices, 100 x --runs matched processes),
-idle (wakeups of all rtctld threads over --idle seconds). Needs root and a build tree (RTCTL_BUILD_DIR, default build/). Leaves the
+idle (wakeups of all rtctld threads over --idle seconds); not by default: hotplugquiet (hotplug, each
+cycle after 11.5 s of quiet, so after rtctld released its code again: what that release costs). Needs root and a build tree (RTCTL_BUILD_DIR, default build/). Leaves the
 machine as it found it (test loop devices only, removed afterwards)."""
 import argparse
 import contextlib
@@ -233,9 +234,21 @@ def polkitd(env):
         p.wait()
 
 
+# rtctld releases the code a burst brought in once no pass ran for 10 s (QUIET_RELEASE_USEC in
+# manager.c): each storm is measured twice, at its peak (0.5 s after) and once that quiet spell is over.
+QUIET_S = 11.5
+
+
 def storms(env, d, runs):
     pid = d.proc.pid
     out = []
+
+    def measured(after):
+        time.sleep(0.5)
+        out.append(dict(memory_of(pid), after=after))
+        time.sleep(QUIET_S - 0.5)
+        out.append(dict(memory_of(pid), after="%s, %g s quiet" % (after, QUIET_S)))
+
     with machine.cpu1_hotplug_guard():
         for _ in range(runs):
             machine.set_cpu1(False)
@@ -243,21 +256,20 @@ def storms(env, d, runs):
             machine.set_cpu1(True)
             if not wait_until(lambda: machine.read("/sys/fs/cgroup/cpuset/rtctl-isolated/cpuset.cpus") == "1", 10):
                 raise RuntimeError("isolation not back after cpu1 came online:\n" + d.output()[-3000:])
-    time.sleep(0.5)
-    out.append(dict(memory_of(pid), after="%d hotplug cycles" % runs))
+    measured("%d hotplug cycles" % runs)
     for i in range(10 * runs):
         name = machine.add_loop(200 + i % 50)
         machine.remove_loop(name)
-    time.sleep(0.5)
-    out.append(dict(memory_of(pid), after="%d loop devices added and removed" % (10 * runs)))
+    measured("%d loop devices added and removed" % (10 * runs))
     storm = os.path.join(env.dir, "rtctl-storm")  # comm is the executable's name
     shutil.copy("/bin/sleep", storm)
-    for _ in range(100 * runs // 20):
-        procs = [subprocess.Popen([storm, "0.01"]) for _ in range(20)]
-        for p in procs:
-            p.wait()
-    time.sleep(0.5)
-    out.append(dict(memory_of(pid), after="%d matched processes came and went" % (100 * runs)))
+    # twice: flat means the second storm leaves what the first one did, not more
+    for again in ("", ", again"):
+        for _ in range(100 * runs // 20):
+            procs = [subprocess.Popen([storm, "0.01"]) for _ in range(20)]
+            for p in procs:
+                p.wait()
+        measured("%d matched processes came and went%s" % (100 * runs, again))
     return out
 
 
@@ -271,7 +283,7 @@ def ctxt_switches(pid):
 
 def bench_idle(env, seconds):
     d = env.start(*DAEMON_ARGS, "--profile", "bench")
-    time.sleep(1)
+    time.sleep(QUIET_S)  # past the one wake-up 10 s after the last pass (the quiet release)
     before = ctxt_switches(d.proc.pid)
     time.sleep(seconds)
     after = ctxt_switches(d.proc.pid)
@@ -306,7 +318,7 @@ def bench_hotplug(env, runs, processes=0):
             q.wait()
 
 
-def hotplug_isolation(env, runs):
+def hotplug_isolation(env, runs, pause=0.0):
     import subprocess
     p = subprocess.Popen(["/bin/sh", "-c", "while :; do sleep 1; done"])
 
@@ -315,7 +327,7 @@ def hotplug_isolation(env, runs):
                 machine.task_cpus(p.pid) == "1" and machine.task_cpus(2) == "0")
     try:
         return time_online(env, "iso", ISOLATE, isolated, runs,
-                           setup=lambda: env.rtctl("attach", str(p.pid), check=True))
+                           setup=lambda: env.rtctl("attach", str(p.pid), check=True), pause=pause)
     finally:
         p.kill()
         p.wait()
@@ -370,22 +382,31 @@ class UeventTimes:
         self.sock.close()
 
 
-def time_online(env, name, text, in_place, runs, setup=None):
+def minflt(pid):
+    """The process's minor page faults so far (the 10th field of /proc/PID/stat)."""
+    with open("/proc/%d/stat" % pid) as f:
+        return int(f.read().rsplit(")", 1)[1].split()[7])
+
+
+def time_online(env, name, text, in_place, runs, setup=None, pause=0.0):
     """cpu1 offline, then online: from the cpu1 `online` uevent (and from the start of the write) until
-    in_place() says the profile's CPU-dependent settings are back."""
+    in_place() says the profile's CPU-dependent settings are back. pause: seconds of quiet before each
+    cycle (QUIET_S: every cycle then starts after rtctld released its code again)."""
     env.profile(name, text)
     d = env.start(*DAEMON_ARGS, "--profile", name)
     if setup:
         setup()
     from_write, from_uevent = [], []
-    passes = {"pass_ms": [], "writes_ms": [], "own_ms": [], "share_ms": [], "cycle_cpu_ms": []}
+    passes = {"pass_ms": [], "writes_ms": [], "own_ms": [], "share_ms": [], "cycle_cpu_ms": [],
+              "cycle_minflt": []}
     listener = UeventTimes()
     try:
         with machine.cpu1_hotplug_guard():
             for _ in range(runs):
                 # rtctld's CPU time over the whole offline+online cycle (every pass and event of it), from
                 # the scheduler's own count: steadier than any wall time on this VM.
-                cpu0 = run_ns(d.proc.pid)
+                time.sleep(pause)
+                cpu0, flt0 = run_ns(d.proc.pid), minflt(d.proc.pid)
                 machine.set_cpu1(False)
                 time.sleep(0.3)
                 logged = len(d.output())
@@ -398,6 +419,7 @@ def time_online(env, name, text, in_place, runs, setup=None):
                 t1 = time.monotonic()
                 time.sleep(0.3)
                 passes["cycle_cpu_ms"].append((run_ns(d.proc.pid) - cpu0) / 1e6)
+                passes["cycle_minflt"].append(minflt(d.proc.pid) - flt0)
                 t_ev = listener.first("online", "/cpu1", t0)
                 from_write.append((t1 - t0) * 1000)
                 if t_ev is not None:
@@ -479,7 +501,7 @@ def bench_irq_idle(env, seconds):
     for sec in (0, 10):
         env.profile("irqidle%d" % sec, IRQ_IDLE % (sec, sec))
         d = env.start(*DAEMON_ARGS, "--profile", "irqidle%d" % sec)
-        time.sleep(1)
+        time.sleep(QUIET_S)  # as bench_idle
         before = ctxt_switches(d.proc.pid)
         time.sleep(seconds)
         w = ctxt_switches(d.proc.pid) - before
@@ -588,6 +610,10 @@ def main():
             (results["cpu1_online_write_to_isolation_ms"], results["cpu1_online_uevent_to_isolation_ms"],
              p) = bench_hotplug(env, args.runs, args.processes)
             results.update({"cpu1_online_isolation_" + k: v for k, v in p.items()})
+        if "hotplugquiet" in args.sections:  # not by default: QUIET_S per run
+            (results["quiet_cpu1_online_write_to_isolation_ms"], results["quiet_cpu1_online_uevent_to_isolation_ms"],
+             p) = hotplug_isolation(env, args.runs, pause=QUIET_S)
+            results.update({"quiet_cpu1_online_isolation_" + k: v for k, v in p.items()})
         if "irqhotplug" in args.sections:
             (results["cpu1_online_write_to_irqs_ms"], results["cpu1_online_uevent_to_irqs_ms"],
              p) = bench_irq_hotplug(env, args.runs)
@@ -615,7 +641,7 @@ def main():
         print("memory: RSS %(rss_kb)d kB (anon %(rss_anon_kb)d, file %(rss_file_kb)d), PSS %(pss_kb)d kB, "
               "private %(private_kb)d kB" % m)
     for m in results.get("memory_across_storms", []):
-        print("memory after %-40s RSS %6d kB, PSS %6d kB, private %6d kB (dirty %d kB)" % (
+        print("memory after %-52s RSS %6d kB, PSS %6d kB, private %6d kB (dirty %d kB)" % (
             m["after"] + ":", m["rss_kb"], m["pss_kb"], m["private_kb"], m["private_dirty_kb"]))
         top = sorted(m["by_mapping"].items(), key=lambda kv: -kv[1]["pss_kb"])[:8]
         print("    PSS by mapping: " + ", ".join("%s %d" % (k, v["pss_kb"]) for k, v in top))

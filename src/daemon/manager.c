@@ -29,6 +29,8 @@
 #define STOP_TIMEOUT_USEC (30 * 1000 * 1000)
 
 static void on_systemd_settled(void *userdata);
+static void arm_quiet_release(Manager *m);
+static uint64_t resident_file_pages(void);
 
 void manager_wait_for_pass(Manager *m, sd_bus_message *call)
 {
@@ -81,6 +83,7 @@ void manager_free(Manager *m)
         sd_event_source_disable_unref(m->pass_source);
         sd_event_source_disable_unref(m->settle_source);
         sd_event_source_disable_unref(m->rebalance_source);
+        sd_event_source_disable_unref(m->quiet_source);
         sd_event_source_disable_unref(m->retry_source);
         sd_event_source_disable_unref(m->stop_timeout);
         sd_bus_slot_unref(m->sleep_slot);
@@ -476,8 +479,63 @@ static int on_pass(sd_event_source *s, void *userdata)
                 /* Once the first pass ran every path a pass takes, the code it did not run leaves. */
                 release_code_pages();
                 m->code_pages_released = true;
+                m->file_pages_released = resident_file_pages();
+        }
+        arm_quiet_release(m);
+        return 0;
+}
+
+/* A burst (CPUs coming and going, disks, a storm of processes, a resume) runs paths the first pass did
+ * not: the hotplug path alone brought 88 kB of rtctld's code and 170 kB of glib's back (bench.py
+ * storms), each fault with its 64 kB of neighbours, and they stayed for the daemon's life. So once no
+ * pass has run for QUIET_RELEASE_USEC, the code is released again if what is resident of files grew by
+ * more than QUIET_RELEASE_GROWTH since the last release. The cost: the next pass maps back what it
+ * runs from the page cache, some tens of minor faults (microseconds each), once per quiet spell, and
+ * one wake-up per burst; an idle daemon is not woken. */
+#define QUIET_RELEASE_USEC   ((uint64_t)10 * 1000000)
+#define QUIET_RELEASE_GROWTH 64 /* kB */
+
+static uint64_t resident_file_pages(void)
+{
+        _cleanup_fclose_ FILE *f = fopen("/proc/self/statm", "re");
+        uint64_t size, resident, shared;
+
+        /* statm's third field: resident pages backed by a file (RssFile + RssShmem) */
+        if (!f || fscanf(f, "%" SCNu64 " %" SCNu64 " %" SCNu64, &size, &resident, &shared) != 3)
+                return 0;
+        return shared;
+}
+
+static int on_quiet(sd_event_source *s, uint64_t usec, void *userdata)
+{
+        Manager *m = userdata;
+        uint64_t now = resident_file_pages(), page_kb = (uint64_t)sysconf(_SC_PAGESIZE) / 1024;
+
+        if (now > m->file_pages_released &&
+            (now - m->file_pages_released) * page_kb >= QUIET_RELEASE_GROWTH) {
+                release_code_pages();
+                malloc_trim(0);
+                m->file_pages_released = resident_file_pages();
+                log_debug("Quiet for %" PRIu64 " s: code released again, resident file pages %" PRIu64
+                          " -> %" PRIu64,
+                          QUIET_RELEASE_USEC / 1000000, now, m->file_pages_released);
         }
         return 0;
+}
+
+/* Pushed back by every pass: it fires only after a pass that none followed for QUIET_RELEASE_USEC. */
+static void arm_quiet_release(Manager *m)
+{
+        if (!m->quiet_source) {
+                int r = sd_event_add_time_relative(m->event, &m->quiet_source, CLOCK_MONOTONIC,
+                                                   QUIET_RELEASE_USEC, 1000000, on_quiet, m);
+                if (r < 0) {
+                        log_debug_errno(r, "Failed to arm the quiet release timer: %m, ignoring");
+                        return;
+                }
+        } else
+                (void)sd_event_source_set_time_relative(m->quiet_source, QUIET_RELEASE_USEC);
+        (void)sd_event_source_set_enabled(m->quiet_source, SD_EVENT_ONESHOT);
 }
 
 /* The kernel maps a file's cached pages around each one a process faults in (fault-around, 64 kB), so

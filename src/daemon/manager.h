@@ -204,7 +204,9 @@ typedef struct Manager {
         ReadCache reads;
         struct BusReads *bus_reads;
         bool stopping;
-        bool code_pages_released; /* after the first pass: release_code_pages() */
+        bool code_pages_released;      /* after the first pass: release_code_pages() */
+        sd_event_source *quiet_source; /* QUIET_RELEASE_USEC after the last pass: code released again */
+        uint64_t file_pages_released;  /* resident file pages (statm) just after the last release */
 } Manager;
 
 /* The IRQ tuner's state: its refusals and pins, which the daemon's IRQ methods read and set. */

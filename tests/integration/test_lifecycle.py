@@ -388,16 +388,32 @@ def code_mappings(pid):
     return out
 
 
+def code_rss_kb(pid):
+    return sum(m.get("rss_kb", 0) for m in code_mappings(pid))
+
+
 def test_code_pages_are_only_those_it_runs(env):
-    """After its first pass rtctld ends the kernel's fault-around on its code (every executable mapping
-    of a file random-read, "rr" in smaps' VmFlags) and drops what was mapped: later code comes in a page
-    at a time. It keeps working: a profile switch, then stop restores everything."""
+    """After its first pass rtctld drops the pages of its code mappings (each random-read from then on,
+    "rr" in smaps' VmFlags: no readahead), so what is mapped is what it ran since. A burst of work that
+    runs other paths (here: profile switches, the restore path among them) maps more; once no pass ran
+    for 10 s it is dropped again. It keeps working throughout: the switches, then stop restores
+    everything."""
     env.profile("iso", "[Profile]\nDescription=test: isolate\n[CPU]\nIsolate=1\n")
     d = env.start("--profile", "iso")
     # The first pass's end comes just after the readiness the start waited for.
     assert wait_until(lambda: all("rr" in m.get("flags", []) for m in code_mappings(d.proc.pid)), timeout=5), \
         code_mappings(d.proc.pid)
     assert any("libglib" in m["path"] for m in code_mappings(d.proc.pid))
+    released = code_rss_kb(d.proc.pid)
+    for _ in range(3):
+        env.rtctl("profile", "off", check=True)
+        env.rtctl("profile", "iso", check=True)
+    assert env.rtctl_json("status")["failures"] == []
+    burst = code_rss_kb(d.proc.pid)
+    assert burst >= released + 64, (released, burst)
+    # released again after the quiet spell: back near where the first release left it
+    assert wait_until(lambda: code_rss_kb(d.proc.pid) < burst - 64, timeout=20), \
+        (released, burst, code_rss_kb(d.proc.pid))
     env.rtctl("profile", "off", check=True)
     env.rtctl("profile", "iso", check=True)
     assert env.rtctl_json("status")["failures"] == []

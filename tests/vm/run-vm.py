@@ -61,6 +61,7 @@ RE_END = re.compile(r"VMTEST-END (\d+)")
 RE_INFO = re.compile(r"VMINFO (.*)$")
 RE_LOG = re.compile(r"VMLOG (\S+) ?(.*)$")
 RE_NAME = re.compile(r"^[A-Za-z0-9_-]{1,24}$")
+RE_OOPS = re.compile(r"\] (Oops:|BUG:|kernel BUG at|general protection fault|Kernel panic)")
 
 
 def log(msg):
@@ -610,7 +611,15 @@ def main():
     if problems or vm.ended is None:
         try:
             with open(args.console_log, "rb") as f:
-                tail = f.read()[-3000:].decode("utf-8", "replace").replace("\r", "").splitlines()[-25:]
+                text = f.read().decode("utf-8", "replace").replace("\r", "").splitlines()
+            tail = text[-25:]
+            # The guest kernel's first oops says what went wrong; the tail shows only the last one (the
+            # panic), and a retry overwrites the console: its first 40 lines, with the call trace.
+            first = next((i for i, l in enumerate(text) if RE_OOPS.search(l)), None)
+            if first is not None and first < len(text) - 25:
+                print("--- the guest kernel's first oops (%s, line %d) ---" % (args.console_log, first + 1))
+                for l in text[max(0, first - 2):first + 40]:
+                    print("  | " + l)
             print("--- last console lines (%s) ---" % args.console_log)
             for l in tail:
                 print("  | " + l)

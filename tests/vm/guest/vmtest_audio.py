@@ -72,7 +72,13 @@ TRACE_EVENTS = ("syscalls/sys_enter_sched_setscheduler", "syscalls/sys_enter_sch
 
 def syscall_trace_start():
     """Who sets a real-time policy, and from which thread (for the findings): the policy syscalls'
-    tracepoints in a tracefs instance of our own; None where there are none."""
+    tracepoints in a tracefs instance of our own; None where there are none, and on Debian 13: there
+    the 6.12 guest kernel under TCG panicked ("Oops: int3" in syscall_trace_enter, where the sys_enter
+    tracepoint's static key is patched) seconds after this test had turned that tracepoint on and off
+    (2026-11-29; tests/vm/README.md has the other panics of that guest). The policy's source is
+    reported without it there (RLIMIT_RTPRIO, rtkit on the bus)."""
+    if "VERSION_CODENAME=trixie" in (read_file("/etc/os-release") or ""):
+        return None
     if not os.path.isdir("/sys/kernel/tracing/instances"):
         run(["mount", "-t", "tracefs", "tracefs", "/sys/kernel/tracing"], timeout=20)
     # As rtctld does: the instance made while the top level's record-cmd is off, so that enabling its
@@ -101,7 +107,7 @@ def syscall_trace_start():
 
 def syscall_trace_read(trace, pid):
     if not trace:
-        return "(no syscall tracepoints)"
+        return "(no syscall tracepoints: none here, or Debian 13 under TCG, see syscall_trace_start)"
     lines = [l.strip() for l in read_file(trace + "/trace").splitlines() if not l.startswith("#")]
     mine = [l for l in lines if "-%d " % pid in l or any("-%d " % t in l for t in threads_of(pid))]
     return "%d policy syscalls in all, of the client's threads: %s" % (len(lines), mine[:8])

@@ -80,6 +80,17 @@ static const char *in_force_name(const Manager *m)
         return h ? h->profile : m->base_profile;
 }
 
+/* Only the base profile's [Hold] rules are followed: a held profile taking holds itself would chain
+ * holds no one asked for. Said each time such a profile comes into force or is reloaded, not silently
+ * dropped. */
+static void say_holds_not_followed(Manager *m, const Policy *p)
+{
+        if (p->holds && p->holds->n > 0 && !streq_ptr(p->name, m->base_profile))
+                log_notice("Profile %s is held, not the base profile: its %zu [Hold] rule%s not followed "
+                           "(only the base profile's are; `rtctl profile %s` makes it the base).",
+                           p->name, p->holds->n, p->holds->n == 1 ? " is" : "s are", p->name);
+}
+
 void manager_apply_in_force(Manager *m, Policy *preloaded, const char *reason)
 {
         assert(m);
@@ -105,12 +116,7 @@ void manager_apply_in_force(Manager *m, Policy *preloaded, const char *reason)
                 return;
         }
         log_info("Profile %s in force (%s).", name, reason);
-        /* Only the base profile's [Hold] rules are followed: a held profile taking holds itself would
-         * chain holds no one asked for. Said, not silently dropped. */
-        if (p->holds && p->holds->n > 0 && !streq_ptr(name, m->base_profile))
-                log_notice("Profile %s is held, not the base profile: its %zu [Hold] rule%s not followed "
-                           "(only the base profile's are; `rtctl profile %s` makes it the base).",
-                           name, p->holds->n, p->holds->n == 1 ? " is" : "s are", name);
+        say_holds_not_followed(m, p);
         activate(m, p, reason);
 }
 
@@ -173,8 +179,10 @@ int manager_reload(Manager *m, char **ret_error)
         }
         daemon_conf_clear(&m->conf);
         m->conf = conf;
-        if (p)
+        if (p) {
+                say_holds_not_followed(m, p);
                 activate(m, p, "reload");
+        }
         /* The base profile's [Hold] rules as its file says now (kept when it no longer loads). */
         if (m->base_profile) {
                 _cleanup_policy_ Policy *base = NULL;

@@ -161,7 +161,8 @@ static int cpuidle_plan(const PlanContext *ctx, const void *config, const char *
                                 if (cap < 0) {
                                         plan_notes_add(
                                             notes, "cpuidle",
-                                            xasprintf("/sys/devices/system/cpu/cpu%d/cpuidle", cpu),
+                                            xasprintf("/sys/devices/system/cpu/cpu%u/cpuidle",
+                                                      (unsigned)cpu),
                                             xstrdup("no idle state that halts (polling only, or no "
                                                     "cpuidle driver): MaxExitLatencyUs=shallowest "
                                                     "leaves it as it is"));

@@ -289,6 +289,12 @@ def test_a_hold_rule_holds_its_profile_while_the_program_runs(env, daw_dir):
         # hi's own rule matches the very program and holds nothing: said in the log.
         assert not [h for h in c.prop("ActiveProfileHolds") if h["ApplicationId"] == "chained"]
         assert "Profile hi is held, not the base profile: its 1 [Hold] rule is not followed" in d.output()
+        # ... and on a reload that gives it another one
+        env.profile("hi", PROFILES["hi"] + "[Hold chained]\nMatch=comm:fakedaw-* user:root\nProfile=mid\n"
+                    "[Hold chained2]\nMatch=comm:fakedaw-* user:root\nProfile=mid\n")
+        d.proc.send_signal(signal.SIGHUP)
+        assert wait_until(lambda: "its 2 [Hold] rules are not followed" in d.output()), d.output()[-2000:]
+        assert c.prop("ActiveProfile") == "hi"
         # A second instance shares the hold; the first one's exit keeps it.
         procs.append(subprocess.Popen([exe, "60"]))
         time.sleep(0.5)

@@ -489,7 +489,7 @@ static int on_pass(sd_event_source *s, void *userdata)
  * not: the hotplug path alone brought 88 kB of rtctld's code and 170 kB of glib's back (bench.py
  * storms), each fault with its 64 kB of neighbours, and they stayed for the daemon's life. So once no
  * pass has run for QUIET_RELEASE_USEC, the code is released again if what is resident of files grew by
- * more than QUIET_RELEASE_GROWTH since the last release. The cost: the next pass maps back what it
+ * QUIET_RELEASE_GROWTH or more since the last release. The cost: the next pass maps back what it
  * runs from the page cache, some tens of minor faults (microseconds each), once per quiet spell, and
  * one wake-up per burst; an idle daemon is not woken. */
 #define QUIET_RELEASE_USEC   ((uint64_t)10 * 1000000)

@@ -77,7 +77,7 @@ def syscall_trace_start():
     tracepoint's static key is patched) seconds after this test had turned that tracepoint on and off
     (2026-11-29; tests/vm/README.md has the other panics of that guest). The policy's source is
     reported without it there (RLIMIT_RTPRIO, rtkit on the bus)."""
-    if "VERSION_CODENAME=trixie" in (read_file("/etc/os-release") or ""):
+    if "VERSION_CODENAME=trixie" in read_file("/etc/os-release"):
         return None
     if not os.path.isdir("/sys/kernel/tracing/instances"):
         run(["mount", "-t", "tracefs", "tracefs", "/sys/kernel/tracing"], timeout=20)

@@ -10,6 +10,8 @@ pkgs=(
   # tests
   python3 python3-pytest python3-dbus python3-dbusmock dbus util-linux clang-format kmod
   jackd2 procps
+  # tests/integration/test_vm_mirrors.py: apt-get update of the VM tier's sources with the clock ahead
+  faketime
   # test_lifecycle.py slows the stop's restore with strace's fault injection
   strace
   # tests/integration/test_completions.py: each shell runs its own completion

@@ -65,6 +65,7 @@ static int audit_local(const char *profile, Audit *a)
                         bootargs_clear(&b);
                 }
         }
+        o.realtime_rules = policy_uses_realtime(policy);
         audit_run(&o, a);
         return EXIT_OK;
 }

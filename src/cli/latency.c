@@ -659,7 +659,7 @@ static Run run_new(const char *profile, unsigned n_cpus)
 /* Slices of each profile in turn until each has had its duration. Returns -EINTR, or an error with
  * *ret_code set; the caller switches back. */
 static int measure_runs(Cli *c, const Options *o, LatencySlice *slice, Run *runs, size_t n_runs,
-                        int *current, char **ret_error)
+                        int *current, bool *answered, char **ret_error)
 {
         unsigned left[2] = {o->duration_ms, o->duration_ms};
         int r;
@@ -674,12 +674,14 @@ static int measure_runs(Cli *c, const Options *o, LatencySlice *slice, Run *runs
                         /* Before the call: a call that failed on our side (a signal) may still have
                          * switched, and the way back must not be skipped. */
                         *current = (int)i;
+                        *answered = false;
                         if (switch_profile(c, runs[i].profile) != EXIT_OK) {
                                 if (latency_interrupted)
                                         return -EINTR;
                                 *ret_error = xasprintf("cannot switch to profile %s", runs[i].profile);
                                 return -EIO;
                         }
+                        *answered = true;
                         if ((r = latency_interrupted ? -EINTR : 0) < 0)
                                 return r;
                         struct timespec ts = {.tv_sec = SETTLE_MS / 1000,
@@ -716,6 +718,7 @@ int verb_latency(Cli *c, int argc, char *argv[])
         Run runs[2] = {};
         size_t n_runs = 1;
         int code, r, current = 0;
+        bool answered = true;
 
         assert(c);
         assert(argv);
@@ -766,10 +769,12 @@ int verb_latency(Cli *c, int argc, char *argv[])
                               .attach = attach_worker,
                               .userdata = &actx};
         latency_catch_signals();
-        r = measure_runs(c, &o, &slice, runs, n_runs, &current, &err);
-        /* The machine ends in the profile it started in, interrupted or not. */
+        r = measure_runs(c, &o, &slice, runs, n_runs, &current, &answered, &err);
+        /* The machine ends in the profile it started in, interrupted or not. A switch whose answer a
+         * signal cut short is still on its way (rtctld may be busy): asked again, the answer comes
+         * after it, so that "everything put back" is said once it is. */
         latency_block_signals();
-        if (current != 0 && switch_profile(c, base) != EXIT_OK) {
+        if ((current != 0 || !answered) && switch_profile(c, base) != EXIT_OK) {
                 fprintf(stderr, "Could not switch back to profile %s: rtctl profile %s\n", base, base);
                 r = r < 0 ? r : -EIO;
         }

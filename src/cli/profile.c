@@ -1,5 +1,7 @@
 /* SPDX-License-Identifier: GPL-2.0-or-later */
 /* profile, restore, plan */
+#include <time.h>
+
 #include "cli/args.h"
 #include "cli/latency.h"
 #include "cli/xruns.h"
@@ -87,6 +89,9 @@ static json_object *lost_json(const Journal *j)
         return a;
 }
 
+/* Passes of a restore without rtctld after the first, while something is busy (20: 2 s). */
+#define RESTORE_BUSY_TRIES 20
+
 int verb_restore(Cli *c, int argc, char *argv[])
 {
         CliArgs args = {.cli = c, .argc = argc, .argv = argv, .usage = "restore"};
@@ -145,10 +150,33 @@ int verb_restore(Cli *c, int argc, char *argv[])
                 fprintf(stderr, "Cannot lock the journal in %s: %s\n", runtime, strerror(-r));
                 return EXIT_FAILED;
         }
-        if (local_pass(NULL, false, &res, &journal, &err) < 0) {
-                fprintf(stderr, "Cannot restore: %s\n", err);
-                return EXIT_FAILED;
+        /* What is busy (a cgroup that processes forked into while it was emptied) stays in the journal:
+         * rtctld retries it from its event loop, and this restore does a few times, 100 ms apart. */
+        unsigned changed = 0;
+        for (unsigned attempt = 0;; attempt++) {
+                if (local_pass(NULL, false, &res, &journal, &err) < 0) {
+                        fprintf(stderr, "Cannot restore: %s\n", err);
+                        return EXIT_FAILED;
+                }
+                changed += res.stats.changed;
+                if (res.stats.busy == 0 || attempt == RESTORE_BUSY_TRIES)
+                        break;
+                pass_result_clear(&res);
+                journal_free(journal);
+                journal = NULL;
+                (void)nanosleep(&(struct timespec){.tv_nsec = 100 * 1000 * 1000}, NULL);
         }
+        res.stats.changed = changed;
+        /* Still busy: not put back, said so, and left in the journal for the next restore. */
+        for (size_t i = 0; i < res.plan.n; i++)
+                if (res.plan.settings[i].result == SETTING_BUSY) {
+                        _cleanup_free_ char *object = text_escape(res.plan.settings[i].object);
+                        _cleanup_free_ char *message = text_escape(strempty(res.plan.settings[i].message));
+                        fprintf(stderr,
+                                "%s: still busy after %u tries (%s); kept for the next `rtctl restore`\n",
+                                object, RESTORE_BUSY_TRIES + 1, message);
+                        res.stats.failed++;
+                }
         if (tracefs_failed) /* rtctl latency's tracefs journal, above */
                 res.stats.failed++;
         /* What a killed rtctld made in tracefs for Threads=realtime (its own journal). */

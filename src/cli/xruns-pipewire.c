@@ -11,7 +11,6 @@
 #include <dlfcn.h>
 #include <errno.h>
 #include <stdlib.h>
-#include <unistd.h>
 
 #include "cli/xruns.h"
 #include "shared/util.h"
@@ -57,7 +56,7 @@ struct PwSource {
         struct spa_hook core_listener, registry_listener, profiler_listener;
         int sync_seq;
         bool synced, have_profiler;
-        int fd;
+        void (*tell)(uint64_t at_ns);
         /* Written by the loop's thread, read by rtctl's: whole words. */
         volatile unsigned rate, frames;
         int32_t last_xrun_count;
@@ -71,8 +70,7 @@ static void post(PwSource *s, uint64_t at, uint64_t period)
         if (s->last_post && at <= s->last_post + period / 2)
                 return;
         s->last_post = at;
-        if (write(s->fd, &at, sizeof at) < 0) {
-        }
+        s->tell(at);
 }
 
 /* One cycle's object: its clock, its driver and followers. */
@@ -258,20 +256,15 @@ static bool load(PwSource *s, char **ret_error)
         return true;
 }
 
-int pw_source_open(int fd, PwSource **ret, char **ret_error)
+int pw_source_open(void (*tell)(uint64_t at_ns), PwSource **ret, char **ret_error)
 {
         PwSource *s = xmalloc0(sizeof(PwSource));
         int r = -ECONNREFUSED;
 
-        s->fd = fd;
+        s->tell = tell;
         if (!load(s, ret_error)) {
                 pw_source_close(s);
                 return -ENOENT;
-        }
-        /* Under sudo the user's runtime directory is not in the environment: their server is. */
-        if (!getenv("PIPEWIRE_RUNTIME_DIR") && !getenv("XDG_RUNTIME_DIR") && getenv("SUDO_UID")) {
-                _cleanup_free_ char *dir = xasprintf("/run/user/%s", getenv("SUDO_UID"));
-                setenv("XDG_RUNTIME_DIR", dir, 0);
         }
         s->api.init(NULL, NULL);
         s->loop = s->api.loop_new("rtctl-xruns", NULL);
@@ -353,9 +346,9 @@ void pw_source_close(PwSource *s)
         free(s);
 }
 #else
-int pw_source_open(int fd, PwSource **ret, char **ret_error)
+int pw_source_open(void (*tell)(uint64_t at_ns), PwSource **ret, char **ret_error)
 {
-        (void)fd;
+        (void)tell;
         (void)ret;
         *ret_error = xstrdup("this rtctl was built without PipeWire's headers (libpipewire-0.3-dev, "
                              "libspa-0.2-dev): for PipeWire, run it under pw-jack");

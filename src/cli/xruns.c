@@ -3,16 +3,15 @@
  * during the late cycle, with the profile line that would prevent it.
  *
  * The xruns come from the server: PipeWire's profiler (xruns-pipewire.c), or JACK's xrun callback
- * (jack2's server, or PipeWire's JACK interface under pw-jack). libpipewire and libjack are opened at run
- * time (dlopen), so that rtctl runs where neither is installed; their headers are needed at build time
- * only.
+ * (jack2's server, or PipeWire's JACK interface under pw-jack), read in a child process that runs as the
+ * user under sudo and passes back fixed-size records (xruns-server.c); the COMMAND runs as that user too
+ * (xruns-user.c). This process, root, keeps what needs root: tracefs, the SMI counters, /proc.
  *
  * What ran comes from a private tracefs instance (XRUNS_TRACE_INSTANCE), recording only the audio CPUs:
  * context switches and wake-ups, IRQ and softirq handlers, workqueue items, hrtimer expiries, idle exits
  * and frequency changes, time-stamped with CLOCK_MONOTONIC (trace_clock mono) as the xruns are. The
  * instance and a tracefs mount it needed are journalled first (XRUNS_TRACE_JOURNAL), so that a killed
  * run's leftovers go with the next run or `rtctl restore`. */
-#include <dlfcn.h>
 #include <fcntl.h>
 #include <poll.h>
 #include <sched.h>
@@ -20,9 +19,6 @@
 #include <sys/file.h>
 #include <sys/wait.h>
 #include <time.h>
-#if HAVE_JACK_H
-#include <jack/jack.h>
-#endif
 
 #include "cli/args.h"
 #include "cli/cli.h"
@@ -47,6 +43,8 @@
 #define SETTLE_START_NS (1000ULL * 1000000ULL)
 /* How long after an xrun the trace is read: the last events reach trace_pipe by then. */
 #define SETTLE_NS (60ULL * 1000000ULL)
+/* Xruns waiting for their trace, at most. */
+#define MAX_PENDING 4096
 
 static const char *const trace_events[] = {
     "sched/sched_switch",
@@ -64,7 +62,6 @@ static const char *const trace_events[] = {
 };
 
 static volatile sig_atomic_t interrupted;
-static int xrun_pipe[2] = {-EBADF, -EBADF};
 
 static void on_signal(int sig)
 {
@@ -75,168 +72,6 @@ static void on_signal(int sig)
 static uint64_t now_ns(void)
 {
         return now_usec(CLOCK_MONOTONIC) * 1000ULL;
-}
-
-/* ---- the server --------------------------------------------------------------------------------- */
-
-typedef struct Server {
-        void *lib;
-        void *client;
-        PwSource *pw;
-        const char *kind; /* "pipewire", "jack2" or "pipewire-jack" */
-        unsigned rate, frames;
-        int (*close)(void *);
-} Server;
-
-#if HAVE_JACK_H
-static int on_xrun(void *arg)
-{
-        uint64_t t = now_ns();
-
-        (void)arg;
-        /* Written from JACK's notification thread (jack2) or the process thread (PipeWire): a pipe
-         * write is all it does. */
-        if (write(xrun_pipe[1], &t, sizeof t) < 0) {
-        }
-        return 0;
-}
-
-static int on_process(jack_nframes_t n, void *arg)
-{
-        (void)n;
-        (void)arg;
-        return 0;
-}
-
-static void on_shutdown(void *arg)
-{
-        (void)arg;
-        interrupted = SIGHUP;
-}
-
-static int jack_open(Server *s, char **ret_error)
-{
-        Dl_info info = {};
-        jack_status_t status = 0;
-        __typeof__(jack_client_open) *open_fn;
-        __typeof__(jack_set_xrun_callback) *set_xrun;
-        __typeof__(jack_set_process_callback) *set_process;
-        __typeof__(jack_on_shutdown) *set_shutdown;
-        __typeof__(jack_activate) *activate;
-        __typeof__(jack_get_sample_rate) *rate;
-        __typeof__(jack_get_buffer_size) *frames;
-
-        s->lib = dlopen("libjack.so.0", RTLD_NOW | RTLD_LOCAL);
-        if (!s->lib) {
-                *ret_error = xasprintf("cannot load libjack.so.0 (%s): install libjack-jackd2-0 for jack2, "
-                                       "or run under pw-jack for PipeWire",
-                                       dlerror());
-                return -ENOENT;
-        }
-        open_fn = dlsym(s->lib, "jack_client_open");
-        set_xrun = dlsym(s->lib, "jack_set_xrun_callback");
-        set_process = dlsym(s->lib, "jack_set_process_callback");
-        set_shutdown = dlsym(s->lib, "jack_on_shutdown");
-        activate = dlsym(s->lib, "jack_activate");
-        rate = dlsym(s->lib, "jack_get_sample_rate");
-        frames = dlsym(s->lib, "jack_get_buffer_size");
-        s->close = (int (*)(void *))dlsym(s->lib, "jack_client_close");
-        if (!open_fn || !set_xrun || !set_process || !set_shutdown || !activate || !rate || !frames ||
-            !s->close) {
-                *ret_error = xstrdup("libjack.so.0 lacks the JACK API rtctl needs");
-                return -ENOTSUP;
-        }
-        s->kind = dladdr((void *)open_fn, &info) && info.dli_fname && strstr(info.dli_fname, "pipewire")
-                      ? "pipewire-jack"
-                      : "jack2";
-        s->client = open_fn("rtctl-xruns", JackNoStartServer, &status);
-        if (!s->client) {
-                *ret_error =
-                    xasprintf("cannot connect to the JACK server%s%s (status 0x%x): is it running%s?",
-                              getenv("JACK_DEFAULT_SERVER") ? " " : "",
-                              strempty(getenv("JACK_DEFAULT_SERVER")), (unsigned)status,
-                              streq(s->kind, "jack2") ? " (for PipeWire: rtctl xruns under pw-jack)" : "");
-                return -ECONNREFUSED;
-        }
-        set_shutdown(s->client, on_shutdown, NULL);
-        set_xrun(s->client, on_xrun, NULL);
-        /* Both servers tell only an active client. jack2 tells it from its notification thread, and a
-         * client activated with no process callback is active without a place in the graph
-         * (JackClient::Activate passes IsRealTime() false, so JackEngine::ClientActivate leaves the graph
-         * alone): the server never waits for rtctl in a cycle. PipeWire's JACK calls the callback from the
-         * client's own cycle, so there it takes part, with no ports and nothing to do. */
-        if (streq(s->kind, "pipewire-jack"))
-                set_process(s->client, on_process, NULL);
-        if (activate(s->client) != 0) {
-                *ret_error = xstrdup("cannot activate the JACK client");
-                return -EIO;
-        }
-        /* A process thread (pw-jack's) stays off the audio CPUs with the rest of rtctl: there, a client
-         * over its budget at the same SCHED_FIFO priority never lets it run, and rtctl could not exit. */
-        s->rate = rate(s->client);
-        s->frames = frames(s->client);
-        return 0;
-}
-#else
-static int jack_open(Server *s, char **ret_error)
-{
-        (void)s;
-        *ret_error = xstrdup("this rtctl was built without JACK's headers (libjack-jackd2-dev): it cannot "
-                             "follow a JACK server's xruns");
-        return -EOPNOTSUPP;
-}
-#endif
-
-static int pipewire_open(Server *s, char **ret_error)
-{
-        int r = pw_source_open(xrun_pipe[1], &s->pw, ret_error);
-
-        if (r < 0)
-                return r;
-        s->kind = "pipewire";
-        /* The rate and quantum come with the profiler's first cycles. */
-        for (int i = 0; i < 200 && !interrupted; i++) {
-                pw_source_params(s->pw, &s->rate, &s->frames);
-                if (s->rate > 0 && s->frames > 0)
-                        return 0;
-                usleep(10000);
-        }
-        *ret_error = xstrdup("PipeWire's profiler told no cycle in 2 s: is a driver running (a device "
-                             "playing, or a client)?");
-        return -ETIMEDOUT;
-}
-
-/* server: "auto" (PipeWire's profiler when a PipeWire answers, else JACK), "pipewire" or "jack". */
-static int server_open(Server *s, const char *server, char **ret_error)
-{
-        _cleanup_free_ char *pw_error = NULL;
-        int r;
-
-        if (!streq(server, "jack")) {
-                r = pipewire_open(s, streq(server, "auto") ? &pw_error : ret_error);
-                if (r >= 0 || streq(server, "pipewire"))
-                        return r;
-                if (s->pw) {
-                        pw_source_close(s->pw);
-                        s->pw = NULL;
-                }
-        }
-        r = jack_open(s, ret_error);
-        if (r < 0 && pw_error) {
-                char *both = xasprintf("%s; and PipeWire: %s", *ret_error, pw_error);
-                free(*ret_error);
-                *ret_error = both;
-        }
-        return r;
-}
-
-static void server_close(Server *s)
-{
-        if (s->client && s->close)
-                s->close(s->client);
-        s->client = NULL;
-        pw_source_close(s->pw);
-        s->pw = NULL;
 }
 
 /* ---- the recording ------------------------------------------------------------------------------ */
@@ -575,8 +410,12 @@ static void describe(const Context *ctx, const XrunCause *c, int audio_prio, cha
                 return;
         case XRUN_STALL: {
                 long long runtime = ctx->rt_runtime_us;
-                *ret_what =
-                    xasprintf("CPU %u stayed idle %.2f ms while an audio thread waited to run", c->cpu, ms);
+                *ret_what = streq(c->name, "idle")
+                                ? xasprintf("CPU %u stayed idle %.2f ms while an audio thread waited to run",
+                                            c->cpu, ms)
+                                : xasprintf("CPU %u ran `%s`, which is not real-time, %.2f ms while a "
+                                            "real-time audio thread waited to run",
+                                            c->cpu, esc, ms);
                 *ret_fix = runtime >= 0
                                ? xasprintf("real-time throttling holds real-time threads back once "
                                            "they took %lld µs of a second (kernel.sched_rt_runtime_us): "
@@ -589,9 +428,9 @@ static void describe(const Context *ctx, const XrunCause *c, int audio_prio, cha
                 return;
         }
         case XRUN_OVER:
-                *ret_what = xasprintf("the audio thread `%s` (TID %llu) worked %.2f ms without a break, "
-                                      "in a %.2f ms period",
-                                      esc, c->id, ms, ctx->period_us / 1000.0);
+                *ret_what = xasprintf("the audio thread `%s` (TID %llu) worked %.2f ms without a break "
+                                      "(%.2f ms typically), in a %.2f ms period",
+                                      esc, c->id, ms, (double)c->typical_ns / 1e6, ctx->period_us / 1000.0);
                 *ret_fix = xstrdup("its own work is over budget: a longer period (more frames) or less "
                                    "work per cycle");
                 return;
@@ -698,7 +537,8 @@ static void analyse(XrunTrace *trace, const CpuSet *cpus, const Context *ctx, ui
          * whatever held the CPU ran without a break since (20 periods, 50 ms at least, further back: a
          * saturated CPU would otherwise add up every tick of a second). */
         uint64_t from = at > window_ns ? at - window_ns : 0, to = at + ctx->late_ns;
-        from = xrun_trace_busy_since(trace, list, n, from, 20000, MAX(20 * period_ns, 50000000ULL));
+        from = xrun_trace_busy_since(trace, list, n, from, 20000, MAX(20 * period_ns, 50000000ULL), is_audio,
+                                     &l);
         f->window_us = (unsigned)((to - from) / 1000);
         (void)xrun_trace_causes(trace, list, n, from, to, min_ns, is_audio, &l, &f->causes, &f->n_causes);
         xrun_causes_fold_irq_threads(f->causes, &f->n_causes, is_kthread, NULL);
@@ -710,17 +550,15 @@ static void analyse(XrunTrace *trace, const CpuSet *cpus, const Context *ctx, ui
                             (uint64_t)idle_latency_us(f->causes[i].cpu, f->causes[i].id, &name) * 1000ULL *
                             f->causes[i].ns;
                 }
-        /* Over budget: a stretch of the audio threads' own work past the period, while they kept the CPU
-         * 90 % busy over the last 10 periods (20 ms at least), and nothing else took half a period. A
-         * thread held up works through the cycles it missed without a break: that is catching up, and
-         * time the hypervisor takes inside a thread's run looks like the thread's own. */
+        /* Over budget: an audio thread whose typical stretch of its own work (the median of those in the
+         * window) passed the period, while the audio threads kept the CPU 90 % busy over the last 10
+         * periods (20 ms at least). A thread held up works through the cycles it missed without a break
+         * once, and time the hypervisor takes inside a thread's run looks like the thread's own: one long
+         * stretch, which is not what the thread does every cycle. Other causes in the window are told
+         * beside it, by what they took. */
         f->audio_share = audio_share(trace, list, n, at, MAX(10 * period_ns, 20000000ULL), &l);
         g_hash_table_unref(l.audio);
         g_hash_table_unref(l.graph);
-        bool other = false;
-        for (size_t i = 0; i < f->n_causes; i++)
-                if (f->causes[i].actor != XRUN_OVER && f->causes[i].cost_ns * 2 >= period_ns)
-                        other = true;
         /* The highest audio priority seen tells which tasks ran above the graph. */
         f->audio_prio = -1;
         for (size_t i = 0; i < f->n_causes; i++) {
@@ -729,7 +567,7 @@ static void analyse(XrunTrace *trace, const CpuSet *cpus, const Context *ctx, ui
                         f->audio_work_us = MAX(f->audio_work_us, (unsigned)(c->ns / 1000));
                         if (f->audio_prio < 0 || c->prio < f->audio_prio)
                                 f->audio_prio = c->prio;
-                        if (other || c->ns * 100 < period_ns * 95 || f->audio_share < 0.9) {
+                        if (c->typical_ns * 100 < period_ns * 95 || f->audio_share < 0.9) {
                                 xrun_cause_clear(c);
                                 continue;
                         }
@@ -812,7 +650,7 @@ static void smi_note_describe(const SmiNote *n, char **ret_what, char **ret_fix)
                            "logging) or an update; `rtctl latency --method hwlat` measures the gaps");
 }
 
-static json_object *finding_json(const Context *ctx, const Server *s, const Finding *f, size_t index)
+static json_object *finding_json(const Context *ctx, const XrunsServer *s, const Finding *f, size_t index)
 {
         json_object *o = json_object_new_object(), *arr = json_object_new_array();
         char when[64];
@@ -867,7 +705,7 @@ static json_object *finding_json(const Context *ctx, const Server *s, const Find
         return o;
 }
 
-static void finding_print(const Context *ctx, const Server *s, const Finding *f, size_t index,
+static void finding_print(const Context *ctx, const XrunsServer *s, const Finding *f, size_t index,
                           const char *cpus_list)
 {
         char when[64];
@@ -952,14 +790,16 @@ int verb_xruns(Cli *c, int argc, char *argv[])
         _cleanup_free_ char *err = NULL, *cpus_list = NULL;
         _cleanup_xrun_trace_ XrunTrace *trace = NULL;
         Context ctx = {.rt_runtime_us = -1};
-        Server server = {};
+        XrunsServer server = XRUNS_SERVER_NULL;
+        XrunsUser user = {};
         Recording rec = {.fd = -EBADF, .lock = -EBADF};
         Smis smis = {};
         GArray *findings = g_array_new(false, true, sizeof(Finding));
         GArray *pending = g_array_new(false, false, sizeof(uint64_t));
         pid_t child = 0;
         FILE *raw = NULL;
-        int status = 0, code = EXIT_OK, r;
+        int status = 0, code = EXIT_OK, r, for_user = 0;
+        bool server_gone = false;
         uint64_t started;
 
         while ((r = cli_next_option(&args)) > 0)
@@ -1019,14 +859,17 @@ int verb_xruns(Cli *c, int argc, char *argv[])
                 if (n > 0)
                         (void)sched_setaffinity(0, sizeof mask, &mask);
         }
-        if (pipe2(xrun_pipe, O_CLOEXEC | O_NONBLOCK) < 0) {
-                fprintf(stderr, "Cannot make a pipe: %m\n");
+        /* Under sudo, the command and the server's client run as the user who ran it (xruns-user.c). */
+        for_user = xruns_user_find(&user, &err);
+        if (for_user < 0) {
+                fprintf(stderr, "rtctl xruns: %s\n", err);
                 code = EXIT_FAILED;
                 goto out;
         }
-        r = server_open(&server, server_arg, &err);
+        r = xruns_server_start(&server, server_arg, for_user ? &user : NULL, &err);
         if (r < 0) {
-                fprintf(stderr, "rtctl xruns: %s\n", err);
+                if (err) /* else the server's client said why */
+                        fprintf(stderr, "rtctl xruns: %s\n", err);
                 code = EXIT_FAILED;
                 goto out;
         }
@@ -1075,6 +918,11 @@ int verb_xruns(Cli *c, int argc, char *argv[])
                         signal(SIGINT, SIG_DFL);
                         signal(SIGTERM, SIG_DFL);
                         signal(SIGHUP, SIG_DFL);
+                        if (for_user && (r = xruns_user_become(&user, true)) < 0) {
+                                fprintf(stderr, "Cannot become %s to run %s: %s\n", user.name,
+                                        argv[dashdash + 1], strerror(-r));
+                                _exit(127);
+                        }
                         execvp(argv[dashdash + 1], argv + dashdash + 1);
                         fprintf(stderr, "Cannot run %s: %m\n", argv[dashdash + 1]);
                         _exit(127);
@@ -1085,7 +933,7 @@ int verb_xruns(Cli *c, int argc, char *argv[])
                 char buf[65536];
                 ssize_t n;
                 uint64_t t;
-                bool done = interrupted != 0;
+                bool done = interrupted != 0 || server_gone;
 
                 if (child > 0 && waitpid(child, &status, WNOHANG) == child) {
                         child = 0;
@@ -1096,11 +944,14 @@ int verb_xruns(Cli *c, int argc, char *argv[])
                         if (raw)
                                 (void)fwrite(buf, 1, (size_t)n, raw);
                 }
-                while (read(xrun_pipe[0], &t, sizeof t) == (ssize_t)sizeof t)
+                while ((r = xruns_server_next(&server, &t)) > 0)
                         /* Joining can itself make an xrun (jack2 reorders its graph for a new client;
-                         * PipeWire starts its profiler): the first second is not counted. */
-                        if (t > started + SETTLE_START_NS)
+                         * PipeWire starts its profiler): the first second is not counted. A flood is
+                         * not kept past what the analysis can follow. */
+                        if (t > started + SETTLE_START_NS && pending->len < MAX_PENDING)
                                 g_array_append_val(pending, t);
+                if (r < 0) /* the server went, or its client did */
+                        server_gone = done = true;
                 /* An xrun is read once the trace has passed it, or SETTLE_NS after. */
                 while (pending->len > 0) {
                         uint64_t at = g_array_index(pending, uint64_t, 0), now = now_ns();
@@ -1120,7 +971,7 @@ int verb_xruns(Cli *c, int argc, char *argv[])
                 }
                 if (done && pending->len == 0)
                         break;
-                struct pollfd p = {.fd = xrun_pipe[0], .events = POLLIN};
+                struct pollfd p = {.fd = server.fd, .events = POLLIN};
                 (void)poll(&p, 1, 20);
         }
 
@@ -1216,7 +1067,8 @@ out:
                 kill(child, SIGTERM);
                 (void)waitpid(child, NULL, 0);
         }
-        server_close(&server);
+        xruns_server_stop(&server);
+        xruns_user_clear(&user);
         recording_stop(&rec);
         if (raw)
                 fclose(raw);
@@ -1232,9 +1084,6 @@ out:
         if (ctx.irqs)
                 irq_table_free(ctx.irqs);
         free(rec.inst);
-        for (size_t i = 0; i < 2; i++)
-                if (xrun_pipe[i] >= 0)
-                        close(xrun_pipe[i]);
         return code;
 }
 

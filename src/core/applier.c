@@ -57,6 +57,17 @@ static bool earlier_phase_pending(const Plan *plan, unsigned phase)
         return false;
 }
 
+/* The process a setting's /proc/PID/... object names is not the one planned any more: it exited, and
+ * its PID may be another process's. */
+static bool task_replaced(const Setting *s)
+{
+        unsigned pid;
+        TaskInfo t;
+
+        return s->starttime && journal_object_task(s->object, &pid) &&
+               (task_info(pid, &t) < 0 || t.starttime != s->starttime);
+}
+
 static void read_phase(Plan *plan, unsigned phase, Journal *journal, SettingContext *ctx,
                        size_t *ret_pending)
 {
@@ -69,6 +80,12 @@ static void read_phase(Plan *plan, unsigned phase, Journal *journal, SettingCont
 
                 if (s->phase != phase || s->result != SETTING_PENDING)
                         continue;
+                /* Neither read nor journalled: what a stranger's PID shows is not the planned process's
+                 * original. */
+                if (task_replaced(s)) {
+                        applier_fail(s, -ESRCH, "gone");
+                        continue;
+                }
                 /* A tuner that read the object in this pass already may say what it found. */
                 r = s->current ? 0 : s->kind->read(ctx, s->object, s->desired, &s->current);
                 if (r == SYSTEMD_UNKNOWN && !journal) {
@@ -98,7 +115,7 @@ static void read_phase(Plan *plan, unsigned phase, Journal *journal, SettingCont
         *ret_pending = pending;
 }
 
-static void write_phase(Plan *plan, unsigned phase, SettingContext *ctx, int journal_error,
+static void write_phase(Plan *plan, unsigned phase, Journal *journal, SettingContext *ctx, int journal_error,
                         uint64_t *write_usec)
 {
         for (size_t i = 0; i < plan->n; i++) {
@@ -114,10 +131,16 @@ static void write_phase(Plan *plan, unsigned phase, SettingContext *ctx, int jou
                         continue;
                 }
                 t0 = now_usec(CLOCK_MONOTONIC);
-                r = s->kind->write(ctx, s->object, s->desired);
+                r = s->kind->write_task ? s->kind->write_task(ctx, s->object, s->desired, s->starttime)
+                                        : s->kind->write(ctx, s->object, s->desired);
                 *write_usec += now_usec(CLOCK_MONOTONIC) - t0;
                 if (r < 0) {
                         applier_fail(s, r, "write failed");
+                        /* The planned process is gone: an original journalled under its PID (maybe read
+                         * from the process that has it now) is nobody's to restore. Saved with the next
+                         * phase's writes, or the pass's journal. */
+                        if (s->starttime && s->result == SETTING_GONE && !s->restore)
+                                journal_forget(journal, s->object);
                         continue;
                 }
                 if (r == SYSTEMD_QUEUED) {
@@ -198,7 +221,7 @@ void applier_apply(Plan *plan, Journal *journal, SettingContext *ctx, ApplyStats
                 read_phase(plan, phase, journal, ctx, &pending);
                 if (!journal || pending == 0)
                         continue;
-                write_phase(plan, phase, ctx, journal_save(journal), &write_usec);
+                write_phase(plan, phase, journal, ctx, journal_save(journal), &write_usec);
                 if (ctx->systemd && systemd_client_pending(ctx->systemd) > 0) {
                         defer_from(plan, phase + 1);
                         break;

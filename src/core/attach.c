@@ -230,6 +230,12 @@ static bool parse_rule(ConfSection *s, const char *name, bool hold, AttachRule *
                                      hold ? "hold its profile" : "it attaches"));
                 ok = false;
         }
+        for (size_t t = 0; t < r.n_terms && !hold; t++)
+                if (r.terms[t].kind == ATTACH_USER) {
+                        r.names_need_realtime |= r.terms[t].active;
+                        for (size_t u = 0; u < r.terms[t].n_uids; u++)
+                                r.names_need_realtime |= r.terms[t].uids[u] != 0;
+                }
         if (hold) {
                 if (!profile || isempty(profile->value)) {
                         strv_push(errors,
@@ -286,7 +292,7 @@ static AttachRules *rules_parse(Conf *conf, const char *kind, char ***errors)
                         rules->uses_active |= r.terms[t].active;
                         rules->uses_graph |= r.terms[t].kind == ATTACH_GRAPH;
                 }
-                rules->uses_realtime |= r.realtime;
+                rules->uses_realtime |= r.realtime || (r.names_need_realtime && r.thread_globs);
         }
         if (rules->n == 0) {
                 attach_rules_free(rules);
@@ -441,10 +447,11 @@ static bool term_matches(const AttachTerm *t, AttachProc *p, const uid_t *active
         return false;
 }
 
-/* Whether a rule needs a real-time thread in the process: its only alternative is realtime. */
+/* Whether a rule needs a real-time thread in the process: its only alternative is realtime, or it lets
+ * in a user but root (whose named threads must be real-time too). */
 static bool realtime_only(const AttachRule *r)
 {
-        return r->realtime && !r->all && !r->thread_globs;
+        return !r->all && (r->names_need_realtime || (r->realtime && !r->thread_globs));
 }
 
 /* Cheapest first, whatever order the file lists them in: comm often comes with the event, exe is one
@@ -579,6 +586,8 @@ unsigned attach_rule_wants_thread(const AttachRule *rule, const char *thread_com
                 return ATTACH_WHY_ALL;
         if (rule->realtime && attach_policy_realtime(policy))
                 why |= ATTACH_WHY_REALTIME;
+        if (rule->names_need_realtime && !attach_policy_realtime(policy))
+                return why;
         for (char **g = rule->thread_globs; thread_comm && g && *g; g++)
                 if (fnmatch(*g, thread_comm, 0) == 0) {
                         why |= ATTACH_WHY_NAME;
@@ -625,7 +634,8 @@ int attach_list_threads(const AttachRule *rule, unsigned pid, AttachedThread **t
                 path = xasprintf("/proc/%u/task/%u/comm", pid, tid);
                 if (sys_read(path, &comm) < 0)
                         continue; /* it ended meanwhile */
-                if (rule->realtime && attach_thread_policy(pid, tid, &policy) < 0)
+                if ((rule->realtime || rule->names_need_realtime) &&
+                    attach_thread_policy(pid, tid, &policy) < 0)
                         continue;
                 GREEDY_REALLOC(*threads, *allocated, *n + 1);
                 t = &(*threads)[(*n)++];

@@ -17,7 +17,9 @@
  * memory it has mapped (pipewire, jack). Threads= says which of its threads go: `all` (the whole
  * process), or white-space separated alternatives, any of which sends a thread: `realtime` (its policy
  * is SCHED_FIFO, SCHED_RR or SCHED_DEADLINE) and globs on the thread name. A rule whose only alternative
- * is `realtime` matches only a process that has a real-time thread. For each process the first rule
+ * is `realtime` matches only a process that has a real-time thread. In a rule that lets in any user but
+ * root, a glob sends a thread only if it is real-time too: names are the user's to choose, and only
+ * real-time threads belong on the isolated CPUs. For each process the first rule
  * that matches wins, so a profile's own rules come before those of the profiles it includes. */
 
 typedef enum AttachTermKind {
@@ -50,6 +52,9 @@ typedef struct AttachRule {
         bool all;            /* Threads=all: the whole process */
         bool realtime;       /* `realtime` is an alternative of Threads= */
         char **thread_globs; /* the thread-name glob alternatives */
+        /* The rule lets in a user other than root (user:active, a name, a UID but 0): a thread name is
+         * that user's to choose, so a glob picks among the real-time threads only. */
+        bool names_need_realtime;
 } AttachRule;
 
 typedef struct AttachRules {
@@ -125,6 +130,7 @@ int attach_thread_tgid(unsigned tid, unsigned *ret);
 /* A thread of a process a rule with a thread glob matched. */
 typedef struct AttachedThread {
         unsigned pid;
+        unsigned long long starttime; /* the process's, as its rule's match recorded it; 0: not known */
         unsigned tid;
         char comm[16];
         const char *rule; /* the rule's name; owned by the policy */

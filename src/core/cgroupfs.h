@@ -44,6 +44,9 @@ int cgroup_move_thread_v2(const char *dir, unsigned tid);
  * nothing needed gathering or the process is gone. */
 int cgroup_gather_threads(const char *mount, unsigned pid);
 
+/* The transient slice of rtctl's that holds the attached processes' scope (cgroup v2 with systemd). */
+#define CGROUP_RTCTL_SLICE "rtctl.slice"
+
 /* True when the cgroup of slice unit ("a-b.slice": /a.slice/a-b.slice) still holds a process: stopping
  * the slice would kill it (logged). */
 bool cgroup_slice_populated(const char *unit);

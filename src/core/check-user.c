@@ -12,6 +12,7 @@
 #include <systemd/sd-login.h>
 
 #include "core/check-internal.h"
+#include "shared/privileges.h"
 #include "shared/sysfs.h"
 
 /* rtcqs tries priority 80; JACK's and PipeWire's real-time threads ask for 70 to 95. */
@@ -287,7 +288,7 @@ static int try_fifo(const AuditUser *u, unsigned long long rtprio)
                         struct rlimit rl = {.rlim_cur = rtprio, .rlim_max = rtprio};
                         if (setrlimit(RLIMIT_RTPRIO, &rl) < 0)
                                 _exit(TRY_NO_LIMIT);
-                        if (initgroups(u->name, u->gid) < 0 || setgid(u->gid) < 0 || setuid(u->uid) < 0)
+                        if (privileges_drop(u->name, u->uid, u->gid) < 0)
                                 _exit(TRY_NO_USER);
                 }
                 _exit(sched_setscheduler(0, SCHED_FIFO | SCHED_RESET_ON_FORK, &p) < 0 ? errno & 0x7f : 0);

@@ -427,6 +427,49 @@ static void check_inversion(Audit *a, TaskScan *tasks)
         audit_inversion(a, threads, n, irqs, n_irqs);
 }
 
+/* How the profile's Threads=realtime rules learn of a policy change (src/daemon/manager-sched.c): the
+ * syscall tracepoints see every one; without them rtctld looks at a process only in the second after
+ * it creates a thread. */
+static void check_policy_events(Audit *a, const AuditOptions *o, const KernelInfo *k)
+{
+        static const char prefix[] = "re-check after thread creation: ";
+        _cleanup_free_ char *why = NULL;
+        char buf[8];
+
+        if (!o->realtime_rules)
+                return;
+        if (o->policy_events && !streq(o->policy_events, "tracepoints"))
+                why = xstrdup(startswith(o->policy_events, prefix) ?: o->policy_events);
+        else if (!o->policy_events && !k->config) {
+                audit_add(a, "policy-events", "info",
+                          xasprintf("no kernel configuration: whether rtctld sees every policy change for "
+                                    "profile %s's Threads=realtime rules (the syscall tracepoints, "
+                                    "CONFIG_FTRACE_SYSCALLS) is known once it runs (rtctl status)",
+                                    o->profile),
+                          NULL);
+                return;
+        } else if (!o->policy_events && !kernel_config(k, "FTRACE_SYSCALLS", buf))
+                why = xstrdup("this kernel is built without CONFIG_FTRACE_SYSCALLS");
+        if (!why) {
+                audit_add(
+                    a, "policy-events", "ok",
+                    xasprintf("profile %s's Threads=realtime rules see every policy change through the "
+                              "syscall tracepoints",
+                              o->profile),
+                    NULL);
+                return;
+        }
+        audit_add(a, "policy-events", "warn",
+                  xasprintf("profile %s's Threads=realtime rules see a policy change only by a look at a "
+                            "process 10 ms, 100 ms and 1 s after it creates a thread, as %s: a thread that "
+                            "turns real-time more than 1 s after it was created, and one that goes back to "
+                            "SCHED_OTHER, stay where they are until the process creates or renames a "
+                            "thread or a pass replans the isolated CPUs",
+                            o->profile, why),
+                  xstrdup("a kernel with CONFIG_FTRACE_SYSCALLS=y and tracefs (rtctld mounts it itself); or "
+                          "Threads= by thread name, whose renames are seen at once"));
+}
+
 /* What only a reboot applies: the profile's boot arguments (src/core/bootargs.c) against /proc/cmdline. */
 static void check_reboot(Audit *a, const AuditOptions *o)
 {
@@ -454,6 +497,7 @@ void audit_run(const AuditOptions *o, Audit *ret)
         *ret = (Audit){};
         kernel_info_load(&k);
         audit_kernel(ret, &k);
+        check_policy_events(ret, o, &k);
         kernel_info_clear(&k);
         check_services(ret, &tasks);
         check_sched_ext(ret, &tasks);

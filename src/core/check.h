@@ -34,6 +34,11 @@ typedef struct AuditOptions {
         bool boot_known;
         const char *boot_missing;
         const char *profile;
+        /* The profile has a Threads=realtime rule; policy_events: how rtctld follows policy changes for
+         * it, as its PolicyEvents says ("tracepoints", "re-check after thread creation: WHY"); NULL
+         * without a daemon, when the kernel's configuration tells whether it would have the tracepoints. */
+        bool realtime_rules;
+        const char *policy_events;
 } AuditOptions;
 
 /* The machine's checks: they need no particular user. */

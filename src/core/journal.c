@@ -318,6 +318,20 @@ void journal_forget_prefix(Journal *j, const char *prefix)
         forget_if(j, under, prefix);
 }
 
+static bool is_object(const char *object, const void *which)
+{
+        return streq(object, which);
+}
+
+void journal_forget(Journal *j, const char *object)
+{
+        assert(j);
+        assert(object);
+
+        if (journal_find(j, object))
+                forget_if(j, is_object, object);
+}
+
 size_t journal_n_lost(const Journal *j)
 {
         assert(j);

@@ -72,6 +72,8 @@ bool journal_covered(const Journal *j, const char *object);
  * when nothing changed. */
 int journal_save(Journal *j);
 
+/* Forgets object's entry, if it has one. */
+void journal_forget(Journal *j, const char *object);
 /* Forgets every entry whose object starts with prefix, e.g. a removed disk's "/sys/block/loop9/". */
 void journal_forget_prefix(Journal *j, const char *prefix);
 

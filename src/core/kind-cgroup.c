@@ -43,15 +43,19 @@ static void irq_thread_rejoin(SettingContext *ctx, unsigned pid)
         (void)setting_kind_affinity.write(ctx, object, strstrip(list));
 }
 
-/* Empties a cgroup into its parent and removes it. A process exiting meanwhile (a zombie still listed)
- * makes rmdir fail with EBUSY for a moment: a few immediate tries, then EBUSY, which the pass reports as
- * busy and retries later from the event loop. A pass never sleeps. */
+/* Empties a cgroup into its parent and removes it. A process that forks while it is moved leaves its
+ * child behind (a build: make, sh, gcc, cc1, one generation per round), and one exiting meanwhile (a
+ * zombie still listed) makes rmdir fail with EBUSY for a moment: up to CGROUP_REMOVE_ROUNDS rounds of
+ * moving what is listed and trying rmdir, then EBUSY, which the pass reports as busy and retries later
+ * (rtctld from its event loop, `rtctl restore` a few times). A pass never sleeps. */
+#define CGROUP_REMOVE_ROUNDS 64
+
 static int cgroup_remove(SettingContext *ctx, const char *dir)
 {
         _cleanup_free_ char *parent = parent_of(dir), *path = sys_path(dir);
         int r = 0;
 
-        for (int attempt = 0; attempt < 3; attempt++) {
+        for (int attempt = 0; attempt < CGROUP_REMOVE_ROUNDS; attempt++) {
                 _cleanup_free_ unsigned *pids = NULL;
                 size_t n = 0;
 

@@ -88,6 +88,10 @@ static int slice_write(SettingContext *ctx, const char *object, const char *valu
                 return r;
         }
         if (streq(value, "absent")) {
+                /* Children of attached processes are born in its scope and no pass placed them: they
+                 * go where their parents went back to before the slice can stop. */
+                if (streq(unit, CGROUP_RTCTL_SLICE))
+                        (void)member_return_strays(ctx, "/" CGROUP_RTCTL_SLICE);
                 if (cgroup_slice_populated(unit))
                         return -EBUSY; /* stopping it would kill the processes still in it */
                 int r = systemd_stop_unit(ctx->systemd, unit, object);

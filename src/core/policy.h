@@ -66,6 +66,11 @@ static inline void policy_freep(Policy **p)
         policy_free(*p);
 }
 #define _cleanup_policy_ _cleanup_(policy_freep)
+/* Some [Attach] rule of p (NULL: none) says Threads=realtime. */
+static inline bool policy_uses_realtime(const Policy *p)
+{
+        return p && p->attach && p->attach->uses_realtime;
+}
 
 /* Isolated and housekeeping CPUs of the policy on this machine. Isolating CPU 0 or every CPU is
  * refused: the kernel and the rest of the system need somewhere to run. */

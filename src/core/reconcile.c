@@ -135,6 +135,7 @@ static void plan_restore(Journal *journal, const JournalEntry *e, int t, unsigne
                               xstrdup(e->object), xstrdup(e->original));
 
         s->restore = true;
+        s->starttime = e->starttime;
         /* Not the process that was changed: nothing of its to put back, and nothing to write. */
         if (journal_entry_task_gone(e)) {
                 s->result = SETTING_GONE;

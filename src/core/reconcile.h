@@ -39,7 +39,7 @@ void reconcile_pass(const Policy *policy, const Topology *topology, Journal *jou
                     bool dry_run, PassResult *ret);
 /* What the daemon keeps between passes and hands to the tuners. */
 typedef struct PassInput {
-        const unsigned *attached; /* processes attached to the isolated CPUs */
+        const TaskId *attached; /* processes attached to the isolated CPUs */
         size_t n_attached;
         const AttachedThread *threads; /* threads [Attach] rules place one by one */
         size_t n_threads;

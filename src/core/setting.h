@@ -50,6 +50,11 @@ typedef struct SettingKind {
          * from) reads it from there. */
         int (*read)(SettingContext *ctx, const char *object, const char *hint, char **ret);
         int (*write)(SettingContext *ctx, const char *object, const char *value);
+        /* A kind of one process's objects (/proc/PID/...): the write, reaching the process that started
+         * at starttime (Setting.starttime; 0: whichever has the PID) or none, -ESRCH then. The applier
+         * uses it where a kind has it. */
+        int (*write_task)(SettingContext *ctx, const char *object, const char *value,
+                          unsigned long long starttime);
         bool (*equal)(const char *current, const char *desired);
         /* Created by rtctl, it takes everything below it when it goes: objects under it are not
          * journalled. */
@@ -169,6 +174,10 @@ typedef struct Setting {
         int error;     /* negative errno when FAILED */
         bool queued;   /* CHANGED by a systemd job still under way: how it ends is not known yet */
         char *message; /* a sentence for the status when FAILED */
+        /* The start time of the process a /proc/PID/... object names, as the plan knew it (the
+         * Manager's record of an attached or matched process, the journal's on restore); 0: not known.
+         * The PID alone may name another process by the time it is written. */
+        unsigned long long starttime;
 } Setting;
 
 typedef struct Plan {

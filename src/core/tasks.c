@@ -2,6 +2,7 @@
 #include "core/tasks.h"
 #include "shared/sysfs.h"
 
+#include <fcntl.h>
 #include <poll.h>
 #include <sys/resource.h>
 #include <sys/syscall.h>
@@ -39,8 +40,16 @@ int task_info(unsigned pid, TaskInfo *ret)
                 return -EBADMSG;
         ret->ppid = (unsigned)field[4];
         ret->flags = (unsigned)field[9];
+        ret->threads = (unsigned)field[20];
         ret->starttime = field[22];
         return 0;
+}
+
+bool task_info_ended(const TaskInfo *t)
+{
+        assert(t);
+
+        return (t->flags & PF_EXITING) && t->threads <= 1;
 }
 
 bool task_exited(unsigned pid)
@@ -80,6 +89,56 @@ int pidfd_get_pid(int fd)
         if (!line || sscanf(line + 5, "%d", &pid) != 1)
                 return -EBADF;
         return MAX(pid, 0);
+}
+
+#ifndef PIDFD_THREAD
+#define PIDFD_THREAD O_EXCL
+#endif
+
+int task_hold(unsigned pid, unsigned long long starttime, TaskHold *ret)
+{
+        TaskInfo t;
+        int fd = -EBADF;
+
+        assert(ret);
+
+        if (isempty(sysroot())) {
+                fd = (int)syscall(SYS_pidfd_open, pid, 0);
+                /* A thread that leads no process: its own pidfd, where the kernel has them. */
+                if (fd < 0 && errno == EINVAL)
+                        fd = (int)syscall(SYS_pidfd_open, pid, PIDFD_THREAD);
+                if (fd < 0 && errno == ESRCH)
+                        return -ESRCH;
+        }
+        if (task_info(pid, &t) < 0 || (starttime && t.starttime != starttime)) {
+                if (fd >= 0)
+                        (void)close(fd);
+                return -ESRCH;
+        }
+        *ret = (TaskHold){.pid = pid, .starttime = t.starttime, .pidfd = fd < 0 ? -EBADF : fd};
+        return 0;
+}
+
+bool task_hold_alive(const TaskHold *h)
+{
+        TaskInfo t;
+
+        assert(h);
+
+        if (h->pidfd >= 0) {
+                struct pollfd p = {.fd = h->pidfd, .events = POLLIN};
+                return poll(&p, 1, 0) == 0; /* readable once it exited */
+        }
+        return task_info(h->pid, &t) >= 0 && t.starttime == h->starttime && !(t.flags & PF_EXITING);
+}
+
+void task_hold_clear(TaskHold *h)
+{
+        assert(h);
+
+        if (h->pidfd >= 0)
+                (void)close(h->pidfd);
+        *h = (TaskHold){.pidfd = -EBADF};
 }
 
 static int cmp_pid(const void *a, const void *b)

@@ -11,12 +11,23 @@ typedef struct TaskInfo {
         unsigned pid;
         unsigned ppid;
         unsigned flags;
+        unsigned threads; /* the thread group's, the leader's zombie included */
         unsigned long long starttime;
         char comm[32];
 } TaskInfo;
 
+/* A process by PID and start time: a later process with its PID is another one. */
+typedef struct TaskId {
+        unsigned pid;
+        unsigned long long starttime;
+} TaskId;
+
 /* Parses /proc/PID/stat. */
 int task_info(unsigned pid, TaskInfo *ret);
+
+/* Whether the process t tells of has ended: its leader is exiting and no other thread runs on. A leader
+ * that called pthread_exit() is PF_EXITING too while the program's other threads go on. */
+bool task_info_ended(const TaskInfo *t);
 
 /* True when the process is gone or exiting, a zombie its parent has not reaped among them: signal 0
  * still finds one, but it runs nothing and no cgroup takes it. */
@@ -28,6 +39,26 @@ int task_uids(unsigned pid, uid_t *ret_uid, uid_t *ret_euid);
 /* The PID a pidfd refers to, from /proc/self/fdinfo: 0 when the process has exited (the kernel says -1
  * or 0), -EBADF when fd is no pidfd. */
 int pidfd_get_pid(int fd);
+
+/* A process held for a write that names it by PID (cgroup.procs and cgroup.threads take no pidfd): its
+ * pidfd, opened before its start time was read, so that a start time that matches makes the pidfd that
+ * very process's. A pidfd does not keep the PID from going to another process once its own exited;
+ * it says that it exited, which is what task_hold_alive() asks after the write. Without one (a kernel
+ * before 5.3, a thread's TID before PIDFD_THREAD in 6.9, or a root prefix, whose PIDs are not this
+ * machine's) the start time is read again instead. */
+typedef struct TaskHold {
+        unsigned pid;
+        unsigned long long starttime;
+        int pidfd;
+} TaskHold;
+
+/* -ESRCH unless pid (a process or a thread) is the task that started at starttime (0: whichever has
+ * the PID now). */
+int task_hold(unsigned pid, unsigned long long starttime, TaskHold *ret);
+/* True while the held task has not exited: whatever was written with its PID since task_hold() went
+ * to it. */
+bool task_hold_alive(const TaskHold *h);
+void task_hold_clear(TaskHold *h);
 
 /* Processes as read in earlier passes, each held by a pidfd. A kernel thread's flags are set once,
  * right after it is created (its name too, but a kworker's comm in /proc/PID/stat carries the

@@ -12,7 +12,7 @@ typedef struct PlanContext {
         const CpuSet *isolated;
         const CpuSet *housekeeping;
         /* Processes put on the isolated CPUs at run time (AttachProcess), still alive. */
-        const unsigned *attached;
+        const TaskId *attached;
         size_t n_attached;
         /* Every thread of the processes an [Attach] rule with a thread glob matched (not of those attached
          * whole), each with whether the rule wants it on the isolated CPUs. */

@@ -19,6 +19,7 @@ typedef struct Frame {
         int prio;
         char name[NAME_MAX_LEN];
         uint64_t since;
+        uint64_t on; /* the task's: when it was given the CPU (an interrupt's end resumes it, since) */
 } Frame;
 
 typedef struct Seg {
@@ -26,7 +27,9 @@ typedef struct Seg {
         XrunActor actor;
         unsigned long long id;
         int prio;
-        bool slept; /* XRUN_TASK: it left the CPU to sleep (not preempted) */
+        uint64_t on; /* XRUN_TASK: when it was given the CPU, at or before start */
+        bool slept;  /* XRUN_TASK: it left the CPU to sleep (not preempted) */
+        bool unsure; /* its end is not what the trace showed: a switch went unlogged, or events were lost */
         char name[NAME_MAX_LEN];
         char comm[NAME_MAX_LEN]; /* XRUN_WORK: the task that ran it */
 } Seg;
@@ -37,6 +40,7 @@ typedef struct Cpu {
         GArray *segs; /* of Seg, oldest first from `first` on */
         size_t first;
         long long idle_state; /* -1: not idle */
+        bool gap;             /* events were lost here since the last switch: the running task unknown */
         uint64_t last;        /* the latest time stamp of a line logged on this CPU */
         /* The last wake-ups aimed at this CPU: a switch the trace does not show (this kernel logs no
          * switch away from the idle task) is named by the wake-up of the task found running. */
@@ -204,8 +208,13 @@ static void add_seg(XrunTrace *t, Cpu *c, const Seg *s)
 static Seg top_seg(const Cpu *c, uint64_t end, bool slept)
 {
         const Frame *f = &c->stack[c->depth - 1];
-        Seg s = {
-            .start = f->since, .end = end, .actor = f->actor, .id = f->id, .prio = f->prio, .slept = slept};
+        Seg s = {.start = f->since,
+                 .end = end,
+                 .actor = f->actor,
+                 .id = f->id,
+                 .prio = f->prio,
+                 .slept = slept,
+                 .on = f->actor == XRUN_TASK ? f->on : f->since};
 
         memcpy(s.name, f->name, sizeof(s.name));
         if (f->actor == XRUN_WORK && c->depth > 1)
@@ -219,6 +228,7 @@ static void close_top(XrunTrace *t, Cpu *c, uint64_t now, bool slept)
                 return;
         if (now > c->stack[c->depth - 1].since) {
                 Seg s = top_seg(c, now, slept);
+                s.unsure = c->gap;
                 add_seg(t, c, &s);
         }
         c->stack[c->depth - 1].since = now;
@@ -361,8 +371,11 @@ static void missed_switch(XrunTrace *t, Cpu *c, uint64_t now, unsigned long long
                             now - c->wakes[i].at <= TICK_SLACK_NS)
                                 at = c->wakes[i].at;
                 }
+        /* When the task before went, and whether to sleep, the trace did not say. */
+        c->gap = true;
         close_top(t, c, at, false);
-        c->stack[0] = (Frame){.actor = XRUN_TASK, .id = running, .prio = prio, .since = at};
+        c->gap = false;
+        c->stack[0] = (Frame){.actor = XRUN_TASK, .id = running, .prio = prio, .since = at, .on = at};
         copy_name(c->stack[0].name, comm, strlen(comm));
 }
 
@@ -395,6 +408,7 @@ static void on_switch(XrunTrace *t, Cpu *c, uint64_t now, const char *f, const c
         close_top(t, c, now, slept && c->depth == 1);
         if (c->depth > 1) /* a work item that sleeps: its end, if it comes, finds the task only */
                 close_top(t, c, now, false);
+        c->gap = false; /* the next task is known again */
         nc = find(arrow, end, "next_comm=");
         npid = rfind(arrow, end, " next_pid=");
         pc = nc ? nc + strlen("next_comm=") : NULL;
@@ -402,7 +416,7 @@ static void on_switch(XrunTrace *t, Cpu *c, uint64_t now, const char *f, const c
                 return;
         (void)field_number(npid, end, " next_prio=", &prio);
         c->depth = 1;
-        c->stack[0] = (Frame){.actor = XRUN_TASK, .id = pid, .prio = (int)prio, .since = now};
+        c->stack[0] = (Frame){.actor = XRUN_TASK, .id = pid, .prio = (int)prio, .since = now, .on = now};
         copy_name(c->stack[0].name, pc, (size_t)(npid - pc));
 }
 
@@ -417,6 +431,9 @@ static bool trace_line(XrunTrace *t, const char *line, size_t len)
         if ((p = find(line, end, "[LOST ")) && find(line, end, "CPU:") == line) {
                 if (number(p + strlen("[LOST "), end, 10, &v))
                         t->lost += v;
+                /* Whatever ran there meanwhile, its switches among it: what runs now ends unsure. */
+                if (number(line + strlen("CPU:"), p, 10, &cpu_nr) && (c = cpu_get(t, cpu_nr)))
+                        c->gap = true;
                 return true;
         }
         /* "<comm>-<pid> [cpu] flags stamp: event: fields". The comm holds anything, " [000] " too: the
@@ -615,9 +632,36 @@ void xrun_trace_feed(XrunTrace *t, const char *buf, size_t n)
 
 typedef struct Stretch {
         uint64_t run, best, total;
+        GArray *runs; /* of uint64_t: each finished stretch, and the one still going at the end */
         int prio;
         char name[NAME_MAX_LEN];
 } Stretch;
+
+static void stretch_free(void *p)
+{
+        Stretch *st = p;
+
+        g_array_free(st->runs, true);
+        free(st);
+}
+
+static int cmp_u64(const void *a, const void *b)
+{
+        uint64_t x = *(const uint64_t *)a, y = *(const uint64_t *)b;
+
+        return x < y ? -1 : x > y ? 1 : 0;
+}
+
+/* The lower median: of one long stretch and one short, the short. */
+static uint64_t stretch_typical(Stretch *st)
+{
+        if (st->run > 0)
+                g_array_append_val(st->runs, st->run);
+        if (st->runs->len == 0)
+                return 0;
+        qsort(st->runs->data, st->runs->len, sizeof(uint64_t), cmp_u64);
+        return g_array_index(st->runs, uint64_t, (st->runs->len - 1) / 2);
+}
 
 /* When an audio thread of one CPU was running or waiting to run, as sorted, merged intervals. */
 typedef struct Span {
@@ -637,8 +681,9 @@ typedef struct Demand {
 } Demand;
 
 static GArray *audio_demand(const Cpu *c, uint64_t from_ns, uint64_t to_ns, const Seg *open,
-                            XrunIsAudio is_audio, void *userdata)
+                            XrunIsAudio is_audio, void *userdata, bool *ret_all_rt)
 {
+        *ret_all_rt = true;
         g_autoptr(GHashTable) state = g_hash_table_new_full(g_direct_hash, g_direct_equal, NULL, free);
         GArray *spans = g_array_new(false, false, sizeof(Span)),
                *events = g_array_new(false, false, sizeof(Seg));
@@ -678,6 +723,8 @@ static GArray *audio_demand(const Cpu *c, uint64_t from_ns, uint64_t to_ns, cons
                                 d->ready = UINT64_MAX;
                                 continue;
                         }
+                        if (s->prio >= 100) /* the kernel's prio: 0-99 real-time */
+                                *ret_all_rt = false;
                 }
                 if (d->ready == UINT64_MAX)
                         continue;
@@ -758,14 +805,15 @@ int xrun_trace_causes(XrunTrace *t, const unsigned *cpus, size_t n_cpus, uint64_
                         continue;
                 Cpu *c = &t->cpus[cpu];
                 g_autoptr(GHashTable) stretches =
-                    g_hash_table_new_full(g_direct_hash, g_direct_equal, NULL, free);
+                    g_hash_table_new_full(g_direct_hash, g_direct_equal, NULL, stretch_free);
                 /* The segment still open at to_ns counts too, up to to_ns. */
                 Seg open = {};
                 size_t n = c->segs->len;
                 if (c->depth > 0 && c->stack[c->depth - 1].since < to_ns)
                         open = top_seg(c, to_ns, false);
+                bool audio_rt = false;
                 GArray *demand =
-                    is_audio ? audio_demand(c, from_ns, to_ns, &open, is_audio, userdata) : NULL;
+                    is_audio ? audio_demand(c, from_ns, to_ns, &open, is_audio, userdata, &audio_rt) : NULL;
                 /* No audio thread ran or waited here (a burst held the CPU longer than the window, or
                  * the graph runs elsewhere): everything that ran counts. */
                 if (demand && demand->len == 0) {
@@ -789,6 +837,23 @@ int xrun_trace_causes(XrunTrace *t, const unsigned *cpus, size_t n_cpus, uint64_
                                     (Seg){.start = s->start, .end = s->end, .actor = XRUN_STALL, .prio = -1};
                                 memcpy(stall.name, "idle", 5);
                                 s = &stall;
+                        } else if (s->actor == XRUN_TASK && demand && audio_rt && s->prio >= 100 &&
+                                   covered(demand, s->on, s->on + 1) > 0) {
+                                /* A task that is not real-time was given the CPU while a real-time audio
+                                 * thread waited on it: the scheduler picks no such task over a runnable
+                                 * real-time one, so real-time throttling let it (the busy machine's
+                                 * version of the idle stall above). A stall, named after it. One already
+                                 * running when the audio thread woke is a task that held the CPU (a
+                                 * kernel section that does not preempt), as before, also in the part of
+                                 * its run after the interrupt that woke the audio thread: `on` is when
+                                 * it got the CPU. (No audio thread is such a task here: audio_rt says
+                                 * none of those in the window is.) */
+                                if ((ns = covered(demand, a, b)) == 0)
+                                        continue;
+                                stall =
+                                    (Seg){.start = s->start, .end = s->end, .actor = XRUN_STALL, .prio = -1};
+                                memcpy(stall.name, s->name, sizeof(stall.name));
+                                s = &stall;
                         }
                         if (s->actor == XRUN_TASK && is_audio &&
                             is_audio((unsigned)s->id, s->name, s->prio, userdata) > 0) {
@@ -796,16 +861,27 @@ int xrun_trace_causes(XrunTrace *t, const unsigned *cpus, size_t n_cpus, uint64_
                                     g_hash_table_lookup(stretches, GUINT_TO_POINTER((unsigned)s->id));
                                 if (!st) {
                                         st = xmalloc0(sizeof(Stretch));
+                                        st->runs = g_array_new(false, false, sizeof(uint64_t));
                                         st->prio = s->prio;
                                         memcpy(st->name, s->name, sizeof(st->name));
                                         g_hash_table_insert(stretches, GUINT_TO_POINTER((unsigned)s->id),
                                                             st);
                                 }
-                                st->run += ns;
                                 st->total += ns;
-                                st->best = MAX(st->best, st->run);
-                                if (s->slept)
+                                /* A run whose end the trace did not show may be two with a sleep
+                                 * between: it starts no over-budget stretch and ends the one before. */
+                                if (s->unsure) {
+                                        if (st->run > 0)
+                                                g_array_append_val(st->runs, st->run);
                                         st->run = 0;
+                                        continue;
+                                }
+                                st->run += ns;
+                                st->best = MAX(st->best, st->run);
+                                if (s->slept) {
+                                        g_array_append_val(st->runs, st->run);
+                                        st->run = 0;
+                                }
                                 continue;
                         }
                         if (s->actor == XRUN_IDLE || s->actor == XRUN_FREQ)
@@ -847,6 +923,8 @@ int xrun_trace_causes(XrunTrace *t, const unsigned *cpus, size_t n_cpus, uint64_
                 g_hash_table_iter_init(&it, stretches);
                 while (g_hash_table_iter_next(&it, &key, &value)) {
                         Stretch *st = value;
+                        if (st->best == 0) /* only runs the trace lost the end of */
+                                continue;
                         XrunCause cause = {.actor = XRUN_OVER,
                                            .cpu = cpu,
                                            .id = GPOINTER_TO_UINT(key),
@@ -854,6 +932,7 @@ int xrun_trace_causes(XrunTrace *t, const unsigned *cpus, size_t n_cpus, uint64_
                                            .name = xstrdup(st->name),
                                            .ns = st->best,
                                            .total_ns = st->total,
+                                           .typical_ns = stretch_typical(st),
                                            .cost_ns = st->best};
                         g_array_append_val(out, cause);
                 }
@@ -877,8 +956,41 @@ int xrun_trace_causes(XrunTrace *t, const unsigned *cpus, size_t n_cpus, uint64_
         return 0;
 }
 
+/* Where the audio threads' demand (running or waiting) around at began, after its last gap of idle_ns
+ * or more; at itself when none ran or waited then; UINT64_MAX when no audio thread is known here. */
+static uint64_t demand_since(const Cpu *c, uint64_t floor, uint64_t at, uint64_t idle_ns,
+                             XrunIsAudio is_audio, void *userdata)
+{
+        Seg open = {};
+        bool rt;
+        uint64_t since = UINT64_MAX;
+
+        if (c->depth > 0 && c->stack[c->depth - 1].since < at)
+                open = top_seg(c, at, false);
+        GArray *spans = audio_demand(c, floor, at, &open, is_audio, userdata, &rt);
+        if (spans->len > 0) {
+                since = at;
+                for (size_t i = spans->len; i-- > 0;) {
+                        const Span *sp = &g_array_index(spans, Span, i);
+                        if (sp->start > at)
+                                continue;
+                        if (sp->end < at)
+                                break; /* asleep at at */
+                        size_t j = i;
+                        while (j > 0 &&
+                               g_array_index(spans, Span, j).start - g_array_index(spans, Span, j - 1).end <
+                                   idle_ns)
+                                j--;
+                        since = MAX(floor, g_array_index(spans, Span, j).start);
+                        break;
+                }
+        }
+        g_array_free(spans, true);
+        return since;
+}
+
 uint64_t xrun_trace_busy_since(XrunTrace *t, const unsigned *cpus, size_t n_cpus, uint64_t at,
-                               uint64_t idle_ns, uint64_t max_back_ns)
+                               uint64_t idle_ns, uint64_t max_back_ns, XrunIsAudio is_audio, void *userdata)
 {
         uint64_t floor = at > max_back_ns ? at - max_back_ns : 0, since = at;
 
@@ -903,6 +1015,13 @@ uint64_t xrun_trace_busy_since(XrunTrace *t, const unsigned *cpus, size_t n_cpus
                                 begin = MAX(floor, MIN(s->end, at));
                                 break;
                         }
+                }
+                /* A CPU that tasks of no concern to the graph keep busy (a build beside it, niced) is
+                 * never idle: what the graph went through is as far back as its own demand goes. */
+                if (is_audio) {
+                        uint64_t d = demand_since(c, floor, at, idle_ns, is_audio, userdata);
+                        if (d != UINT64_MAX)
+                                begin = MAX(begin, d);
                 }
                 since = MIN(since, begin);
         }

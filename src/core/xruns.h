@@ -37,13 +37,14 @@ typedef struct XrunCause {
         XrunActor actor;
         unsigned cpu;
         unsigned long long id;
-        int prio;          /* XRUN_TASK, XRUN_OVER, an IRQ's thread: the kernel's prio; -1 otherwise */
-        char *name;        /* comm, IRQ name, softirq name, function */
-        char *comm;        /* XRUN_WORK: the kworker that ran it; XRUN_IRQ: its thread, NULL for none */
-        uint64_t ns;       /* time taken inside the window (XRUN_IDLE/XRUN_FREQ: a count) */
-        uint64_t total_ns; /* XRUN_OVER: all the thread's time inside the window */
-        uint64_t cost_ns;  /* what ranks it: ns (0 for a count, whose time only the caller can tell) */
-        uint64_t last_ns;  /* when its latest segment inside the window ended */
+        int prio;            /* XRUN_TASK, XRUN_OVER, an IRQ's thread: the kernel's prio; -1 otherwise */
+        char *name;          /* comm, IRQ name, softirq name, function */
+        char *comm;          /* XRUN_WORK: the kworker that ran it; XRUN_IRQ: its thread, NULL for none */
+        uint64_t ns;         /* time taken inside the window (XRUN_IDLE/XRUN_FREQ: a count) */
+        uint64_t total_ns;   /* XRUN_OVER: all the thread's time inside the window */
+        uint64_t typical_ns; /* XRUN_OVER: the median of its stretches inside the window (the lower one) */
+        uint64_t cost_ns;    /* what ranks it: ns (0 for a count, whose time only the caller can tell) */
+        uint64_t last_ns;    /* when its latest segment inside the window ended */
 } XrunCause;
 
 void xrun_cause_clear(XrunCause *c);
@@ -74,7 +75,9 @@ typedef int (*XrunIsAudio)(unsigned tid, const char *comm, int prio, void *userd
  * actor other than an audio thread, by the time it took while an audio thread of that CPU was running or
  * waiting to run (woken, or preempted) — what delayed the graph, not what used the CPU while the graph
  * slept (where no audio thread ran or waited at all, by all its time); each audio thread's longest stretch
- * of work between two sleeps as XRUN_OVER (with all its time in total_ns, listed whatever min_ns); deep idle
+ * of work between two sleeps as XRUN_OVER (with all its time in total_ns and its typical stretch, the
+ * median, in typical_ns: a thread over its budget is so every cycle, one held up once is not; listed
+ * whatever min_ns); deep idle
  * exits and frequency changes by count. Nothing under min_ns of time (counts: none) is listed. The caller
  * frees *ret with xrun_causes_free(). */
 int xrun_trace_causes(XrunTrace *t, const unsigned *cpus, size_t n_cpus, uint64_t from_ns, uint64_t to_ns,
@@ -94,6 +97,8 @@ void xrun_causes_fold_irq_threads(XrunCause *c, size_t *n, XrunIsKthread is_kthr
 /* Where the busy stretch that holds time at began, on the CPUs cpus[0..n_cpus): the end of the last idle
  * stretch of at least idle_ns before at, the earliest of the CPUs, at most max_back_ns back. at itself
  * when a CPU was idle then. A late cycle's cause can lie well before the xrun was told: a burst that held
- * the CPU, then the cycles that caught up without a break. */
+ * the CPU, then the cycles that caught up without a break. With is_audio (NULL: none), not before the
+ * audio threads' demand (running or waiting to run) began after its last gap of idle_ns: a CPU kept busy
+ * by other tasks while the graph slept has nothing more to tell. */
 uint64_t xrun_trace_busy_since(XrunTrace *t, const unsigned *cpus, size_t n_cpus, uint64_t at,
-                               uint64_t idle_ns, uint64_t max_back_ns);
+                               uint64_t idle_ns, uint64_t max_back_ns, XrunIsAudio is_audio, void *userdata);

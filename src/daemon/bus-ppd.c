@@ -2,12 +2,15 @@
 /* power-profiles-daemon's D-Bus API, answered by rtctld while that daemon does not run, so that the
  * desktop's power slider and powerprofilesctl keep working (rtctl.conf [PowerProfiles]).
  *
- * Its three profiles are rtctl profiles. The slider's write (ActiveProfile) sets the base profile; a
- * HoldProfile is an rtctl hold, ranked as any other, so neither ever lowers a held audio profile, which
- * outranks them. What the slider shows is the power profile in force, else the base profile's, else
- * balanced: always one of the three names, which GNOME looks up. Served in rtctld itself rather than by
- * a companion: the holds with their ranks, the trackers of their holders, polkit and the base profile
- * are all here, and a companion would need each of them again over D-Bus.
+ * Its three profiles are rtctl profiles. The slider's write (ActiveProfile) sets the base profile while
+ * that is one of the three; over another (realtime, audio: an admin's choice, org.rtctl.set-profile,
+ * which the session's switch-profile action must neither undo nor replace across reboots) it is held
+ * instead, as HoldProfile holds. Both are rtctl holds, ranked as any other, so neither ever lowers a held
+ * audio profile or a base profile that outranks them. What the slider shows is the power profile in
+ * force, else its own choice over the base, else the base profile's, else balanced: always one of the
+ * three names, which GNOME looks up, and a write of it changes nothing. Served in rtctld itself rather
+ * than by a companion: the holds with their ranks, the trackers of their holders, polkit and the base
+ * profile are all here, and a companion would need each of them again over D-Bus.
  *
  * Semantics as power-profiles-daemon 0.30 (Debian 13) has them, which its 0.12 clients (Debian 12) accept
  * too: only performance and power-saver can be held; a write of the profile already shown does nothing;
@@ -25,6 +28,18 @@
 /* As power-profiles-daemon bounds them: rtctl's HoldProfile keeps the same. */
 #define PPD_TEXT_MAX 256
 
+/* Each name with its object; Manager.ppd_owned follows the same order. */
+static const char *const ppd_names[][2] = {{PPD_NAME, PPD_PATH}, {PPD_NAME_OLD, PPD_PATH_OLD}};
+
+/* Which of the objects a path is, -1 for neither. */
+static int ppd_index(const char *path)
+{
+        for (size_t i = 0; path && i < ELEMENTSOF(ppd_names); i++)
+                if (streq(path, ppd_names[i][1]))
+                        return (int)i;
+        return -1;
+}
+
 static const char *iface_of(const char *path)
 {
         return streq_ptr(path, PPD_PATH_OLD) ? PPD_NAME_OLD : PPD_NAME;
@@ -39,10 +54,29 @@ static int power_profile_of(const Manager *m, const char *profile)
         return -1;
 }
 
+static bool is_slider_hold(const Hold *h)
+{
+        return streq(h->bus_name, SLIDER_HOLDER);
+}
+
+/* The slider's choice over a base profile it does not show, NULL for none. */
+static const Hold *slider_hold(const Manager *m)
+{
+        for (size_t i = 0; i < m->n_holds; i++)
+                if (is_slider_hold(m->holds[i]))
+                        return m->holds[i];
+        return NULL;
+}
+
+/* The power profile in force, else the slider's choice over the base profile (when the base or another
+ * hold outranks it), else the base profile's, else balanced. */
 static PowerProfile shown_profile(const Manager *m)
 {
+        const Hold *h = slider_hold(m);
         int p = power_profile_of(m, manager_active_profile(m));
 
+        if (p < 0 && h)
+                p = power_profile_of(m, h->profile);
         if (p < 0)
                 p = power_profile_of(m, m->base_profile);
         return p < 0 ? POWER_PROFILE_BALANCED : (PowerProfile)p;
@@ -112,6 +146,9 @@ static int property_holds(sd_bus *bus, const char *path, const char *interface, 
         for (size_t i = 0; r >= 0 && i < m->n_holds; i++) {
                 const Hold *h = m->holds[i];
                 int p = power_profile_of(m, h->profile);
+                /* The slider's choice is ActiveProfile there, not an application's hold. */
+                if (is_slider_hold(h))
+                        continue;
                 r = sd_bus_message_append(
                     reply, "a{sv}", 3, "ApplicationId", "s", h->application_id, "Profile", "s",
                     power_profile_name(p < 0 ? POWER_PROFILE_PERFORMANCE : p), "Reason", "s", h->reason);
@@ -215,11 +252,57 @@ static const sd_bus_vtable ppd_vtable[] = {
     SD_BUS_VTABLE_END,
 };
 
-/* The slider's write. A different profile releases the holds taken through this API, then becomes the
- * base profile (remembered, as `rtctl profile` is); the one shown already changes nothing. */
-static int set_active(Manager *m, sd_bus_message *msg, sd_bus_error *error)
+/* Over a base profile the slider does not show (realtime, audio: an admin's, org.rtctl.set-profile), the
+ * session's choice is a hold, as powerprofilesctl launch would take: ranked as any hold, so it never
+ * lowers that base; not remembered; ended by the next slider write or base profile chosen. No bus name
+ * keeps it: powerprofilesctl leaves the bus as soon as it wrote. */
+static int hold_over_base(Manager *m, sd_bus_message *msg, PowerProfile want, sd_bus_error *error)
+{
+        _cleanup_free_ char *err = NULL, *reason = NULL;
+        const char *profile = m->conf.power_profiles[want];
+        uint32_t cookie;
+        uid_t uid;
+        int r;
+
+        if (bus_caller_uid(msg, &uid) < 0)
+                return sd_bus_error_set(error, SD_BUS_ERROR_ACCESS_DENIED, "Cannot tell who the caller is");
+        reason = xasprintf("power profile %s chosen over the base profile %s", power_profile_name(want),
+                           strna(m->base_profile));
+        r = manager_hold(m, profile, reason, "power slider", SLIDER_HOLDER, uid, &cookie, &err);
+        if (r < 0)
+                return bus_hold_error(error, r, profile, err);
+        log_info("Power profile %s chosen through %s: held over base profile %s (hold %u).",
+                 power_profile_name(want), iface_of(sd_bus_message_get_path(msg)), strna(m->base_profile),
+                 cookie);
+        return 0;
+}
+
+/* The slider switches the base profile only among the profiles it shows (remembered, as `rtctl profile`
+ * is): the active session may switch the power profile, never away from an admin's choice. */
+static int switch_base(Manager *m, sd_bus_message *msg, PowerProfile want, sd_bus_error *error)
 {
         _cleanup_free_ char *err = NULL;
+        const char *profile = m->conf.power_profiles[want];
+        int r;
+
+        r = manager_set_profile(m, profile, &err);
+        if (r < 0)
+                return sd_bus_error_setf(error, SD_BUS_ERROR_FAILED,
+                                         "Cannot switch to %s (rtctl profile %s): %s",
+                                         power_profile_name(want), profile,
+                                         err
+                                             ?: r == -ENOENT ? "no such profile"
+                                                             : strerror(-r));
+        log_info("Power profile %s chosen through %s: base profile %s.", power_profile_name(want),
+                 iface_of(sd_bus_message_get_path(msg)), profile);
+        return 0;
+}
+
+/* The slider's write. A different profile releases the holds taken through this API and the slider's
+ * earlier choice, then switches the base profile or, over one the slider does not show, is held; the one
+ * shown already changes nothing. */
+static int set_active(Manager *m, sd_bus_message *msg, sd_bus_error *error)
+{
         const char *value;
         int r, want;
 
@@ -239,34 +322,86 @@ static int set_active(Manager *m, sd_bus_message *msg, sd_bus_error *error)
         }
         if ((PowerProfile)want != shown_profile(m)) {
                 for (size_t i = m->n_holds; i > 0; i--)
-                        if (i <= m->n_holds && m->holds[i - 1]->ppd_path)
+                        if (i <= m->n_holds &&
+                            (m->holds[i - 1]->ppd_path || is_slider_hold(m->holds[i - 1])))
                                 (void)manager_release(m, m->holds[i - 1]->cookie);
-                r = manager_set_profile(m, m->conf.power_profiles[want], &err);
+                /* No base profile (none chosen yet, or `rtctl restore`): nobody's choice to keep. */
+                if (!m->base_profile || power_profile_of(m, m->base_profile) >= 0)
+                        r = switch_base(m, msg, want, error);
+                else
+                        r = hold_over_base(m, msg, want, error);
                 if (r < 0)
-                        return sd_bus_error_setf(error, SD_BUS_ERROR_FAILED,
-                                                 "Cannot switch to %s (rtctl profile %s): %s", value,
-                                                 m->conf.power_profiles[want],
-                                                 err
-                                                     ?: r == -ENOENT ? "no such profile"
-                                                                     : strerror(-r));
-                log_info("Power profile %s chosen through %s: base profile %s.", value,
-                         iface_of(sd_bus_message_get_path(msg)), m->conf.power_profiles[want]);
+                        return r;
         }
         r = sd_bus_reply_method_return(msg, NULL);
         return r < 0 ? r : 1;
 }
 
-/* Properties.Set of ActiveProfile on either object, before sd-bus's own property code, which answers
- * as soon as a setter returns and so cannot wait for polkit. Everything else goes on to sd-bus. */
+/* The bus says which names rtctld gained and lost (NameAcquired, NameLost: sent by the bus itself, to
+ * rtctld alone, unasked), the only account that follows power-profiles-daemon taking them back. */
+static void follow_names(Manager *m, sd_bus_message *msg)
+{
+        bool acquired = sd_bus_message_is_signal(msg, "org.freedesktop.DBus", "NameAcquired") > 0;
+        const char *name;
+
+        if (!acquired && sd_bus_message_is_signal(msg, "org.freedesktop.DBus", "NameLost") <= 0)
+                return;
+        if (!streq_ptr(sd_bus_message_get_sender(msg), "org.freedesktop.DBus") ||
+            sd_bus_message_read(msg, "s", &name) < 0)
+                return;
+        for (size_t i = 0; i < ELEMENTSOF(ppd_names); i++)
+                if (streq(name, ppd_names[i][0]) && m->ppd_owned[i] != acquired) {
+                        m->ppd_owned[i] = acquired;
+                        log_debug("%s %s.", acquired ? "Own" : "No longer own", name);
+                }
+        (void)sd_bus_message_rewind(msg, true);
+}
+
+/* sd-bus answers a call at a registered path whichever name it was sent to. At power-profiles-daemon's
+ * paths rtctld answers only as that daemon: while it owns the object's name, for a call sent to it or
+ * to rtctld's unique name (where a client that resolved the owner sends, as GDBus does; never to
+ * org.rtctl.Manager1), and only for the object's interface and the standard ones of any object. Else
+ * there is no such object, as where power-profiles-daemon runs. */
+static int check_call(Manager *m, sd_bus_message *msg, int i, sd_bus_error *error)
+{
+        static char *const standard[] = {"org.freedesktop.DBus.Properties",
+                                         "org.freedesktop.DBus.Introspectable", "org.freedesktop.DBus.Peer",
+                                         NULL};
+        const char *dest = sd_bus_message_get_destination(msg), *iface = sd_bus_message_get_interface(msg);
+        const char *unique = NULL;
+
+        (void)sd_bus_get_unique_name(m->bus, &unique);
+        if (!m->ppd_owned[i] || !dest || (!streq(dest, ppd_names[i][0]) && !streq_ptr(dest, unique)))
+                return sd_bus_error_setf(error, SD_BUS_ERROR_UNKNOWN_OBJECT, "Unknown object '%s'.",
+                                         ppd_names[i][1]);
+        if (!iface || (!streq(iface, ppd_names[i][0]) && !strv_contains(standard, iface)))
+                return sd_bus_error_setf(error, SD_BUS_ERROR_UNKNOWN_METHOD,
+                                         "Unknown method %s or interface %s.",
+                                         sd_bus_message_get_member(msg), strna(iface));
+        return 0;
+}
+
+/* Every call at either object is checked here first. Properties.Set of ActiveProfile is then answered
+ * here, before sd-bus's own property code, which answers as soon as a setter returns and so cannot wait
+ * for polkit. Everything else goes on to sd-bus. */
 static int on_message(sd_bus_message *msg, void *userdata, sd_bus_error *error)
 {
         Manager *m = userdata;
-        const char *path = sd_bus_message_get_path(msg), *iface, *property;
+        const char *iface, *property;
+        int i, r;
 
-        if (!sd_bus_message_is_method_call(msg, "org.freedesktop.DBus.Properties", "Set") ||
-            (!streq_ptr(path, PPD_PATH) && !streq_ptr(path, PPD_PATH_OLD)))
+        follow_names(m, msg);
+        if (sd_bus_message_is_method_call(msg, NULL, NULL) <= 0)
                 return 0;
-        if (sd_bus_message_read(msg, "ss", &iface, &property) < 0 || !streq(iface, iface_of(path)) ||
+        i = ppd_index(sd_bus_message_get_path(msg));
+        if (i < 0)
+                return 0;
+        r = check_call(m, msg, i, error);
+        if (r < 0)
+                return r;
+        if (!sd_bus_message_is_method_call(msg, "org.freedesktop.DBus.Properties", "Set"))
+                return 0;
+        if (sd_bus_message_read(msg, "ss", &iface, &property) < 0 || !streq(iface, ppd_names[i][0]) ||
             !streq(property, "ActiveProfile")) {
                 (void)sd_bus_message_rewind(msg, true);
                 return 0;
@@ -292,8 +427,6 @@ static int on_name_requested(sd_bus_message *reply, void *userdata, sd_bus_error
                 log_info("Answering the power slider on %s.", name);
         return 0;
 }
-
-static const char *const ppd_names[][2] = {{PPD_NAME, PPD_PATH}, {PPD_NAME_OLD, PPD_PATH_OLD}};
 
 /* Asked for without taking them from power-profiles-daemon: queued behind it, and it may take them back. */
 static void ask_for_names(Manager *m)
@@ -406,8 +539,11 @@ void bus_ppd_emit_changed(Manager *m, bool holds_changed)
                 names[n++] = (char *)"ActiveProfileHolds";
         if (n == 0)
                 return;
-        (void)sd_bus_emit_properties_changed_strv(m->bus, PPD_PATH, PPD_NAME, names);
-        (void)sd_bus_emit_properties_changed_strv(m->bus, PPD_PATH_OLD, PPD_NAME_OLD, names);
+        /* Only under a name rtctld owns: the object is not there otherwise. */
+        for (size_t i = 0; i < ELEMENTSOF(ppd_names); i++)
+                if (m->ppd_owned[i])
+                        (void)sd_bus_emit_properties_changed_strv(m->bus, ppd_names[i][1], ppd_names[i][0],
+                                                                  names);
 }
 
 void bus_ppd_hold_ended(Manager *m, const Hold *h)

@@ -18,8 +18,11 @@
 #define READS_PRIORITY (SD_EVENT_PRIORITY_IDLE + 10)
 
 typedef struct ReadCaller {
-        char *sender; /* unique bus name */
-        GQueue calls; /* sd_bus_message *, referenced */
+        struct BusReads *q;
+        char *sender;        /* unique bus name */
+        uid_t uid;           /* whose share its calls count against, once known */
+        sd_bus_slot *asking; /* while the bus is asked for uid: the calls wait without a turn */
+        GQueue calls;        /* sd_bus_message *: copies that hold no descriptor (bus_call_copy()) */
 } ReadCaller;
 
 struct BusReads {
@@ -28,6 +31,7 @@ struct BusReads {
         sd_event_source *serve;
         GHashTable *callers; /* sender -> ReadCaller */
         GQueue turns;        /* the ReadCallers with calls waiting, the next one to be served first */
+        GHashTable *users;   /* uid -> how many calls of that user wait */
         size_t n_calls;
 };
 
@@ -72,16 +76,132 @@ static void caller_free(gpointer p)
 {
         ReadCaller *c = p;
 
+        sd_bus_slot_unref(c->asking);
         g_queue_clear_full(&c->calls, call_unref);
         free(c->sender);
         free(c);
 }
 
+static unsigned user_calls(BusReads *q, uid_t uid)
+{
+        return GPOINTER_TO_UINT(g_hash_table_lookup(q->users, GUINT_TO_POINTER(uid)));
+}
+
+static void user_count(BusReads *q, uid_t uid, unsigned added, unsigned removed)
+{
+        unsigned n = user_calls(q, uid) + added - removed;
+
+        if (n == 0)
+                g_hash_table_remove(q->users, GUINT_TO_POINTER(uid));
+        else
+                g_hash_table_insert(q->users, GUINT_TO_POINTER(uid), GUINT_TO_POINTER(n));
+}
+
+static void reply_busy_user(sd_bus_message *msg)
+{
+        (void)sd_bus_reply_method_errorf(msg, RTCTL_ERROR_BUSY,
+                                         "%u calls of this user (over all its connections) are waiting "
+                                         "already; call again once they are answered",
+                                         READS_PER_USER);
+}
+
+/* Whether the caller's call may wait; else it is answered here, whatever the reply's fate: a filter that
+ * returns 0 hands the call to the vtable, which would read the machine in place. The user's share is
+ * checked once the bus said whose the caller is (on_uid()). */
+static bool may_wait(BusReads *q, sd_bus_message *msg, const ReadCaller *c)
+{
+        if (c && c->calls.length >= READS_PER_CALLER) {
+                (void)sd_bus_reply_method_errorf(
+                    msg, RTCTL_ERROR_BUSY,
+                    "%u calls of yours are waiting already; call again once they are answered",
+                    READS_PER_CALLER);
+                return false;
+        }
+        if (c && !c->asking && user_calls(q, c->uid) >= READS_PER_USER) {
+                reply_busy_user(msg);
+                return false;
+        }
+        if (q->n_calls >= READS_MAX) {
+                (void)sd_bus_reply_method_errorf(
+                    msg, RTCTL_ERROR_BUSY, "%u calls are waiting already; call again shortly", READS_MAX);
+                return false;
+        }
+        return true;
+}
+
+/* The bus said whose a new caller is: its calls within the user's share take their turns, the rest are
+ * answered Busy (the newest first). */
+static int on_uid(sd_bus_message *reply, void *userdata, sd_bus_error *ret_error)
+{
+        ReadCaller *c = userdata;
+        BusReads *q = c->q;
+        const sd_bus_error *e = sd_bus_message_get_error(reply);
+        uint32_t uid;
+        int r = e ? -sd_bus_error_get_errno(e) : sd_bus_message_read(reply, "u", &uid);
+        sd_bus_message *msg;
+
+        c->asking = sd_bus_slot_unref(c->asking);
+        if (r < 0) {
+                /* Reads are open to all: a caller the bus could not name (it is flooded) may call again. */
+                while ((msg = g_queue_pop_head(&c->calls))) {
+                        (void)sd_bus_reply_method_errorf(msg, RTCTL_ERROR_BUSY,
+                                                         "The bus did not say who the caller is (%s); call "
+                                                         "again shortly",
+                                                         strerror(-r));
+                        sd_bus_message_unref(msg);
+                        q->n_calls--;
+                }
+                g_hash_table_remove(q->callers, c->sender);
+                return 0;
+        }
+        c->uid = uid;
+        while (c->calls.length > 0 && user_calls(q, uid) + c->calls.length > READS_PER_USER) {
+                msg = g_queue_pop_tail(&c->calls);
+                reply_busy_user(msg);
+                sd_bus_message_unref(msg);
+                q->n_calls--;
+        }
+        if (g_queue_is_empty(&c->calls)) {
+                g_hash_table_remove(q->callers, c->sender);
+                return 0;
+        }
+        user_count(q, uid, c->calls.length, 0);
+        g_queue_push_tail(&q->turns, c);
+        (void)sd_event_source_set_enabled(q->serve, SD_EVENT_ON);
+        return 0;
+}
+
+/* Asked without waiting: a synchronous call would read every message that arrives meanwhile, with the
+ * descriptors in them, into sd-bus's queue. */
+static ReadCaller *caller_new(BusReads *q, sd_bus_message *msg, const char *sender)
+{
+        ReadCaller *c = xmalloc0(sizeof(ReadCaller));
+        int r;
+
+        *c = (ReadCaller){.q = q, .sender = xstrdup(sender)};
+        g_queue_init(&c->calls);
+        r = sd_bus_call_method_async(sd_bus_message_get_bus(msg), &c->asking, "org.freedesktop.DBus",
+                                     "/org/freedesktop/DBus", "org.freedesktop.DBus",
+                                     "GetConnectionUnixUser", on_uid, c, "s", sender);
+        if (r < 0) {
+                (void)sd_bus_reply_method_errorf(msg, RTCTL_ERROR_BUSY,
+                                                 "Cannot ask the bus who the caller is (%s); call again "
+                                                 "shortly",
+                                                 strerror(-r));
+                caller_free(c);
+                return NULL;
+        }
+        g_hash_table_insert(q->callers, c->sender, c);
+        return c;
+}
+
 static int on_message(sd_bus_message *msg, void *userdata, sd_bus_error *error)
 {
         BusReads *q = userdata;
+        sd_bus_message *copy;
         const char *sender;
         ReadCaller *c;
+        int r;
 
         if (!read_method_of(msg))
                 return 0;
@@ -89,30 +209,25 @@ static int on_message(sd_bus_message *msg, void *userdata, sd_bus_error *error)
                 return 1; /* a read no one waits for changes nothing */
         sender = strempty(sd_bus_message_get_sender(msg));
         c = g_hash_table_lookup(q->callers, sender);
-        /* Answered here, whatever the reply's fate: a filter that returns 0 hands the call to the vtable,
-         * which would read the machine in place. */
-        if (c && c->calls.length >= READS_PER_CALLER) {
-                (void)sd_bus_reply_method_errorf(
-                    msg, RTCTL_ERROR_BUSY,
-                    "%u calls of yours are waiting already; call again once they are answered",
-                    READS_PER_CALLER);
+        if (!may_wait(q, msg, c))
+                return 1;
+        /* The call itself goes once this returns, and every descriptor attached to it (a call without a
+         * sender is refused here). */
+        r = bus_call_copy(msg, &copy);
+        if (r < 0) {
+                (void)sd_bus_reply_method_errno(msg, r, NULL);
                 return 1;
         }
-        if (q->n_calls >= READS_MAX) {
-                (void)sd_bus_reply_method_errorf(
-                    msg, RTCTL_ERROR_BUSY, "%u calls are waiting already; call again shortly", READS_MAX);
+        if (!c && !(c = caller_new(q, msg, sender))) {
+                sd_bus_message_unref(copy);
                 return 1;
         }
-        if (!c) {
-                c = xmalloc0(sizeof(ReadCaller));
-                c->sender = xstrdup(sender);
-                g_queue_init(&c->calls);
-                g_hash_table_insert(q->callers, c->sender, c);
-                g_queue_push_tail(&q->turns, c);
-        }
-        g_queue_push_tail(&c->calls, sd_bus_message_ref(msg));
+        g_queue_push_tail(&c->calls, copy);
         q->n_calls++;
-        (void)sd_event_source_set_enabled(q->serve, SD_EVENT_ON);
+        if (!c->asking) {
+                user_count(q, c->uid, 1, 0);
+                (void)sd_event_source_set_enabled(q->serve, SD_EVENT_ON);
+        }
         return 1;
 }
 
@@ -142,6 +257,7 @@ static int on_serve(sd_event_source *s, void *userdata)
         }
         msg = g_queue_pop_head(&c->calls);
         q->n_calls--;
+        user_count(q, c->uid, 0, 1);
         if (g_queue_is_empty(&c->calls))
                 g_hash_table_remove(q->callers, c->sender);
         else
@@ -162,6 +278,8 @@ void bus_reads_forget(BusReads *q, const char *sender)
         log_debug("%s left the bus: its %u waiting reads are dropped.", sender,
                   g_queue_get_length(&c->calls));
         q->n_calls -= g_queue_get_length(&c->calls);
+        if (!c->asking)
+                user_count(q, c->uid, 0, c->calls.length);
         g_queue_remove(&q->turns, c);
         g_hash_table_remove(q->callers, sender);
         if (g_queue_is_empty(&q->turns))
@@ -176,6 +294,7 @@ void bus_reads_free(BusReads *q)
         sd_event_source_disable_unref(q->serve);
         g_queue_clear(&q->turns);
         g_hash_table_destroy(q->callers);
+        g_hash_table_destroy(q->users);
         free(q);
 }
 
@@ -186,8 +305,9 @@ int bus_reads_setup(Manager *m)
 
         assert(m);
 
-        *q =
-            (BusReads){.m = m, .callers = g_hash_table_new_full(g_str_hash, g_str_equal, NULL, caller_free)};
+        *q = (BusReads){.m = m,
+                        .callers = g_hash_table_new_full(g_str_hash, g_str_equal, NULL, caller_free),
+                        .users = g_hash_table_new(g_direct_hash, g_direct_equal)};
         g_queue_init(&q->turns);
         m->bus_reads = q;
         r = sd_event_add_defer(m->event, &q->serve, on_serve, q);
@@ -338,12 +458,15 @@ int bus_method_check(sd_bus_message *msg, void *userdata, sd_bus_error *error)
         _cleanup_(sd_bus_message_unrefp) sd_bus_message *reply = NULL;
         Manager *m = userdata;
         _cleanup_free_ char *source = xasprintf("rtctld, profile %s", manager_active_profile(m));
+        _cleanup_free_ char *policy_events = manager_sched_method(m);
         /* The CPUs the last pass really isolated, not what the profile asks for. */
         AuditOptions o = {.isolated = m->status.isolated,
                           .isolated_source = source,
                           .boot_known = m->policy != NULL,
                           .boot_missing = m->status.boot_missing,
-                          .profile = manager_active_profile(m)};
+                          .profile = manager_active_profile(m),
+                          .realtime_rules = policy_uses_realtime(m->policy),
+                          .policy_events = *policy_events ? policy_events : NULL};
         Audit a = {};
         int r;
 

@@ -11,8 +11,12 @@ typedef struct BusReads BusReads;
 /* How many read calls one caller (a unique bus name) may have waiting; more are answered at once with
  * org.rtctl.Error.Busy. A client that waits for each answer before the next call never meets it. */
 #define READS_PER_CALLER 16
+/* One user over all its connections, so that no user takes more than a quarter of the places below: as
+ * many as the connections the system bus allows a user, so a client with one call under way on each
+ * never meets it. */
+#define READS_PER_USER 256
 /* All callers together: beyond this every read is answered Busy (memory stays bounded however many
- * connections the bus allows a user). */
+ * connections the bus allows). A waiting call keeps no descriptor, whatever the caller attached. */
 #define READS_MAX 1024
 
 /* Takes the read-only methods anyone may call (Plan, ListIrqs, Verify, Check) off the bus's own dispatch:

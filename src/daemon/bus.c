@@ -28,6 +28,48 @@ int bus_authorize(sd_bus_message *msg, Manager *m, const char *action, sd_bus_er
         return r > 0 ? 0 : r == 0 ? 1 : r;
 }
 
+int bus_call_copy(sd_bus_message *call, sd_bus_message **ret)
+{
+        _cleanup_(sd_bus_message_unrefp) sd_bus_message *copy = NULL;
+        const char *sender = sd_bus_message_get_sender(call);
+        uint64_t cookie;
+        int r;
+
+        assert(call);
+        assert(ret);
+
+        if (!sender)
+                return -EBADMSG;
+        r = sd_bus_message_get_cookie(call, &cookie);
+        if (r < 0)
+                return r;
+        /* The destination too: sd-bus's dispatch leaves a call without one alone (a broadcast). */
+        r = sd_bus_message_new_method_call(sd_bus_message_get_bus(call), &copy,
+                                           sd_bus_message_get_destination(call),
+                                           sd_bus_message_get_path(call), sd_bus_message_get_interface(call),
+                                           sd_bus_message_get_member(call));
+        if (r >= 0)
+                r = sd_bus_message_set_sender(copy, sender);
+        if (r >= 0)
+                r = sd_bus_message_set_expect_reply(copy, sd_bus_message_get_expect_reply(call) > 0);
+        if (r >= 0)
+                r = sd_bus_message_set_allow_interactive_authorization(
+                    copy, sd_bus_message_get_allow_interactive_authorization(call) > 0);
+        if (r >= 0)
+                r = sd_bus_message_rewind(call, true);
+        if (r >= 0)
+                r = sd_bus_message_copy(copy, call, true);
+        /* The caller's cookie: the reply to the copy answers the call. */
+        if (r >= 0)
+                r = sd_bus_message_seal(copy, cookie, 0);
+        if (r >= 0)
+                r = sd_bus_message_rewind(copy, true);
+        if (r < 0)
+                return r;
+        *ret = TAKE_PTR(copy);
+        return 0;
+}
+
 /* The longest reason a hold keeps, and the longest application id. */
 #define HOLD_TEXT_MAX   256
 #define APPLICATION_MAX 128

@@ -36,6 +36,13 @@ int bus_authorize(sd_bus_message *msg, Manager *m, const char *action, sd_bus_er
 /* manager_hold()'s errors as the caller reads them. */
 int bus_hold_error(sd_bus_error *error, int r, const char *profile, const char *msg);
 
+/* A copy of call, for keeping while it waits (its turn, polkit), that holds only the descriptors its
+ * arguments name. A caller may attach descriptors to any call, as many as the bus lets a message carry
+ * (16 on the system bus), and sd-bus tells nobody how many a received message holds: a kept call would
+ * keep them all, and a few thousand would use up the daemon's. A reply to the copy answers the call (same
+ * sender, same cookie); the copy is rewound for reading. -EBADMSG when call has no sender. */
+int bus_call_copy(sd_bus_message *call, sd_bus_message **ret);
+
 /* Connects to the system bus ($DBUS_SYSTEM_BUS_ADDRESS when set), registers the object and only then
  * takes the name, so no caller ever sees a half-registered service. */
 int bus_setup(Manager *m);

@@ -73,14 +73,14 @@ void manager_load_attached(Manager *m)
                          m->n_attached);
 }
 
-unsigned *manager_attached_pids(const Manager *m)
+TaskId *manager_attached_pids(const Manager *m)
 {
         assert(m);
 
-        unsigned *pids = xmalloc0(sizeof(unsigned) * (m->n_attached + 1));
+        TaskId *pids = xmalloc0(sizeof(TaskId) * (m->n_attached + 1));
 
         for (size_t i = 0; i < m->n_attached; i++)
-                pids[i] = m->attached[i].pid;
+                pids[i] = (TaskId){m->attached[i].pid, m->attached[i].starttime};
         return pids;
 }
 

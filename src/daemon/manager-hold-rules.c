@@ -2,9 +2,13 @@
 /* [Hold] rules of the base profile at run time: a matching process holds the rule's profile, as `rtctl
  * hold` would, until the last process the rule matched exits. Followed through the same process events
  * as [Attach] rules (manager-rules.c), and found by one /proc scan when the rules change or events were
- * lost. The hold is an ordinary one: ranked with the others, shown in Holds and in power-profiles-
- * daemon's ActiveProfileHolds with the rule's name as its application id; nobody's bus name keeps it,
- * so only the rule (or whom polkit lets release another's hold) ends it.
+ * lost (once the backlog of an overflow is read: the kernel keeps dropping events until then). Events
+ * are not trusted alone: each sync, and one a second while a rule's hold is in force, checks that every
+ * match still runs with its start time, so an exit the kernel dropped, or never sent, ends a hold all
+ * the same, a second or two late, and a PID reused by another process is no match. The hold is an
+ * ordinary one: ranked with the others, shown in Holds and in power-profiles-daemon's
+ * ActiveProfileHolds with the rule's name as its application id; nobody's bus name keeps it, so only
+ * the rule (or whom polkit lets release another's hold) ends it.
  *
  * Events only keep the matches; holds are taken and released from a timer, never inside the event
  * handler. A release waits until the rule has matched nothing for HOLD_RELEASE_USEC: a program that
@@ -16,6 +20,10 @@
 #include "shared/log.h"
 
 #define HOLD_RELEASE_USEC (1000ULL * 1000ULL)
+/* The check of the matches while a hold is in force: one read of /proc/PID/stat per match (a DAW or
+ * two), so a lost exit costs a second more of the held profile at most, and the wake-up comes only
+ * while a program holds a profile, a time the machine is tuned for it, never for power. */
+#define HOLD_VERIFY_USEC (1000ULL * 1000ULL)
 
 static const AttachRule *hold_rule(const Manager *m, unsigned i)
 {
@@ -81,6 +89,7 @@ static void note_match(Manager *m, unsigned rule)
 
         if (rule_matched(m, rule)) {
                 st->unmatched_since = 0;
+                st->gone_unseen = false;
                 if (!st->tried)
                         schedule(m, 0);
         } else if (!st->unmatched_since) {
@@ -116,7 +125,9 @@ static void evaluate(Manager *m, unsigned pid, const char *comm)
                 uid = p.have_uid && p.uid_error >= 0 ? p.uid : 0;
         }
         attach_proc_clear(&p);
-        if (rule < 0 || task_info(pid, &t) < 0 || (t.flags & PF_KTHREAD) || pid == 1) {
+        /* A zombie whose exit was lost is found here by the same flag its check reads. */
+        if (rule < 0 || task_info(pid, &t) < 0 || (t.flags & PF_KTHREAD) || task_info_ended(&t) ||
+            pid == 1) {
                 if (x)
                         drop(m, x);
                 return;
@@ -178,12 +189,19 @@ static void release(Manager *m, unsigned rule)
         HoldRuleState *st = &m->hold_state[rule];
 
         if (own_hold(m, rule)) {
-                log_info("Rule [Hold %s]: no matching process for a second; its hold ends.",
-                         hold_rule(m, rule)->name);
+                if (st->gone_unseen)
+                        log_notice(
+                            "Rule [Hold %s]: its last process is gone, its exit unseen (process events "
+                            "were lost); its hold ends.",
+                            hold_rule(m, rule)->name);
+                else
+                        log_info("Rule [Hold %s]: no matching process for a second; its hold ends.",
+                                 hold_rule(m, rule)->name);
                 (void)manager_release(m, st->cookie);
         }
         st->cookie = 0;
         st->tried = false;
+        st->gone_unseen = false;
         free(st->program);
         st->program = NULL;
 }
@@ -205,22 +223,55 @@ static void rescan_matches(Manager *m)
                 note_match(m, r);
 }
 
+/* Drops the matches that no longer run as the process matched: gone, exiting (a zombie), or their PID
+ * another process's (another start time). Events said none of it: theirs were lost. */
+static void verify_matches(Manager *m)
+{
+        for (size_t i = m->n_hold_matches; i > 0; i--) {
+                HoldMatch *x = &m->hold_matches[i - 1];
+                unsigned rule = x->rule, pid = x->pid;
+                TaskInfo t;
+
+                if (task_info(pid, &t) >= 0 && t.starttime == x->starttime && !task_info_ended(&t))
+                        continue;
+                drop(m, x);
+                log_debug("Rule [Hold %s]: process %u is gone, no exit event said so.",
+                          hold_rule(m, rule)->name, pid);
+                if (!rule_matched(m, rule))
+                        m->hold_state[rule].gone_unseen = true;
+        }
+}
+
+static bool holding(const Manager *m)
+{
+        for (unsigned r = 0; r < m->hold_rules->n; r++)
+                if (m->hold_state[r].cookie)
+                        return true;
+        return false;
+}
+
 /* Takes the holds of the rules that match, and ends those of the rules that have matched nothing long
  * enough. manager_hold() and manager_release() may apply a profile (and scan /proc for [Attach] rules):
  * nothing of the matches is held across them. */
 static void sync_holds(Manager *m)
 {
-        uint64_t now = now_usec(CLOCK_MONOTONIC), wait = 0;
+        uint64_t now, wait = 0;
 
         if (!m->hold_rules)
                 return;
-        if (m->hold_matches_full) {
+        verify_matches(m);
+        if (m->hold_resync) {
+                m->hold_resync = false;
+                manager_hold_rules_rescan(m, "process events lost");
+        } else if (m->hold_matches_full) {
                 bool releasing = false;
                 for (unsigned r = 0; r < m->hold_rules->n; r++)
                         releasing |= m->hold_state[r].tried && m->hold_state[r].unmatched_since;
                 if (releasing)
                         rescan_matches(m);
         }
+        /* After the check: a match it dropped started its rule's second from now. */
+        now = now_usec(CLOCK_MONOTONIC);
         for (unsigned r = 0; m->hold_rules && r < m->hold_rules->n; r++) {
                 HoldRuleState *st = &m->hold_state[r];
                 if (!st->unmatched_since) {
@@ -234,6 +285,8 @@ static void sync_holds(Manager *m)
                                 wait = HOLD_RELEASE_USEC - since;
                 }
         }
+        if (m->hold_rules && holding(m))
+                schedule(m, HOLD_VERIFY_USEC);
         if (wait)
                 schedule(m, wait);
 }
@@ -275,7 +328,12 @@ void manager_hold_rules_event(Manager *m, const ProcEvent *ev)
                         drop(m, x);
                 break;
         case PROC_EV_OVERRUN:
-                manager_hold_rules_rescan(m, "process events lost");
+                /* Lost from here on, unsaid: whichever sync comes next scans /proc again. */
+                m->hold_resync = true;
+                break;
+        case PROC_EV_CAUGHT_UP:
+                m->hold_resync = true;
+                schedule(m, 0);
                 break;
         }
 }

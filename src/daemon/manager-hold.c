@@ -144,6 +144,7 @@ int manager_hold(Manager *m, const char *profile, const char *reason, const char
         h->cookie = new_cookie(m);
         h->profile = xstrdup(profile);
         h->rank = p->rank;
+        h->realtime = policy_uses_realtime(p);
         h->reason = xstrdup(reason);
         h->application_id = xstrdup(application_id);
         h->bus_name = xstrdup(strempty(bus_name));
@@ -195,6 +196,15 @@ int manager_release(Manager *m, uint32_t cookie)
                         return 0;
                 }
         return -ENOENT;
+}
+
+void manager_release_holder(Manager *m, const char *bus_name)
+{
+        assert(m);
+
+        for (size_t i = m->n_holds; i > 0; i--)
+                if (streq(m->holds[i - 1]->bus_name, bus_name))
+                        remove_at(m, i - 1);
 }
 
 void manager_release_all(Manager *m)

@@ -91,10 +91,8 @@ static void say_holds_not_followed(Manager *m, const Policy *p)
                            p->name, p->holds->n, p->holds->n == 1 ? " is" : "s are", p->name);
 }
 
-void manager_apply_in_force(Manager *m, Policy *preloaded, const char *reason)
+static void apply_in_force(Manager *m, Policy *preloaded, const char *reason)
 {
-        assert(m);
-
         _cleanup_policy_ Policy *own = preloaded;
         _cleanup_free_ char *err = NULL;
         const char *name = in_force_name(m);
@@ -120,6 +118,16 @@ void manager_apply_in_force(Manager *m, Policy *preloaded, const char *reason)
         activate(m, p, reason);
 }
 
+void manager_apply_in_force(Manager *m, Policy *preloaded, const char *reason)
+{
+        assert(m);
+
+        apply_in_force(m, preloaded, reason);
+        /* The holds changed even where the profile in force did not: whether a profile that may come
+         * back into force needs policy changes followed. */
+        manager_sched_update(m);
+}
+
 static int switch_profile(Manager *m, const char *name, bool persist, char **ret_error)
 {
         Policy *p = NULL;
@@ -132,8 +140,11 @@ static int switch_profile(Manager *m, const char *name, bool persist, char **ret
         free(m->base_profile);
         m->base_profile = xstrdup(name);
         m->base_rank = p->rank;
+        m->base_realtime = policy_uses_realtime(p);
         if (persist)
                 persist_profile(m, name);
+        /* The slider's choice was over the base profile it replaces: this one is chosen now. */
+        manager_release_holder(m, SLIDER_HOLDER);
         bus_emit_base_profile_changed(m);
         /* Its [Hold] rules, whichever profile ends up in force. */
         AttachRules *holds = TAKE_PTR(p->holds);
@@ -187,9 +198,11 @@ int manager_reload(Manager *m, char **ret_error)
         if (m->base_profile) {
                 _cleanup_policy_ Policy *base = NULL;
                 _cleanup_free_ char *err = NULL;
-                if (manager_load_profile(m, m->base_profile, &base, &err) >= 0)
+                if (manager_load_profile(m, m->base_profile, &base, &err) >= 0) {
+                        m->base_realtime = policy_uses_realtime(base);
                         manager_hold_rules_set(m, TAKE_PTR(base->holds));
-                else
+                        manager_sched_update(m);
+                } else
                         log_warning("Cannot reload the [Hold] rules of profile %s, they stay: %s",
                                     m->base_profile, err);
         }
@@ -207,6 +220,7 @@ void manager_restore(Manager *m)
         manager_release_all(m);
         free(m->base_profile);
         m->base_profile = NULL;
+        m->base_realtime = false;
         bus_emit_base_profile_changed(m);
         activate(m, NULL, "restore");
 }

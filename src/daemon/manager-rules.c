@@ -55,7 +55,8 @@ static void schedule_restore(Manager *m, const char *reason)
 }
 
 /* Whether pid matches a rule now; adds, updates or drops its match and schedules what that takes. */
-static void evaluate(Manager *m, unsigned pid, const char *comm)
+/* Whether pid matches a rule now. */
+static bool evaluate(Manager *m, unsigned pid, const char *comm)
 {
         RuleMatch *x = find_match(m, pid);
         AttachProc p;
@@ -74,13 +75,13 @@ static void evaluate(Manager *m, unsigned pid, const char *comm)
                         drop_match(m, x);
                         schedule_restore(m, reason);
                 }
-                return;
+                return false;
         }
         if (x && x->rule == (unsigned)rule && x->starttime == t.starttime) {
                 /* Renamed, or a policy changed, but still matched: its threads may say something new. */
                 if (!rule_of(m, x)->all)
                         schedule_attach(m, rule_of(m, x)->name);
-                return;
+                return true;
         }
         if (x) {
                 x->rule = (unsigned)rule;
@@ -95,7 +96,7 @@ static void evaluate(Manager *m, unsigned pid, const char *comm)
                                     pid, shown, rules(m)->rules[rule].name, RULE_MATCHES_MAX);
                         m->matches_full = true;
                 }
-                return;
+                return false;
         } else {
                 GREEDY_REALLOC(m->matches, m->matches_allocated, m->n_matches + 1);
                 x = &m->matches[m->n_matches++];
@@ -106,6 +107,7 @@ static void evaluate(Manager *m, unsigned pid, const char *comm)
         log_info("Process %u (%s) matches rule %s: %s.", pid, name, rule_of(m, x)->name,
                  rule_of(m, x)->all ? "the whole process" : "by thread");
         schedule_attach(m, rule_of(m, x)->name);
+        return true;
 }
 
 static void rescan(Manager *m, const char *why)
@@ -151,6 +153,10 @@ static void on_proc_event(const ProcEvent *ev, void *userdata)
 
         if (m->stopping)
                 return;
+        /* Once per overflow: the kernel says no more until the queue is read (proc-events.c). */
+        if (ev->type == PROC_EV_OVERRUN)
+                log_warning("Process events were lost (the socket overflowed); /proc is scanned again once "
+                            "the backlog is read.");
         manager_hold_rules_event(m, ev);
         if (!rules(m))
                 return;
@@ -186,7 +192,8 @@ static void on_proc_event(const ProcEvent *ev, void *userdata)
                         manager_rules_thread_gone(m, ev->pid, ev->tid);
                 break;
         case PROC_EV_OVERRUN:
-                log_warning("Process events were lost (the socket overflowed); scanning /proc again.");
+                break;
+        case PROC_EV_CAUGHT_UP:
                 rescan(m, "process events lost");
                 break;
         }
@@ -237,7 +244,6 @@ static void watch_logins(Manager *m)
 
 static void stop_watching(Manager *m)
 {
-        manager_sched_stop(m);
         proc_monitor_free(m->procs);
         m->procs = NULL;
         m->login_source = sd_event_source_disable_unref(m->login_source);
@@ -252,6 +258,7 @@ void manager_rules_follow(Manager *m)
 
         if (!rules(m) && !m->hold_rules) {
                 stop_watching(m);
+                manager_sched_update(m);
                 return;
         }
         /* Subscribed before a scan, so that nothing started between the two is missed. */
@@ -280,18 +287,17 @@ void manager_rules_apply(Manager *m)
         m->n_rule_threads = m->rule_threads_allocated = 0;
         m->n_matches = 0;
         manager_rules_follow(m);
-        if (!rules(m)) {
-                manager_sched_stop(m);
-                return;
-        }
+        /* On before the scan, so that nothing changed between the two is missed. */
         manager_sched_update(m);
-        rescan(m, "attach rules");
+        if (rules(m))
+                rescan(m, "attach rules");
 }
 
 void manager_rules_free(Manager *m)
 {
         assert(m);
 
+        manager_sched_stop(m);
         stop_watching(m);
         free(m->matches);
         free(m->active_uids);
@@ -317,10 +323,10 @@ void manager_rules_thread_gone(Manager *m, unsigned pid, unsigned tid)
         }
 }
 
-static bool has_pid(const unsigned *pids, size_t n, unsigned pid)
+static bool has_pid(const TaskId *pids, size_t n, unsigned pid)
 {
         for (size_t i = 0; i < n; i++)
-                if (pids[i] == pid)
+                if (pids[i].pid == pid)
                         return true;
         return false;
 }
@@ -350,14 +356,19 @@ void manager_attach_input(Manager *m, AttachInput *ret)
                 if (!rule_of(m, x)->all || has_pid(ret->pids, ret->n_pids, x->pid))
                         continue;
                 GREEDY_REALLOC(ret->pids, ret->pids_allocated, ret->n_pids + 1);
-                ret->pids[ret->n_pids++] = x->pid;
+                ret->pids[ret->n_pids++] = (TaskId){x->pid, x->starttime};
         }
         /* A process attached whole (by the user or a rule) needs no thread of it placed. */
         for (size_t i = 0; i < m->n_matches; i++) {
                 const RuleMatch *x = &m->matches[i];
-                if (!rule_of(m, x)->all && !has_pid(ret->pids, ret->n_pids, x->pid))
-                        (void)attach_list_threads(rule_of(m, x), x->pid, &ret->threads, &ret->n_threads,
-                                                  &ret->threads_allocated);
+                size_t first = ret->n_threads;
+
+                if (rule_of(m, x)->all || has_pid(ret->pids, ret->n_pids, x->pid))
+                        continue;
+                (void)attach_list_threads(rule_of(m, x), x->pid, &ret->threads, &ret->n_threads,
+                                          &ret->threads_allocated);
+                for (size_t j = first; j < ret->n_threads; j++)
+                        ret->threads[j].starttime = x->starttime;
         }
 }
 
@@ -370,9 +381,12 @@ static void report_placed(Manager *m, const AttachInput *in)
         for (size_t i = 0; i < m->n_matches; i++) {
                 RuleMatch *x = &m->matches[i];
                 const AttachRule *r = rule_of(m, x);
-                const char *wanted = r->realtime && r->thread_globs ? "real-time or named as Threads= says"
-                                     : r->realtime                  ? "real-time"
-                                                                    : "named as Threads= says";
+                const char *wanted = r->names_need_realtime && (r->realtime || !r->thread_globs)
+                                         ? "real-time"
+                                     : r->names_need_realtime ? "real-time and named as Threads= says"
+                                     : r->realtime && r->thread_globs ? "real-time or named as Threads= says"
+                                     : r->realtime                    ? "real-time"
+                                                                      : "named as Threads= says";
                 unsigned n = 0;
 
                 if (r->all || has_pid(in->pids, in->n_pids, x->pid))
@@ -451,9 +465,14 @@ void manager_rules_policy_changed(Manager *m, unsigned tid)
 
         if (m->stopping || !rules(m) || attach_thread_tgid(tid, &pid) < 0)
                 return;
+        int policy = sched_getscheduler((pid_t)tid);
         log_debug("Thread %u of process %u changed its scheduling policy (now %s).", tid, pid,
-                  sched_policy_name(sched_getscheduler((pid_t)tid)));
-        evaluate(m, pid, NULL);
+                  sched_policy_name(policy));
+        /* A native PipeWire client's data loop turns real-time when its node is made, before the
+         * client maps the graph's memory: a graph: term cannot match yet, and no later event of its
+         * own says when it can. Looked at again 10 ms, 100 ms and 1 s later. */
+        if (!evaluate(m, pid, NULL) && policy >= 0 && attach_policy_realtime(policy) && rules(m)->uses_graph)
+                manager_sched_recheck_later(m, pid);
 }
 
 void manager_rules_rescan(Manager *m, const char *why)
@@ -465,10 +484,9 @@ void manager_rules_rescan(Manager *m, const char *why)
                 rescan(m, why);
 }
 
-void manager_rules_recheck(Manager *m, unsigned pid)
+bool manager_rules_recheck(Manager *m, unsigned pid)
 {
         assert(m);
 
-        if (!m->stopping && rules(m))
-                evaluate(m, pid, NULL);
+        return !m->stopping && rules(m) && evaluate(m, pid, NULL);
 }

@@ -15,14 +15,34 @@ static const uint64_t recheck_usec[] = {10 * 1000, 100 * 1000, 1000 * 1000};
 /* Processes waiting for a re-check: a fork storm costs at most this many. */
 #define RECHECKS_MAX 256
 
+/* Whether policy changes are followed: a profile needs them that is in force, or that comes back into
+ * force when a hold ends without anyone choosing it (the base profile beneath a hold, a held one that
+ * may outrank it). Turning the tracepoints on or off patches kernel text on every CPU and flags every
+ * task (the Debian guests oopsed in the syscall tracepoint path right after it), so it happens when the
+ * chosen rules change, not each time a hold without such rules comes and goes over them. */
 static bool wanted(const Manager *m)
 {
-        return !m->stopping && m->policy && m->policy->attach && m->policy->attach->uses_realtime;
+        if (m->stopping)
+                return false;
+        if (policy_uses_realtime(m->policy) || (m->base_profile && m->base_realtime))
+                return true;
+        for (size_t i = 0; i < m->n_holds; i++)
+                if (m->holds[i]->realtime && (!m->base_profile || m->holds[i]->rank >= m->base_rank))
+                        return true;
+        return false;
+}
+
+/* Whether the profile in force has such a rule: only then is an event acted on. What changed while
+ * it was not in force is found by the /proc scan that its coming back into force makes. */
+static bool in_force(const Manager *m)
+{
+        return !m->stopping && policy_uses_realtime(m->policy);
 }
 
 static void on_finished_call(unsigned tid, void *userdata)
 {
-        manager_rules_policy_changed(userdata, tid);
+        if (in_force(userdata))
+                manager_rules_policy_changed(userdata, tid);
 }
 
 static int on_trace(sd_event_source *s, int fd, uint32_t revents, void *userdata)
@@ -44,6 +64,8 @@ static int on_trace(sd_event_source *s, int fd, uint32_t revents, void *userdata
         }
         if (w->trace.lost) {
                 w->trace.lost = false;
+                if (!in_force(m))
+                        return 0;
                 log_warning(
                     "Policy-change events were lost (the trace buffer overflowed); scanning /proc again.");
                 manager_rules_rescan(m, "policy-change events lost");
@@ -115,6 +137,7 @@ void manager_sched_stop(Manager *m)
         w = &m->policy_watch;
 
         w->source = sd_event_source_disable_unref(w->source);
+        w->linger = sd_event_source_disable_unref(w->linger);
         w->timer = sd_event_source_disable_unref(w->timer);
         free(w->rechecks);
         w->rechecks = NULL;
@@ -132,21 +155,60 @@ void manager_sched_stop(Manager *m)
         w->journal = NULL;
         free(w->why);
         w->why = NULL;
+        if (w->method == POLICY_WATCH_TRACEPOINTS)
+                log_info("No longer following policy changes through the tracepoints (%s); tracefs "
+                         "instance " SCHED_TRACE_INSTANCE " removed.",
+                         m->stopping ? "rtctld stops"
+                                     : "no profile in force or held has a Threads=realtime rule");
         if (w->method != POLICY_WATCH_NONE) {
                 w->method = POLICY_WATCH_NONE;
                 bus_emit_policy_events_changed(m);
         }
 }
 
+/* How long the tracing stays on after the last hold that wanted it ended, where the base profile does
+ * not: HoldProfile is the active session's without a password, and a loop of holds and releases must
+ * not patch kernel text at its own pace. At most one switch off (and on) a minute this way. */
+#define HOLD_LINGER_USEC (60 * 1000 * 1000ULL)
+
+static int on_linger(sd_event_source *s, uint64_t usec, void *userdata)
+{
+        Manager *m = userdata;
+
+        m->policy_watch.linger = sd_event_source_disable_unref(m->policy_watch.linger);
+        if (!wanted(m))
+                manager_sched_stop(m);
+        return 0;
+}
+
 void manager_sched_update(Manager *m)
 {
+        PolicyWatch *w;
+        int r;
+
         assert(m);
+        w = &m->policy_watch;
 
         if (!wanted(m)) {
-                manager_sched_stop(m);
+                if (m->stopping || w->method == POLICY_WATCH_NONE || !w->for_holds) {
+                        manager_sched_stop(m);
+                        return;
+                }
+                if (!w->linger) {
+                        r = sd_event_add_time_relative(m->event, &w->linger, CLOCK_MONOTONIC,
+                                                       HOLD_LINGER_USEC, 1000 * 1000, on_linger, m);
+                        if (r < 0) {
+                                log_warning_errno(r, "Failed to arm the tracing's linger: %m, ignoring");
+                                manager_sched_stop(m);
+                        } else
+                                (void)sd_event_source_set_description(w->linger, "policy-linger");
+                }
                 return;
         }
-        if (m->policy_watch.method == POLICY_WATCH_NONE)
+        w->linger = sd_event_source_disable_unref(w->linger);
+        /* Wanted for a hold only: its end lingers (above). */
+        w->for_holds = !(m->base_profile && m->base_realtime);
+        if (w->method == POLICY_WATCH_NONE)
                 (void)start_tracepoints(m);
 }
 
@@ -219,7 +281,6 @@ static bool born_realtime(unsigned pid, unsigned tid)
 void manager_sched_thread_created(Manager *m, unsigned pid, unsigned tid, bool matched)
 {
         PolicyWatch *w;
-        PolicyRecheck *c = NULL;
 
         assert(m);
         w = &m->policy_watch;
@@ -227,14 +288,25 @@ void manager_sched_thread_created(Manager *m, unsigned pid, unsigned tid, bool m
         if (w->method == POLICY_WATCH_TRACEPOINTS) {
                 /* Only a graph: term can start to hold without an event of its own (exec, comm and
                  * policy changes have theirs): without one, a thread's birth tells nothing new. */
-                if (!matched && wanted(m) && m->policy->attach->uses_graph && born_realtime(pid, tid)) {
+                if (!matched && in_force(m) && m->policy->attach->uses_graph && born_realtime(pid, tid)) {
                         log_debug("Thread %u of process %u was born real-time.", tid, pid);
-                        manager_rules_recheck(m, pid);
+                        if (!manager_rules_recheck(m, pid))
+                                manager_sched_recheck_later(m, pid);
                 }
                 return;
         }
-        if (w->method != POLICY_WATCH_RECHECK)
-                return;
+        if (w->method == POLICY_WATCH_RECHECK && in_force(m))
+                manager_sched_recheck_later(m, pid);
+}
+
+void manager_sched_recheck_later(Manager *m, unsigned pid)
+{
+        PolicyWatch *w;
+        PolicyRecheck *c = NULL;
+
+        assert(m);
+        w = &m->policy_watch;
+
         for (size_t i = 0; i < w->n_rechecks && !c; i++)
                 if (w->rechecks[i].pid == pid)
                         c = &w->rechecks[i];
@@ -244,7 +316,7 @@ void manager_sched_thread_created(Manager *m, unsigned pid, unsigned tid, bool m
                 GREEDY_REALLOC(w->rechecks, w->rechecks_allocated, w->n_rechecks + 1);
                 c = &w->rechecks[w->n_rechecks++];
         }
-        /* A new thread starts the count again. */
+        /* A new thread, or a new real-time one, starts the count again. */
         *c = (PolicyRecheck){.pid = pid, .due = now_usec(CLOCK_MONOTONIC) + recheck_usec[0]};
         arm(m);
 }

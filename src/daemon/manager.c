@@ -68,7 +68,7 @@ void manager_free(Manager *m)
         if (!m)
                 return;
         for (size_t i = 0; i < m->n_waiting; i++)
-                sd_bus_message_unref(m->waiting[i].call);
+                sd_bus_message_unref(m->waiting[i].reply);
         free(m->waiting);
         manager_holds_free(m);
         polkit_free(m->polkit);
@@ -182,12 +182,12 @@ static void answer_waiting(Manager *m)
         set_pass_awaited(m, false);
         for (size_t i = 0; i < m->n_waiting; i++) {
                 Waiter *w = &m->waiting[i];
-                if (w->cookie)
-                        (void)sd_bus_reply_method_return(w->call, "u", w->cookie);
-                else
-                        (void)sd_bus_reply_method_return(w->call, "uu", m->status.last_pass.changes,
-                                                         m->status.last_pass.failures);
-                sd_bus_message_unref(w->call);
+                int r = w->cookie ? sd_bus_message_append(w->reply, "u", w->cookie)
+                                  : sd_bus_message_append(w->reply, "uu", m->status.last_pass.changes,
+                                                          m->status.last_pass.failures);
+                if (r >= 0)
+                        (void)sd_bus_send(NULL, w->reply, NULL);
+                sd_bus_message_unref(w->reply);
         }
         free(m->waiting);
         m->waiting = NULL;
@@ -196,10 +196,19 @@ static void answer_waiting(Manager *m)
 
 void manager_wait_for_pass_cookie(Manager *m, sd_bus_message *call, uint32_t cookie)
 {
+        sd_bus_message *reply;
+        int r;
+
         assert(m);
 
+        /* The reply, made now, is what waits: not the call, with whatever descriptors came with it. */
+        r = sd_bus_message_new_method_return(call, &reply);
+        if (r < 0) {
+                (void)sd_bus_reply_method_errno(call, r, NULL);
+                return;
+        }
         GREEDY_REALLOC(m->waiting, m->waiting_allocated, m->n_waiting + 1);
-        m->waiting[m->n_waiting++] = (Waiter){.call = sd_bus_message_ref(call), .cookie = cookie};
+        m->waiting[m->n_waiting++] = (Waiter){.reply = reply, .cookie = cookie};
         /* Every call gets an answer: with nothing under way, the state it asked for is already there. */
         if (!outstanding(m))
                 answer_waiting(m);
@@ -438,6 +447,10 @@ static int on_pass(sd_event_source *s, void *userdata)
                             &res);
         manager_rules_note_pass(m, &attach);
         attach_input_clear(&attach);
+        /* With no profile in force no pass scans /proc, and none would prune what the cache holds: the
+         * processes it holds are let go (up to half the cache's pidfds are user processes'). */
+        if (!m->policy)
+                task_cache_clear(&m->task_cache);
         (void)setting_context_prune_refused(&m->kinds);
         logged = status_update(&m->status, &dirty, &res);
         /* The profile changed, or the CPUs: the boot arguments it wants may have too. */

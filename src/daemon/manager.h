@@ -31,7 +31,7 @@ typedef struct Attached {
 
 /* How rtctld learns that a thread's scheduling policy changed (manager-sched.c). */
 typedef enum PolicyWatchMethod {
-        POLICY_WATCH_NONE,        /* no rule says Threads=realtime */
+        POLICY_WATCH_NONE,        /* no profile in force or held has a Threads=realtime rule */
         POLICY_WATCH_TRACEPOINTS, /* sched_setscheduler/sched_setattr's syscall tracepoints */
         POLICY_WATCH_RECHECK,     /* a bounded re-check after a thread is created */
 } PolicyWatchMethod;
@@ -52,7 +52,9 @@ typedef struct PolicyWatch {
         SchedTrace trace;
         PolicyRecheck *rechecks;
         size_t n_rechecks, rechecks_allocated;
-        sd_event_source *timer; /* only while a re-check is pending */
+        sd_event_source *timer;  /* only while a re-check is pending */
+        sd_event_source *linger; /* the last hold that wanted the tracing ended: off when it fires */
+        bool for_holds;          /* on for a hold, the base profile has no Threads=realtime rule */
 } PolicyWatch;
 
 /* A process an [Attach] rule matched: found by a scan or a process event, never saved. */
@@ -79,6 +81,7 @@ typedef struct HoldRuleState {
         uint32_t cookie;          /* the hold it took; 0: none */
         bool tried;               /* taken (or failed, said once) since the rule last matched nothing */
         uint64_t unmatched_since; /* CLOCK_MONOTONIC µs the rule matched nothing from; 0: it matches */
+        bool gone_unseen;         /* its last match was found gone by a check: its exit event was lost */
         unsigned pid;             /* the first process it matched, for the hold's reason */
         uid_t uid;
         char *program;
@@ -87,7 +90,7 @@ typedef struct HoldRuleState {
 /* What a pass places on the isolated CPUs: whole processes (attached, or matched by a rule with
  * Threads=all) and single threads (rules with a thread glob). */
 typedef struct AttachInput {
-        unsigned *pids;
+        TaskId *pids;
         size_t n_pids, pids_allocated;
         AttachedThread *threads;
         size_t n_threads, threads_allocated;
@@ -97,14 +100,15 @@ typedef struct AttachInput {
 /* A method call answered when the pass it asked for is done: with (changes, failures), or with the
  * cookie of the hold it took. */
 typedef struct Waiter {
-        sd_bus_message *call;
+        sd_bus_message *reply; /* not sent yet: the call itself is not kept */
         uint32_t cookie;
 } Waiter;
 
 typedef struct Hold {
         uint32_t cookie; /* random, never 0 */
         char *profile;
-        int rank; /* the profile's Rank= when the hold was taken */
+        int rank;      /* the profile's Rank= when the hold was taken */
+        bool realtime; /* ...and whether it had a Threads=realtime rule (manager-sched.c) */
         char *reason;
         char *application_id;
         char *bus_name;      /* the holder's unique name: the hold ends when it leaves the bus */
@@ -160,6 +164,7 @@ typedef struct Manager {
         Policy *policy;   /* in force; NULL: no tuning (after Restore, or before the first profile) */
         char *base_profile; /* SetProfile's (or the configured one); NULL after Restore */
         int base_rank;
+        bool base_realtime; /* the base profile has a Threads=realtime rule (manager-sched.c) */
         Hold **holds;
         size_t n_holds, holds_allocated;
         uint64_t hold_seq;
@@ -168,6 +173,7 @@ typedef struct Manager {
         bool ppd_serving;           /* power-profiles-daemon's objects are registered (bus-ppd.c) */
         int ppd_shown;              /* the power profile ActiveProfile last signalled; -1: none yet */
         bool ppd_names_asked;       /* and its names asked for */
+        bool ppd_owned[2];          /* its names rtctld owns now: PPD_NAME, PPD_NAME_OLD (bus-ppd.c) */
         sd_bus_slot *ppd_watch;     /* NameOwnerChanged of its name, while waiting for it to run */
         sd_event_source *ppd_timer; /* how long that wait lasts */
         SettingContext kinds;
@@ -192,6 +198,7 @@ typedef struct Manager {
         size_t n_hold_matches, hold_matches_allocated; /* RULE_MATCHES_MAX at most */
         HoldRuleState *hold_state;                     /* per hold rule */
         bool hold_matches_full;       /* a match was not kept for want of room: rescan before a release */
+        bool hold_resync;             /* process events were lost: the next sync scans /proc again */
         sd_event_source *hold_timer;  /* takes and releases holds, debounced (manager-hold-rules.c) */
         AttachedThread *rule_threads; /* the threads rules put on the isolated CPUs in the last pass */
         size_t n_rule_threads, rule_threads_allocated;
@@ -279,8 +286,13 @@ int manager_load_profile(Manager *m, const char *name, Policy **ret, char **ret_
  * ReleaseProfile or when bus_name leaves the bus. */
 int manager_hold(Manager *m, const char *profile, const char *reason, const char *application_id,
                  const char *bus_name, uid_t uid, uint32_t *ret_cookie, char **ret_error);
+/* The holder of the power slider's choice over a base profile the slider does not show (bus-ppd.c): no bus
+ * name keeps it, a base profile chosen ends it. */
+#define SLIDER_HOLDER "[power slider]"
 /* -ENOENT: no such hold. Emits ProfileReleased. */
 int manager_release(Manager *m, uint32_t cookie);
+/* Ends the holds of one holder, without putting another profile in force: the caller does. */
+void manager_release_holder(Manager *m, const char *bus_name);
 void manager_release_all(Manager *m);
 const Hold *manager_find_hold(const Manager *m, uint32_t cookie);
 /* For the status line: "2 holds (org.example.Daw, rtctl run)"; NULL when there is none. */
@@ -306,8 +318,8 @@ int manager_detach(Manager *m, unsigned pid);
 /* A process that exited (or whose PID now belongs to another) is no longer attached. */
 void manager_prune_attached(Manager *m);
 void manager_load_attached(Manager *m);
-/* The PIDs, for a pass (free the array). */
-unsigned *manager_attached_pids(const Manager *m);
+/* The processes, for a pass (free the array). */
+TaskId *manager_attached_pids(const Manager *m);
 
 /* manager-rules.c */
 /* What [Attach] rules match is bounded (a user may start processes the rules match); beyond, further
@@ -341,18 +353,23 @@ void manager_hold_rules_free(Manager *m);
 
 /* A thread's scheduling policy may have changed: its process is evaluated against the rules again. */
 void manager_rules_policy_changed(Manager *m, unsigned tid);
-/* A process is looked at again (the re-check method's timer). */
-void manager_rules_recheck(Manager *m, unsigned pid);
+/* A process is looked at again (a re-check timer): whether it matches a rule now. */
+bool manager_rules_recheck(Manager *m, unsigned pid);
 /* Events were lost: every process is looked at again. */
 void manager_rules_rescan(Manager *m, const char *why);
 
 /* manager-sched.c */
-/* Follows policy changes while the policy in force has a Threads=realtime rule, else stops (removing
- * what it made in tracefs). */
+/* Follows policy changes while a profile in force, or one that comes back into force when a hold ends
+ * (the base profile, a hold that may win), has a Threads=realtime rule, else stops (removing what it
+ * made in tracefs): on or off only when those rules change. Events are acted on while the profile in
+ * force has such a rule. */
 void manager_sched_update(Manager *m);
 void manager_sched_stop(Manager *m);
 /* The re-check method: process pid created a thread; look at it again 10 ms, 100 ms and 1 s later. */
 void manager_sched_thread_created(Manager *m, unsigned pid, unsigned tid, bool matched);
+/* Evaluates pid against the rules again 10 ms, 100 ms and 1 s from now (at most RECHECKS_MAX processes
+ * wait at once). */
+void manager_sched_recheck_later(Manager *m, unsigned pid);
 /* "tracepoints", "re-check after thread creation: WHY", "" (not followed). */
 char *manager_sched_method(const Manager *m);
 

@@ -22,11 +22,13 @@
 /* A password prompt may take the user a while; a question without one is answered at once. */
 #define POLKIT_INTERACTIVE_TIMEOUT_USEC (5ULL * 60 * 1000000)
 
-/* A query keeps its call and every descriptor in it for as long as polkit thinks, and each waits for a
- * reply from polkit that dbus-daemon counts against rtctld: so one caller may have only so many in
- * progress, and all callers together only so many more. */
-#define POLKIT_QUERIES_PER_CALLER_MAX 16
-#define POLKIT_QUERIES_MAX            256
+/* A query keeps a copy of its call, with the descriptors its arguments name (bus_call_copy(): one pidfd
+ * at most), for as long as polkit thinks, up to 5 minutes; and each waits for a reply from polkit that
+ * dbus-daemon counts against rtctld, which may have 128 on the system bus (max_replies_per_connection),
+ * some of them for systemd. So one user, over all its connections, may have only so many in progress,
+ * and all users together only so many more. */
+#define POLKIT_QUERIES_PER_USER_MAX 16
+#define POLKIT_QUERIES_MAX          96
 
 typedef enum Answer {
         ANSWER_PENDING,
@@ -38,6 +40,7 @@ typedef struct Query {
         Polkit *polkit;
         sd_bus_message *call;
         char *sender; /* the caller's unique name */
+        uid_t uid;    /* whose share it counts against */
         char *action;
         sd_bus_slot *slot;
         Answer answer;
@@ -167,9 +170,9 @@ static int on_polkit_reply(sd_bus_message *reply, void *userdata, sd_bus_error *
         return 0;
 }
 
-static int ask(Polkit *p, sd_bus_message *call, const char *action)
+static int ask(Polkit *p, sd_bus_message *call, uid_t uid, const char *action)
 {
-        _cleanup_(sd_bus_message_unrefp) sd_bus_message *req = NULL;
+        _cleanup_(sd_bus_message_unrefp) sd_bus_message *req = NULL, *copy = NULL;
         sd_bus *bus = sd_bus_message_get_bus(call);
         const char *sender = sd_bus_message_get_sender(call);
         bool interactive = sd_bus_message_get_allow_interactive_authorization(call) > 0;
@@ -183,13 +186,18 @@ static int ask(Polkit *p, sd_bus_message *call, const char *action)
         if (r >= 0)
                 r = sd_bus_message_append(req, "(sa{sv})sa{ss}us", "system-bus-name", 1, "name", "s", sender,
                                           action, 0, interactive ? POLKIT_ALLOW_INTERACTION : 0u, "");
+        if (r >= 0)
+                r = bus_call_copy(call, &copy);
         if (r < 0)
                 return r;
 
+        /* The copy is what comes back when polkit answered; the call goes, with whatever descriptors
+         * it carried beyond its arguments. */
         q = xmalloc0(sizeof(Query));
         q->polkit = p;
-        q->call = sd_bus_message_ref(call);
+        q->call = TAKE_PTR(copy);
         q->sender = xstrdup(sender);
+        q->uid = uid;
         q->action = xstrdup(action);
         r = sd_bus_call_async(bus, &q->slot, req, on_polkit_reply, q,
                               interactive ? POLKIT_INTERACTIVE_TIMEOUT_USEC : 0);
@@ -197,11 +205,13 @@ static int ask(Polkit *p, sd_bus_message *call, const char *action)
                 query_free(q);
                 return r;
         }
-        g_hash_table_replace(p->queries, call, q);
+        g_hash_table_replace(p->queries, q->call, q);
         return 0;
 }
 
-static unsigned queries_of(Polkit *p, const char *sender)
+/* A user's questions polkit has not answered yet: an answered one only waits for its call's second
+ * dispatch to be freed (a loop iteration), and a caller's next calls may come before that. */
+static unsigned queries_of(Polkit *p, uid_t uid)
 {
         GHashTableIter i;
         gpointer value;
@@ -209,7 +219,7 @@ static unsigned queries_of(Polkit *p, const char *sender)
 
         g_hash_table_iter_init(&i, p->queries);
         while (g_hash_table_iter_next(&i, NULL, &value))
-                if (streq(((Query *)value)->sender, sender))
+                if (((Query *)value)->uid == uid && ((Query *)value)->answer == ANSWER_PENDING)
                         n++;
         return n;
 }
@@ -270,12 +280,12 @@ int polkit_authorize(Polkit *p, sd_bus_message *call, const char *action, sd_bus
                                          "%d calls wait for polkit already, the most rtctld keeps; try "
                                          "again once polkit answered some",
                                          POLKIT_QUERIES_MAX);
-        if (queries_of(p, strempty(sd_bus_message_get_sender(call))) >= POLKIT_QUERIES_PER_CALLER_MAX)
+        if (queries_of(p, uid) >= POLKIT_QUERIES_PER_USER_MAX)
                 return sd_bus_error_setf(error, RTCTL_ERROR_LIMIT_EXCEEDED,
-                                         "This caller has %d calls waiting for polkit already, the most one "
-                                         "may; wait for their answers first",
-                                         POLKIT_QUERIES_PER_CALLER_MAX);
-        r = ask(p, call, action);
+                                         "This user has %d calls waiting for polkit already (over all its "
+                                         "connections), the most one may; wait for their answers first",
+                                         POLKIT_QUERIES_PER_USER_MAX);
+        r = ask(p, call, uid, action);
         if (r < 0)
                 return sd_bus_error_setf(error, RTCTL_ERROR_NOT_AUTHORIZED,
                                          "Not authorized for %s: polkit could not be asked (%s).", action,

@@ -27,7 +27,8 @@ void polkit_free(Polkit *p);
  * be dispatched again when it answers: the method handler returns without replying; < 0: no, with
  * org.rtctl.Error.NotAuthorized in error naming the action and why. Without polkit on the bus only uid 0
  * may act. The caller's allow-interactive-authorization flag is passed on to polkit. At most 16 calls of
- * one caller, and 256 in all, wait for polkit; beyond, org.rtctl.Error.LimitExceeded. */
+ * one user (over all its connections), and 96 in all, wait for polkit; beyond,
+ * org.rtctl.Error.LimitExceeded. A waiting call keeps only the descriptors its arguments name. */
 int polkit_authorize(Polkit *p, sd_bus_message *call, const char *action, sd_bus_error *error);
 
 /* The caller with unique name sender left the bus: drop the calls of its that wait for polkit, their

@@ -22,6 +22,7 @@ struct ProcMonitor {
         struct nl_sock *sock;
         sd_event_source *io;
         bool subscribed; /* an IGNORE without a LISTEN would miscount the kernel's listeners */
+        bool lossy;      /* told of an overflow (ENOBUFS), and the queue not read empty since */
 };
 
 static int send_op(ProcMonitor *m, enum proc_cn_mcast_op op)
@@ -118,13 +119,23 @@ static int on_readable(sd_event_source *s, int fd, uint32_t revents, void *userd
                 ssize_t n = recvmsg(fd, &msg, MSG_DONTWAIT);
 
                 if (n < 0) {
+                        /* The kernel says ENOBUFS once, at the first event it drops, and drops every later
+                         * one as well until a read leaves the queue empty (netlink's "congested" state):
+                         * a rescan at the ENOBUFS would miss what goes on being lost (an exit, a DAW's
+                         * exec), one when the queue is read sees it all. */
                         if (errno == ENOBUFS) {
-                                /* The kernel dropped events: what they said is found by one rescan. */
-                                ProcEvent ev = {.type = PROC_EV_OVERRUN};
-                                m->handler(&ev, m->userdata);
+                                if (!m->lossy) {
+                                        ProcEvent ev = {.type = PROC_EV_OVERRUN};
+                                        m->lossy = true;
+                                        m->handler(&ev, m->userdata);
+                                }
                                 continue;
                         }
-                        if (errno != EAGAIN && errno != EINTR)
+                        if (errno == EAGAIN && m->lossy) {
+                                ProcEvent ev = {.type = PROC_EV_CAUGHT_UP};
+                                m->lossy = false;
+                                m->handler(&ev, m->userdata);
+                        } else if (errno != EAGAIN && errno != EINTR)
                                 log_warning_errno(-errno, "Failed to receive process events: %m, ignoring");
                         break;
                 }

@@ -6,11 +6,15 @@
 /* Kernel process events from the proc connector (NETLINK_CONNECTOR, CN_IDX_PROC). pid is the process
  * (the kernel's tgid), tid the thread. */
 typedef enum ProcEventType {
-        PROC_EV_FORK,    /* tid of pid was created by parent_tid of parent_pid */
-        PROC_EV_EXEC,    /* pid runs a new program */
-        PROC_EV_COMM,    /* thread tid of pid took the name comm (prctl(PR_SET_NAME), /proc/PID/comm) */
-        PROC_EV_EXIT,    /* thread tid of pid ended */
-        PROC_EV_OVERRUN, /* the socket overflowed (ENOBUFS): events were lost */
+        PROC_EV_FORK, /* tid of pid was created by parent_tid of parent_pid */
+        PROC_EV_EXEC, /* pid runs a new program */
+        PROC_EV_COMM, /* thread tid of pid took the name comm (prctl(PR_SET_NAME), /proc/PID/comm) */
+        PROC_EV_EXIT, /* thread tid of pid ended */
+        /* The socket overflowed (ENOBUFS): from here the kernel drops every event, saying nothing more,
+         * until the queue has been read empty; then comes PROC_EV_CAUGHT_UP. */
+        PROC_EV_OVERRUN,
+        /* The queue of an overflow is read: what the lost events said is found by one /proc scan now. */
+        PROC_EV_CAUGHT_UP,
 } ProcEventType;
 
 typedef struct ProcEvent {

@@ -16,6 +16,9 @@ struct UeventMonitor {
         struct nl_sock *sock;
         sd_event_source *io;
         sd_device_monitor *udev;
+        /* From the kernel's ENOBUFS to the read that finds the socket empty: the kernel says ENOBUFS once,
+         * at the first event it drops, and drops the rest silently until the queue is read empty. */
+        bool lossy;
 };
 
 /* "add@/devices/virtual/block/loop3\0ACTION=add\0DEVPATH=...\0SUBSYSTEM=block\0..." */
@@ -71,10 +74,18 @@ static int on_kernel_uevent(sd_event_source *s, int fd, uint32_t revents, void *
                         if (errno == EINTR)
                                 continue;
                         if (errno == ENOBUFS) {
-                                /* The kernel dropped events while the socket was full. Nobody can say
-                                 * which: resync. */
-                                log_warning("Kernel uevents were lost (%s); rescanning every device",
-                                            strerror(ENOBUFS));
+                                /* Events were dropped, and are until the backlog is read: which, nobody
+                                 * can say. The resync comes once it is read (below), so that it sees
+                                 * what the kernel dropped after this too. */
+                                if (!m->lossy)
+                                        log_warning("Kernel uevents were lost (%s); every device is looked "
+                                                    "at again once the backlog is read",
+                                                    strerror(ENOBUFS));
+                                m->lossy = true;
+                                continue;
+                        }
+                        if (errno == EAGAIN && m->lossy) {
+                                m->lossy = false;
                                 m->handler(NULL, m->userdata);
                         } else if (errno != EAGAIN)
                                 log_warning_errno(-errno, "Failed to receive kernel uevents: %m, ignoring");

@@ -57,6 +57,16 @@ static void add(Plan *plan, const SettingKind *kind, unsigned phase, char *objec
         plan_add(plan, kind, "cpuset", phase, object, desired);
 }
 
+/* Process pid into the cgroup value (OBJECT is its /proc/PID/cpuset or /proc/PID/cgroup), only while
+ * the PID is still the process the Manager recorded (starttime). */
+static void add_member(Plan *plan, const char *file, unsigned pid, unsigned long long starttime, char *value)
+{
+        Setting *s = plan_add(plan, &setting_kind_member, "cpuset", PHASE_ATTACH,
+                              xasprintf("/proc/%u/%s", pid, file), value);
+
+        s->starttime = starttime;
+}
+
 static void note_unmovable(const PlanContext *ctx, const char *root, PlanNotes *notes)
 {
         _cleanup_free_ unsigned *pids = NULL;
@@ -109,8 +119,8 @@ static void plan_attach_v1(const PlanContext *ctx, const CpuSet *iso, Plan *plan
         if (cpuset_empty(iso))
                 return;
         for (size_t i = 0; i < ctx->n_attached; i++)
-                add(plan, &setting_kind_member, PHASE_ATTACH, xasprintf("/proc/%u/cpuset", ctx->attached[i]),
-                    xstrdup("/" ISOLATED_CG));
+                add_member(plan, "cpuset", ctx->attached[i].pid, ctx->attached[i].starttime,
+                           xstrdup("/" ISOLATED_CG));
         plan_threads_v1(ctx, plan);
 }
 
@@ -271,16 +281,15 @@ static void plan_attach_v2(const PlanContext *ctx, const V2Domain *d, Plan *plan
         if (d->exists)
                 plan_v2_domain(ctx, d, iso, hk, plan, notes);
         for (size_t i = 0; i < ctx->n_attached; i++)
-                add(plan, &setting_kind_member, PHASE_ATTACH, xasprintf("/proc/%u/cgroup", ctx->attached[i]),
-                    d->exists ? xasprintf("%s/" V2_ISO, d->rel) : xstrdup(d->rel));
+                add_member(plan, "cgroup", ctx->attached[i].pid, ctx->attached[i].starttime,
+                           d->exists ? xasprintf("%s/" V2_ISO, d->rel) : xstrdup(d->rel));
         for (size_t i = 0; i < ctx->n_threads; i++) {
                 const AttachedThread *t = &ctx->threads[i];
                 if (has_pid(by_thread, n_by_thread, t->pid))
                         continue;
                 GREEDY_REALLOC(by_thread, allocated, n_by_thread + 1);
                 by_thread[n_by_thread++] = t->pid;
-                add(plan, &setting_kind_member, PHASE_ATTACH, xasprintf("/proc/%u/cgroup", t->pid),
-                    xasprintf("%s/", d->rel));
+                add_member(plan, "cgroup", t->pid, t->starttime, xasprintf("%s/", d->rel));
         }
         if (!d->exists) {
                 /* Wanted once systemd made the scope: a setting after the moves makes this pass wait
@@ -303,7 +312,7 @@ static void plan_attach_v2(const PlanContext *ctx, const V2Domain *d, Plan *plan
  * transient scope with Delegate=yes. systemd creates a scope with its first process, so the domain's
  * children follow in the pass after that job. A dash in a slice name means nesting to systemd: the
  * slice is plain rtctl.slice. */
-#define ISOLATED_SLICE "rtctl.slice"
+#define ISOLATED_SLICE CGROUP_RTCTL_SLICE
 #define ATTACHED_SCOPE "rtctl-attached.scope"
 
 static void v2_systemd_domain(const CgroupInfo *cg, V2Domain *ret)

@@ -44,7 +44,8 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
         fuzz_check(xrun_trace_lost(whole) == xrun_trace_lost(split));
         uint64_t now = xrun_trace_now(whole), from = now > 1000000000ULL ? now - 1000000000ULL : 0;
         fuzz_check(total(whole, from, now) == total(split, from, now));
-        fuzz_check(xrun_trace_busy_since(whole, &cpu, 1, now, 20000, 50000000ULL) <= now);
+        fuzz_check(xrun_trace_busy_since(whole, &cpu, 1, now, 20000, 50000000ULL, odd_is_audio, NULL) <=
+                   now);
         xrun_trace_free(whole);
         xrun_trace_free(split);
         return 0;

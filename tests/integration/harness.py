@@ -347,3 +347,45 @@ def pipeline(env, n, method, user=NOBODY):
                        timeout=HANG_SECONDS)
     assert p.returncode == 0, p.stderr
     return json.loads(p.stdout.splitlines()[-1])
+
+
+def fds_and_rss(pid):
+    """Open files, less the pidfds of live kernel threads: rtctld holds one per kernel thread it has read
+    (src/core/tasks.c), as many as the machine has, whatever the calls. A caller's pidfd counts (so would
+    a user process's that a pass's scan holds: no call here runs a pass)."""
+    import machine
+    with open("/proc/%d/status" % pid) as f:
+        rss = int(re.search(r"^VmRSS:\s+(\d+) kB", f.read(), re.M).group(1))
+    fds = 0
+    for fd in os.listdir("/proc/%d/fd" % pid):
+        try:
+            if os.readlink("/proc/%d/fd/%s" % (pid, fd)) == "anon_inode:[pidfd]":
+                with open("/proc/%d/fdinfo/%s" % (pid, fd)) as f:
+                    held = [int(line.split()[1]) for line in f if line.startswith("Pid:")]
+                if held and held[0] > 0 and machine.is_kthread(held[0]):
+                    continue
+            fds += 1
+        except OSError:
+            pass
+    return fds, rss
+
+
+class Hoard:
+    """Calls sent at once as user over many connections, each carrying descriptors whatever the method
+    takes (flood_client.py hoard), and left waiting: answers() once `expect` were answered (60 s at
+    most), the calls still waiting until end() closes the connections."""
+
+    def __init__(self, env, user, connections, calls, fds, expect, method, signature, args):
+        cmd = ["/usr/bin/python3", FLOOD_CLIENT, env.bus.address, "hoard", str(connections), str(calls),
+               str(fds), str(expect), method, signature, json.dumps(args)]
+        self.proc = subprocess.Popen(as_user(user, cmd), env=env.environ, stdin=subprocess.PIPE,
+                                     stdout=subprocess.PIPE, text=True)
+
+    def answers(self):
+        line = self.proc.stdout.readline()
+        assert line, "the hoarding client failed (exit %s)" % self.proc.poll()
+        return json.loads(line)
+
+    def end(self):
+        self.proc.stdin.close()
+        self.proc.wait(HANG_SECONDS)

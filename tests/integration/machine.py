@@ -250,6 +250,44 @@ def last_cpu(pid):
     return int(st.rsplit(")", 1)[1].split()[36]) if st else None
 
 
+def task_state(pid):
+    """The state letter of /proc/PID/stat (R, S, D, T, Z...), None once the process is gone."""
+    st = read("/proc/%d/stat" % pid)
+    return st.rsplit(")", 1)[1].split()[0] if st else None
+
+
+NETLINK_CONNECTOR = 11
+
+
+def proc_connector_socket(pid):
+    """The inode of process pid's proc connector socket (NETLINK_CONNECTOR), found in /proc/net/netlink
+    through its fds."""
+    inodes = set()
+    for fd in os.listdir("/proc/%d/fd" % pid):
+        try:
+            link = os.readlink("/proc/%d/fd/%s" % (pid, fd))
+        except OSError:
+            continue
+        if link.startswith("socket:["):
+            inodes.add(link[len("socket:["):-1])
+    with open("/proc/net/netlink") as f:
+        for line in f.readlines()[1:]:
+            cols = line.split()
+            if int(cols[1]) == NETLINK_CONNECTOR and cols[9] in inodes:
+                return cols[9]
+    raise AssertionError("process %d has no proc connector socket" % pid)
+
+
+def netlink_queue(inode):
+    """(bytes queued, messages dropped) of a netlink socket, as the kernel counts them."""
+    with open("/proc/net/netlink") as f:
+        for line in f.readlines()[1:]:
+            cols = line.split()
+            if cols[9] == inode:
+                return int(cols[4]), int(cols[8])
+    raise AssertionError("the netlink socket %s is gone" % inode)
+
+
 def cpu_busy_ticks():
     """user+nice+system+irq+softirq ticks per CPU from /proc/stat."""
     out = {}

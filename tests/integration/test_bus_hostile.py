@@ -7,6 +7,7 @@ import dbus
 import pytest
 
 import contract
+from harness import HANG_SECONDS, NOBODY, Hoard, fds_and_rss
 
 IFACE = "org.rtctl.Manager1"
 PATH = "/org/rtctl/Manager1"
@@ -166,3 +167,42 @@ def test_pin_irq_odd_cpu_lists(env):
             assert name.startswith("org.rtctl.Error."), (method, cpus[:40], name, message[:200])
     assert state(obj) == before
     assert daemon.running()
+
+
+BUSY = "org.rtctl.Error.Busy"
+BUS_LIMIT = "org.freedesktop.DBus.Error.LimitsExceeded"
+
+
+def test_reads_carrying_descriptors_cannot_use_up_rtctlds(env):
+    """A caller may attach descriptors to any call (the system bus lets a message carry 16), and a read
+    waiting its turn used to keep them all: one user's 64 connections with 16 reads each would hand rtctld
+    16,384 descriptors against its unit's LimitNOFILE=8192, after which every sysfs open and journal save
+    failed. Every such call is answered (beyond one user's share of waiting reads, at once with Busy), and
+    rtctld keeps serving others and switching profiles."""
+    env.profile("lo", "[Profile]\nDescription=lo\n")
+    env.profile("hi", "[Profile]\nDescription=hi\n[Sysctl]\nvm.stat_interval=3\n")
+    daemon = env.start("--profile", "lo", wrapper=["prlimit", "--nofile=8192:8192"])
+    bus = dbus.bus.BusConnection(env.bus.address)
+    obj = bus.get_object(IFACE, PATH)
+    fds, _ = fds_and_rss(daemon.proc.pid)
+    # Check: a read slow enough (it audits the machine) that the calls pile up rather than being answered
+    # as they come.
+    connections, calls = 64, 16
+    hoard = Hoard(env, NOBODY, connections, calls, 16, connections * calls, "Check", "", [])
+    try:
+        answers = hoard.answers()
+        assert sum(answers.values()) == connections * calls, "calls left unanswered: %r" % answers
+        # dbus-daemon refuses by itself what it cannot queue for rtctld (64 descriptors, its system-bus
+        # max_outgoing_unix_fds): a named refusal all the same.
+        assert set(answers) <= {"", BUSY, BUS_LIMIT}, "%r (rtctld exit %s)\n%s" % (
+            answers, daemon.proc.poll(), daemon.output()[-1500:])
+        assert daemon.running()
+        assert fds_and_rss(daemon.proc.pid)[0] <= fds + 16, "rtctld kept descriptors of answered reads"
+        # Another caller is served, and a switch opens its sysfs files and saves its journal.
+        assert obj.Plan("", dbus_interface=IFACE) is not None
+        changes, failures = obj.SetProfile("hi", dbus_interface=IFACE, timeout=HANG_SECONDS)
+        assert (changes, failures) == (1, 0), daemon.output()[-2000:]
+        with open("/proc/sys/vm/stat_interval") as f:
+            assert f.read().strip() == "3"
+    finally:
+        hoard.end()

@@ -1,9 +1,11 @@
 """Holds (HoldProfile, `rtctl hold`), `rtctl run` and attaching by pidfd, on the real kernel."""
+import ctypes
 import os
 import shutil
 import signal
 import subprocess
 import tempfile
+import threading
 import time
 
 import dbus
@@ -260,6 +262,16 @@ def rule_holds(c):
     return [h for h in c.prop("ActiveProfileHolds") if h["ApplicationId"] == "daw"]
 
 
+def end_all(procs, client, daemon):
+    """The end of a test of [Hold] rules: its programs killed, its client and rtctld gone."""
+    for p in procs:
+        if p.poll() is None:
+            p.kill()
+            p.wait()
+    client.close()
+    daemon.stop()
+
+
 def test_a_hold_rule_holds_its_profile_while_the_program_runs(env, daw_dir):
     """A [Hold] rule of the base profile: a program whose executable its exe: glob matches holds the
     rule's profile for as long as one such process runs, with no command typed; the hold is an ordinary
@@ -319,12 +331,7 @@ def test_a_hold_rule_holds_its_profile_while_the_program_runs(env, daw_dir):
         time.sleep(1.5)
         assert c.prop("ActiveProfile") == "base" and not rule_holds(c)
     finally:
-        for p in procs:
-            if p.poll() is None:
-                p.kill()
-                p.wait()
-        c.close()
-        d.stop()
+        end_all(procs, c, d)
 
 
 FLIP = """
@@ -363,3 +370,127 @@ def test_a_program_renaming_itself_fast_takes_one_hold(env):
         p.wait()
         c.close()
         d.stop()
+
+
+PR_SET_NAME = 15
+
+
+def rename_flood(until):
+    """A thread of this process renames itself (PR_SET_NAME: one PROC_EVENT_COMM each) in a tight loop
+    until until() holds, as any user can."""
+    libc = ctypes.CDLL(None, use_errno=True)
+    done = threading.Event()
+
+    def loop():
+        names = (b"rtctl-flood-a", b"rtctl-flood-b")
+        i = 0
+        while not done.is_set():
+            libc.prctl(PR_SET_NAME, names[i & 1], 0, 0, 0)
+            i += 1
+    t = threading.Thread(target=loop, daemon=True)
+    t.start()
+    try:
+        return wait_until(until, timeout=30)
+    finally:
+        done.set()
+        t.join()
+
+
+def while_events_are_lost(d, action):
+    """Runs action() at a moment the kernel drops every process event for rtctld and has told it so
+    already: the proc connector says ENOBUFS once, at the overflow, and drops all that follows, without
+    another word, until rtctld has read its socket's queue empty. So: rtctld stopped, a rename flood
+    until its socket drops events (the overflow), rtctld let run until it has read the ENOBUFS (which
+    comes before the queue: the queue shrinks) and stopped again before the queue is empty. Proven, not
+    assumed: while rtctld is stopped with a queue left, action()'s events add nothing to the queue and
+    the kernel's drop count grows. Then rtctld runs on. Another attempt, before action(), when rtctld read
+    the whole queue (the overflow is over) or nothing of it before it was stopped again."""
+    pid = d.proc.pid
+    sock = machine.proc_connector_socket(pid)
+    for _ in range(30):
+        drops = machine.netlink_queue(sock)[1]
+        d.proc.send_signal(signal.SIGSTOP)
+        try:
+            assert wait_until(lambda: machine.task_state(pid) in ("T", "t")), "rtctld did not stop"
+            assert rename_flood(lambda: machine.netlink_queue(sock)[1] > drops), \
+                "the proc connector never overflowed: %s" % (machine.netlink_queue(sock),)
+            full = machine.netlink_queue(sock)[0]
+            d.proc.send_signal(signal.SIGCONT)
+            wait_until(lambda: machine.netlink_queue(sock)[0] < full, timeout=10, interval=0)
+            d.proc.send_signal(signal.SIGSTOP)
+            assert wait_until(lambda: machine.task_state(pid) in ("T", "t")), "rtctld did not stop"
+            left, before = machine.netlink_queue(sock)
+            if left == 0 or left >= full:
+                continue  # the queue was read empty (the overflow is over), or not read at all
+            action()
+            after_left, after = machine.netlink_queue(sock)
+            assert after_left == left and after > before, \
+                "the events were not lost: queue %d -> %d bytes, drops %d -> %d" % (left, after_left, before, after)
+            return
+        finally:
+            d.proc.send_signal(signal.SIGCONT)
+    raise AssertionError("no moment found where process events were lost unseen")
+
+
+def hold_rule_env(env, daw_dir):
+    exe = os.path.join(daw_dir, "fakedaw-8.12")
+    shutil.copy("/bin/sleep", exe)
+    os.chmod(exe, 0o755)
+    for name, text in PROFILES.items():
+        env.profile(name, text)
+    env.profile("base", "[Profile]\nRank=5\n[Sysctl]\nvm.stat_interval=2\n"
+                "[Hold daw]\nMatch=exe:%s/fakedaw-[0-9]* user:root\nProfile=hi\n" % daw_dir)
+    env.write("rtctl.conf", "[Daemon]\nDefaultProfile=base\nUevents=kernel\n")
+    return exe
+
+
+def test_a_hold_whose_program_exit_was_lost_ends_all_the_same(env, daw_dir):
+    """The kernel drops process events when rtctld's socket overflows, and says so once (ENOBUFS) at
+    the start: any user can cause that by renaming threads in a loop. A [Hold] program that exits later
+    in the same overflow sends an exit rtctld never sees; the hold must end all the same, within
+    seconds, not when the PID is reused."""
+    exe = hold_rule_env(env, daw_dir)
+    d = env.start()
+    c = Client(env)
+    daw = subprocess.Popen([exe, "600"])
+    try:
+        assert wait_until(lambda: c.prop("ActiveProfile") == "hi" and len(rule_holds(c)) == 1)
+
+        def kill():
+            daw.kill()
+            daw.wait()
+        while_events_are_lost(d, kill)
+        assert wait_until(lambda: c.prop("ActiveProfile") == "base" and not rule_holds(c), timeout=5), \
+            "the hold outlived its program: %s\n%s" % (rule_holds(c), d.output()[-2000:])
+        assert stat_interval() == "2"
+        out = d.output()
+        assert "Process events were lost" in out, out[-2000:]
+        assert "Rule [Hold daw]: its last process is gone, its exit unseen" in out, out[-2000:]
+    finally:
+        end_all([daw], c, d)
+
+
+def test_a_program_started_while_events_were_lost_takes_its_hold(env, daw_dir):
+    """The same overflow, the other way: a [Hold] program that starts while the kernel drops events (its
+    exec is lost) takes its hold once rtctld has read what was left."""
+    exe = hold_rule_env(env, daw_dir)
+    d = env.start()
+    c = Client(env)
+    procs = []
+    try:
+        assert c.prop("ActiveProfile") == "base" and not rule_holds(c)
+
+        def start():
+            procs.append(subprocess.Popen([exe, "600"]))
+            # Asleep in its nanosleep: its exec is done, and its event sent (or dropped).
+            assert wait_until(lambda: machine.task_state(procs[-1].pid) == "S")
+            time.sleep(0.1)
+        while_events_are_lost(d, start)
+        assert wait_until(lambda: c.prop("ActiveProfile") == "hi" and len(rule_holds(c)) == 1, timeout=5), \
+            "the program started unseen holds nothing:\n%s" % d.output()[-2000:]
+        assert "PID %d" % procs[-1].pid in rule_holds(c)[0]["Reason"]
+        assert stat_interval() == "3"
+        assert "Process events were lost" in d.output()
+    finally:
+        end_all(procs, c, d)
+

@@ -191,6 +191,90 @@ def test_compare_interrupted_ends_in_the_starting_profile(env):
     assert env.rtctl_json("profile")["profile"] == "off"
 
 
+class BusWatch:
+    """dbus-monitor on the test's bus: the calls seen (sender, serial, member, first string argument) and
+    the serials replied to, as they pass."""
+
+    def __init__(self, address):
+        self.proc = subprocess.Popen(["dbus-monitor", "--address", address], stdout=subprocess.PIPE,
+                                     stderr=subprocess.DEVNULL, text=True)
+        self.calls, self.replies, self.lock = [], set(), threading.Lock()
+        threading.Thread(target=self._read, daemon=True).start()
+
+    def _read(self):
+        call = None
+        for line in self.proc.stdout:
+            m = re.match(r"method call .* sender=(\S+) -> .* serial=(\d+) .*member=(\w+)", line)
+            if m:
+                call = [m.group(1), int(m.group(2)), m.group(3), None]
+                with self.lock:
+                    self.calls.append(call)
+                continue
+            m = re.match(r"method return .* -> destination=(\S+) serial=\d+ reply_serial=(\d+)", line)
+            if m:
+                with self.lock:
+                    self.replies.add((m.group(1), int(m.group(2))))
+            elif call and call[3] is None and line.strip().startswith("string "):
+                call[3] = line.strip()[len("string "):].strip('"')
+            if not line.startswith("   "):
+                call = None
+
+    def wait(self, what, timeout=harness.HANG_SECONDS):
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            with self.lock:
+                found = what(self)
+            if found:
+                return found
+            time.sleep(0.002)
+        raise AssertionError("not seen on the bus: calls %s" % self.calls[-10:])
+
+    def answered(self, member):
+        """The last call of member, once answered."""
+        c = [c for c in self.calls if c[2] == member]
+        return c and (c[-1][0], c[-1][1]) in self.replies and c[-1]
+
+    def stop(self):
+        self.proc.kill()
+        self.proc.wait()
+
+
+def test_compare_interrupted_while_the_way_back_is_under_way(env):
+    """SIGINT while the call that switches back to the starting profile is on its way: rtctl says
+    everything is put back only once rtctld has done it. rtctld is stopped (SIGSTOP) from the end of the
+    audio slice's last call, so that the switch back waits in the bus, as it does behind a busy daemon."""
+    d = env.start("--profile", "off")
+    before = tracefs_state()
+    watch = BusWatch(env.bus.address)
+    p = subprocess.Popen([harness.RTCTL, "latency", "--method", "timer", "--cpus", "1", "--duration", "30s",
+                          "--slice", "2s", "--compare", "audio"], env=env.environ, stdout=subprocess.PIPE,
+                         stderr=subprocess.PIPE, text=True)
+    try:
+        # In the audio slice the measuring process is attached to the isolated cpu1; the next call after
+        # that answer is the switch back, 2 s later.
+        watch.wait(lambda w: w.answered("AttachProcess"))
+        os.kill(d.proc.pid, signal.SIGSTOP)
+        try:
+            watch.wait(lambda w: [c for c in w.calls if c[2] == "SetProfile" and c[3] == "off"])
+            p.send_signal(signal.SIGINT)
+            try:
+                p.wait(1.0)
+                state = tracefs_state()  # rtctl ended while the way back waits for rtctld
+            except subprocess.TimeoutExpired:
+                state = None
+        finally:
+            os.kill(d.proc.pid, signal.SIGCONT)
+        out, err = p.communicate(timeout=harness.HANG_SECONDS)
+    finally:
+        watch.stop()
+        if p.poll() is None:
+            p.kill()
+    assert p.returncode == 1 and "Interrupted" in err, err
+    assert (state or tracefs_state()) == before
+    assert env.rtctl_json("profile")["profile"] == "off"
+    assert fifo_processes() == []
+
+
 def test_isolated_cpus_from_the_profile_without_a_daemon(env):
     """No rtctld: isolated and housekeeping are the CPUs of the profile it would apply (audio: cpu1)."""
     env.write("rtctl.conf", "[Daemon]\nDefaultProfile=audio\nUevents=kernel\n")

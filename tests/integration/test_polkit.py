@@ -2,7 +2,6 @@
 real polkitd is the VM tier's), and the daemon's behaviour without polkit."""
 import json
 import os
-import re
 import subprocess
 import sys
 import time
@@ -14,7 +13,7 @@ import contract
 import machine
 
 from conftest import NOBODY, wait_until
-from harness import HANG_SECONDS, Bus, Env, RTCTL, service_policy
+from harness import HANG_SECONDS, Bus, Env, Hoard, RTCTL, fds_and_rss, service_policy
 
 AUTHORITY = "/org/freedesktop/PolicyKit1/Authority"
 PROFILES = {
@@ -261,26 +260,6 @@ def polkit_client(env, *args):
     return json.loads(p.stdout.splitlines()[-1])
 
 
-def fds_and_rss(pid):
-    """Open files, less the pidfds of live kernel threads: rtctld holds one per kernel thread it has read
-    (src/core/tasks.c), as many as the machine has, whatever the calls. A caller's pidfd counts (so would
-    a user process's that a pass's scan holds: no call here runs a pass)."""
-    with open("/proc/%d/status" % pid) as f:
-        rss = int(re.search(r"^VmRSS:\s+(\d+) kB", f.read(), re.M).group(1))
-    fds = 0
-    for fd in os.listdir("/proc/%d/fd" % pid):
-        try:
-            if os.readlink("/proc/%d/fd/%s" % (pid, fd)) == "anon_inode:[pidfd]":
-                with open("/proc/%d/fdinfo/%s" % (pid, fd)) as f:
-                    held = [int(line.split()[1]) for line in f if line.startswith("Pid:")]
-                if held and held[0] > 0 and machine.is_kthread(held[0]):
-                    continue
-            fds += 1
-        except OSError:
-            pass
-    return fds, rss
-
-
 def sanitized(pid):
     """ASan keeps freed memory in quarantine: RSS says nothing of leaks there (LeakSanitizer does)."""
     with open("/proc/%d/maps" % pid) as f:
@@ -381,6 +360,13 @@ def end(client):
     client.wait(HANG_SECONDS)
 
 
+def another_user_holds(env):
+    """HoldProfile as OTHER_USER, the hold released as its connection closes: its answers."""
+    answers, client = spread(env, OTHER_USER, 1, [["HoldProfile", "sss", ["hi", "mine", "org.example.Other"]]])
+    end(client)
+    return answers
+
+
 def test_attached_processes_are_bounded_per_user(pkenv, pkbus):
     """One user attaching process after process is refused, by name, beyond its share; another user is
     still served."""
@@ -420,10 +406,53 @@ def test_holds_are_bounded_per_user(pkenv, pkbus):
         assert answers[:HOLDS_PER_USER] == [""] * HOLDS_PER_USER, answers
         name, _, message = answers[-1].partition(": ")
         assert name == LIMIT and str(HOLDS_PER_USER) in message, answers[-1]
-        other, other_client = spread(pkenv, OTHER_USER, 1,
-                                     [["HoldProfile", "sss", ["hi", "mine", "org.example.Other"]]])
-        end(other_client)
-        assert other == [""], other
+        assert another_user_holds(pkenv) == [""]
         assert d.running()
     finally:
         end(client)
+
+
+POLKIT_PER_USER = 16
+
+
+def test_calls_waiting_for_polkit_are_bounded_per_user(pkenv, pkbus):
+    """One user with many connections and an agent that never answers used to fill the whole polkit queue
+    for 5 minutes (16 a connection, 256 in all), and everyone's HoldProfile and slider failed meanwhile.
+    Now that user fills only its own share, its surplus is refused at once by name, and another user's
+    hold still gets its answer."""
+    d = pkenv.start()
+    pkbus.allow("org.rtctl.hold-profile", "org.rtctl.set-profile")
+    pkbus.control.SimulateHangActions(["org.rtctl.set-profile"])
+    connections, calls = 16, 16
+    surplus = connections * calls - POLKIT_PER_USER
+    hoard = Hoard(pkenv, NOBODY, connections, calls, 0, surplus, "SetProfile", "s", ["hi"])
+    try:
+        answers = hoard.answers()
+        assert answers == {LIMIT: surplus}, answers
+        assert another_user_holds(pkenv) == [""]
+        assert d.running()
+    finally:
+        hoard.end()
+        pkbus.control.SimulateHangActions(dbus.Array([], signature="s"))
+        pkbus.control.ReleaseHangingCalls()
+
+
+def test_descriptors_a_call_does_not_take_are_not_kept_while_polkit_thinks(pkenv, pkbus):
+    """A caller may attach descriptors to a call whose arguments name none (the system bus lets a message
+    carry 16); a call waiting for polkit used to keep them all, up to 5 minutes. It keeps none now."""
+    d = pkenv.start()
+    pkbus.control.SimulateHangActions(["org.rtctl.set-profile"])
+    fds, _ = fds_and_rss(d.proc.pid)
+    # The share's last call is refused once the others wait for polkit, in the order they came.
+    hoard = Hoard(pkenv, NOBODY, 1, POLKIT_PER_USER + 1, 16, 1, "SetProfile", "s", ["hi"])
+    try:
+        assert hoard.answers() == {LIMIT: 1}
+        assert pkbus.control.HaveHangingCalls(), "rtctld did not ask polkit"
+        kept = fds_and_rss(d.proc.pid)[0] - fds
+        assert kept < 16, "%d calls waiting for polkit kept %d descriptors they do not take" % (
+            POLKIT_PER_USER, kept)
+        assert d.running()
+    finally:
+        hoard.end()
+        pkbus.control.SimulateHangActions(dbus.Array([], signature="s"))
+        pkbus.control.ReleaseHangingCalls()

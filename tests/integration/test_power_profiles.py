@@ -8,6 +8,7 @@ import sys
 import time
 
 import dbus
+import dbus.lowlevel
 import pytest
 
 from conftest import NOBODY, wait_until
@@ -239,6 +240,119 @@ def test_the_session_user_needs_polkit_as_with_power_profiles_daemon(ppenv, ppbu
     assert p.returncode == 0 and p.stdout.strip() == "4", p.stdout + p.stderr
     # rtctl's own switch is still its own action.
     assert ppenv.rtctl("profile", "low", user=NOBODY).returncode == 6
+
+
+def test_the_slider_never_moves_a_base_profile_it_does_not_show(ppenv, ppbus):
+    """An admin's base profile the slider does not show ("held" here, as realtime or audio) stays the base
+    when the active session moves the slider: the move is a hold over it, which never lowers it, is not
+    remembered, and ends when the admin chooses a base profile again."""
+    d = ppenv.start()
+    wait_serving(ppenv)
+    assert ppenv.rtctl("profile", "held").returncode == 0
+    assert wait_until(lambda: stat_interval() == "7")
+    # The active session may switch the power profile, not rtctl's base profile.
+    ppbus.allow("org.rtctl.power-profiles.switch-profile")
+    p = ppctl(ppenv, "set", "performance", user=NOBODY)
+    assert p.returncode == 0, p.stderr
+    time.sleep(0.5)
+    st = status(ppenv)
+    assert st["base_profile"] == "held", "the slider replaced the admin's base profile: %s" % st["base_profile"]
+    assert stat_interval() == "7", "the slider lowered the admin's base profile"
+    with open(os.path.join(ppenv.state, "active-profile")) as f:
+        assert f.read() == "held\n", "the slider's choice was remembered as the base profile"
+    # The slider shows the choice made on it; rtctl lists it as the hold it is.
+    assert ppctl(ppenv, "get", user=NOBODY).stdout == "performance\n"
+    assert [(h["profile"], h["application_id"]) for h in st["holds"]] == [("high", "power slider")], st["holds"]
+    assert ppctl(ppenv, "list-holds").stdout.strip() == "", "the slider's choice is not an application's hold"
+
+    d.stop()
+    ppenv.start()
+    wait_serving(ppenv)
+    st = status(ppenv)
+    assert st["base_profile"] == "held" and st["holds"] == [] and stat_interval() == "7", st
+    assert ppctl(ppenv, "get").stdout == "balanced\n"
+
+    # Over a base it does not show, a slider choice lasts until the admin chooses a base profile.
+    assert ppctl(ppenv, "set", "power-saver", user=NOBODY).returncode == 0
+    assert ppctl(ppenv, "get").stdout == "power-saver\n" and stat_interval() == "7"
+    assert ppenv.rtctl("profile", "mid").returncode == 0
+    assert wait_until(lambda: stat_interval() == "3")
+    assert status(ppenv)["holds"] == [] and ppctl(ppenv, "get").stdout == "balanced\n"
+    # Over one it shows, the slider switches the base profile again.
+    assert ppctl(ppenv, "set", "performance", user=NOBODY).returncode == 0
+    assert wait_until(lambda: status(ppenv)["base_profile"] == "high")
+
+
+def call_at(conn, dest, which, method, signature="", *args, iface="org.freedesktop.DBus.Properties"):
+    """A call sent to dest as named: dbus-python's proxies would send it to the name's owner instead."""
+    msg = dbus.lowlevel.MethodCallMessage(dest, which[1], iface, method)
+    if args:
+        msg.append(*args, signature=signature)
+    return conn.send_message_with_reply_and_block(msg, HANG_SECONDS).get_args_list()
+
+
+def refused_at(conn, dest, which):
+    """Every call rtctld could answer at power-profiles-daemon's path, each refused as for no object there."""
+    props = "org.freedesktop.DBus.Properties"
+    for method, signature, args, iface in [
+            ("GetAll", "s", (which[0],), props),
+            ("Get", "ss", (which[0], "ActiveProfile"), props),
+            ("Set", "ssv", (which[0], "ActiveProfile", dbus.String("performance", variant_level=1)), props),
+            ("HoldProfile", "sss", ("performance", "r", "org.example.Sneak"), which[0]),
+            ("Introspect", "", (), "org.freedesktop.DBus.Introspectable"),
+            ("Ping", "", (), "org.freedesktop.DBus.Peer")]:
+        with pytest.raises(dbus.exceptions.DBusException) as e:
+            call_at(conn, dest, which, method, signature, *args, iface=iface)
+            pytest.fail("%s at %s, sent to %s, was answered" % (method, which[1], dest))
+        assert e.value.get_dbus_name() in ("org.freedesktop.DBus.Error.UnknownObject",
+                                           "org.freedesktop.DBus.Error.UnknownMethod"), (method, e.value)
+
+
+def test_power_profiles_daemons_paths_are_answered_only_under_its_names(ppenv):
+    """While another owns power-profiles-daemon's names, rtctld answers nothing at its paths, even a call
+    sent to rtctld's own name; under them, only calls sent to them (or to rtctld's unique name, where a
+    client that resolved the owner sends), never ones sent to org.rtctl.Manager1."""
+    other = dbus.bus.BusConnection(ppenv.bus.address)
+    try:
+        for name in (OLD[0], NEW[0]):
+            assert other.request_name(name, dbus.bus.NAME_FLAG_DO_NOT_QUEUE) == \
+                dbus.bus.REQUEST_NAME_REPLY_PRIMARY_OWNER
+        d = ppenv.start()
+        conn = dbus.bus.BusConnection(ppenv.bus.address)
+        assert wait_until(lambda: all("power-profiles-daemon owns %s" % n in d.output() for n in (OLD[0], NEW[0])))
+        unique = conn.get_name_owner("org.rtctl.Manager1")
+        for which in (OLD, NEW):
+            for dest in (unique, "org.rtctl.Manager1"):
+                refused_at(conn, dest, which)
+        assert status(ppenv)["base_profile"] == "mid" and status(ppenv)["holds"] == []
+
+        # Given up: rtctld, queued, has them now.
+        for name in (OLD[0], NEW[0]):
+            other.release_name(name)
+        assert wait_until(lambda: conn.get_name_owner(OLD[0]) == unique and conn.get_name_owner(NEW[0]) == unique)
+        for which in (OLD, NEW):
+            assert call_at(conn, unique, which, "Get", "ss", which[0], "ActiveProfile") == ["balanced"]
+            assert call_at(conn, which[0], which, "Get", "ss", which[0], "ActiveProfile") == ["balanced"]
+            refused_at(conn, "org.rtctl.Manager1", which)
+            # The other interface's name at this path is no interface here.
+            wrong = NEW if which == OLD else OLD
+            with pytest.raises(dbus.exceptions.DBusException) as e:
+                call_at(conn, unique, which, "HoldProfile", "sss", "performance", "r", "a", iface=wrong[0])
+            assert e.value.get_dbus_name() in ("org.freedesktop.DBus.Error.UnknownMethod",
+                                               "org.freedesktop.DBus.Error.UnknownInterface"), e.value
+        assert status(ppenv)["base_profile"] == "mid" and status(ppenv)["holds"] == []
+
+        # Taken back (rtctld allows replacement, as power-profiles-daemon does it): nothing answered again.
+        for name in (OLD[0], NEW[0]):
+            assert other.request_name(name, dbus.bus.NAME_FLAG_REPLACE_EXISTING | dbus.bus.NAME_FLAG_DO_NOT_QUEUE) \
+                == dbus.bus.REQUEST_NAME_REPLY_PRIMARY_OWNER
+        assert wait_until(lambda: conn.get_name_owner(OLD[0]) != unique)
+        time.sleep(0.2)
+        for which in (OLD, NEW):
+            refused_at(conn, unique, which)
+        assert d.running()
+    finally:
+        other.close()  # the bus is the module's: its names go with it
 
 
 def test_power_profiles_daemon_keeps_its_names_and_rtctld_follows_it(ppenv, tmp_root):

@@ -54,7 +54,7 @@ def sanitized(pid):
 
 
 def fd_targets(pid):
-    """The daemon's open files, less its pidfds (see pidfd_pids)."""
+    """The daemon's open files, less its pidfds (see pidfds_of)."""
     out = []
     for fd in sorted(os.listdir("/proc/%d/fd" % pid), key=int):
         try:
@@ -66,25 +66,24 @@ def fd_targets(pid):
     return out
 
 
-def pidfd_pids(pid):
-    """The PIDs the daemon's pidfds refer to (fdinfo's Pid: -1 or 0 once the process ended). rtctld holds
-    one per process it has read (src/core/tasks.c's cache: kernel threads, and user processes as "not a
-    kernel thread"): their number follows the machine's processes, not leaks, so they are counted apart
-    and checked for what they hold."""
+def pidfds_of(pid):
+    """The daemon's pidfds as (pidfs inode, PID) pairs (fdinfo's Pid: -1 or 0 once the process ended).
+    rtctld holds one per process it has read (src/core/tasks.c's cache: kernel threads, and user processes
+    as "not a kernel thread"): their number follows the machine's processes, not leaks, so they are counted
+    apart and checked for what they hold. Since Linux 6.9 (pidfs) each process's pidfds share an inode
+    number no other process ever has: an ended process's pidfd is known again at a later look."""
     out = []
     for fd in os.listdir("/proc/%d/fd" % pid):
+        path = "/proc/%d/fd/%s" % (pid, fd)
         try:
-            if os.readlink("/proc/%d/fd/%s" % (pid, fd)) != "anon_inode:[pidfd]":
+            if os.readlink(path) != "anon_inode:[pidfd]":
                 continue
+            ino = os.stat(path).st_ino
             with open("/proc/%d/fdinfo/%s" % (pid, fd)) as f:
-                out.extend(int(line.split()[1]) for line in f if line.startswith("Pid:"))
-        except OSError:
+                out.append((ino, next(int(line.split()[1]) for line in f if line.startswith("Pid:"))))
+        except (OSError, StopIteration):
             pass
     return out
-
-
-# Processes that ended since the daemon's last scan: still held until the next one prunes them.
-PIDFDS_ENDED_ALLOWANCE = 8
 
 
 def usage_of(pid, fewest=None):
@@ -97,30 +96,47 @@ def usage_of(pid, fewest=None):
         looks.append(fd_targets(pid))
     fds = min(looks, key=len)
     status = dict(line.split(":", 1) for line in open("/proc/%d/status" % pid) if ":" in line)
-    held = pidfd_pids(pid)
-    live = [p for p in held if p > 0]
+    held = pidfds_of(pid)
+    live = [p for _, p in held if p > 0]
+    # A process that ends between its fdinfo and the look at /proc is no stale pidfd: looked at again.
+    gone = [p for p in live if not os.path.exists("/proc/%d" % p)]
+    if gone:
+        again = dict(pidfds_of(pid))
+        gone = [p for ino, p in held if p in gone and again.get(ino, 0) > 0 and
+                not os.path.exists("/proc/%d" % p)]
     return {"fds": len(fds), "transient_fds": [x for x in looks[0] if x not in fds], "rss_kb": int(status["VmRSS"].split()[0]),
             "anon_kb": int(status["RssAnon"].split()[0]), "fd_targets": fds, "pidfds": len(held),
-            "pidfds_ended": len(held) - len(live), "pidfds_twice": len(live) - len(set(live)),
-            "pidfds_not_running": [p for p in live if not os.path.exists("/proc/%d" % p)]}
+            "pidfds_ended": sorted(ino for ino, p in held if p <= 0),
+            # Before pidfs (Linux 6.9) every pidfd has the one anon inode: an ended one is not followed.
+            "pidfds_followed": len({ino for ino, _ in held}) == len(held),
+            "pidfds_twice": len(live) - len(set(live)), "pidfds_not_running": gone}
 
 
 class Usage:
     """The daemon's fds and memory at the start and after each round; check() applies the module's rule
-    (see the docstring above) to the rounds after the first."""
+    (see the docstring above) to the rounds after the first. Each sample also holds the daemon to letting
+    go of ended processes: the pidfds of processes that had ended when it was taken are gone after the
+    next scan (a Verify makes one), however many processes the machine ends meanwhile."""
 
-    def __init__(self, storm, tmp_path):
+    def __init__(self, storm, tmp_path, env):
         self.storm = storm
         self.path = os.path.join(str(tmp_path), "usage.json")
+        self.env = env
         self.samples = []
         self.asan = False
 
     def sample(self, label, pid):
         u = dict(usage_of(pid, min((s["fds"] for s in self.samples), default=None)), label=label)
         self.asan = self.asan or sanitized(pid)
+        ended = set(u["pidfds_ended"]) if u["pidfds_followed"] else set()
+        u["pidfds_ended_kept"] = []
+        if ended:
+            p = self.env.rtctl("--json", "verify")
+            assert p.returncode == 0, p.stderr
+            u["pidfds_ended_kept"] = sorted(ended & {ino for ino, _ in pidfds_of(pid)})
         self.samples.append(u)
-        print("%s %s: %d fds (and %d pidfds), VmRSS %d kB, RssAnon %d kB" % (
-            self.storm, label, u["fds"], u["pidfds"], u["rss_kb"], u["anon_kb"]), flush=True)
+        print("%s %s: %d fds (and %d pidfds, %d of ended processes), VmRSS %d kB, RssAnon %d kB" % (
+            self.storm, label, u["fds"], u["pidfds"], len(ended), u["rss_kb"], u["anon_kb"]), flush=True)
         with open(self.path, "w") as f:
             json.dump({"storm": self.storm, "asan": self.asan, "samples": self.samples}, f, indent=1)
 
@@ -131,9 +147,9 @@ class Usage:
         assert later, "no round after the warm-up: nothing was compared"
         grew = [s for s in later if s["fds"] != base["fds"]]
         assert grew == [], "the daemon's fds changed after the warm-up (%d): %s" % (base["fds"], grew)
-        # Its pidfds: each a running process's, none twice, the ended ones only those since its last scan.
+        # Its pidfds: each a running process's, none twice, an ended one's gone at the next scan.
         bad = [s for s in self.samples if s["pidfds_twice"] or s["pidfds_not_running"] or
-               s["pidfds_ended"] > PIDFDS_ENDED_ALLOWANCE]
+               s["pidfds_ended_kept"]]
         assert bad == [], "the daemon holds pidfds it should not: %s" % bad
         if not self.asan:
             grew = [s for s in later if s["rss_kb"] > base["rss_kb"] + RSS_ALLOWANCE_KB]
@@ -197,7 +213,7 @@ def test_hotplug_storm(senv, tmp_path):
     """200 offline/online cycles of cpu1 under the audio profile: a third back to back, a third while a
     profile switch's pass runs, a third with a pause between offline and online (the daemon's offline
     pass under way when cpu1 comes back). Then the state is the profile's and stop puts everything back."""
-    usage = Usage("hotplug", tmp_path)
+    usage = Usage("hotplug", tmp_path, senv)
     rng = random.Random(14)
     with machine.loop_devices(2) as loops:
         before = machine.snapshot()
@@ -240,7 +256,7 @@ def test_device_churn(senv, tmp_path):
     removed as soon as it is there, while the daemon tunes it. Each device that stays long enough gets the
     profile's scheduler; afterwards only the two devices that stayed throughout are tuned and in Verify,
     and stop puts everything back."""
-    usage = Usage("churn", tmp_path)
+    usage = Usage("churn", tmp_path, senv)
     with machine.loop_devices(2) as kept:
         before = machine.snapshot()
         d = senv.start("--profile", "storm")
@@ -274,7 +290,7 @@ def test_sigkill_at_random_points_then_restart_and_restore(senv, tmp_path):
     first). Each time a new daemon starts with the profile, `rtctl restore` puts everything back, and the
     machine equals the snapshot taken before the first start. The restarted daemons' fds and memory after
     the restore are held to those of the first ten (the warm-up: a restart reads the journal it is left)."""
-    usage = Usage("kill", tmp_path)
+    usage = Usage("kill", tmp_path, senv)
     seed = int.from_bytes(os.urandom(4), "little")
     print("kill storm: random seed %d" % seed)
     rng = random.Random(seed)
@@ -307,6 +323,8 @@ def test_sigkill_at_random_points_then_restart_and_restore(senv, tmp_path):
             r = senv.rtctl_json("restore")
             assert r["failures"] == 0, (i, r)
             usage.sample("restart %d" % i, d.proc.pid)
+            # The restore leaves no profile in force, so no scan would prune what the cache held.
+            assert usage.samples[-1]["pidfds"] == 0, usage.samples[-1]
             assert machine.diff(before, machine.snapshot()) == [], "kill %d" % i
             assert d.stop() == 0
             assert senv.journal is None
@@ -335,7 +353,7 @@ def test_flood_of_reads_and_changes(senv, tmp_path):
     Verify, GetAll, Check), one client of root switches profiles back and forth between them. Every call
     is answered without error, each flood ends on the audio profile in place, and stop puts everything
     back."""
-    usage = Usage("flood", tmp_path)
+    usage = Usage("flood", tmp_path, senv)
     with machine.loop_devices(2) as loops:
         before = machine.snapshot()
         d = senv.start("--profile", "storm")

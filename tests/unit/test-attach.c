@@ -275,7 +275,7 @@ TEST(matching_is_and_of_terms_or_of_alternatives)
 {
         _cleanup_free_ char *root = xasprintf("%s/procs", test_tmpdir());
         _cleanup_policy_ Policy *p =
-            load_ok("m", "[Attach mine]\nMatch=comm:pipewire user:1000\nThreads=data-loop*\n"
+            load_ok("m", "[Attach mine]\nMatch=comm:pipewire user:1000\nThreads=all\n"
                          "[Attach seat]\nMatch=comm:ardour*|bitwig* user:active\nThreads=all\n"
                          "[Attach path]\nMatch=exe:/usr/bin/jackd|/opt/jack/* user:0\nThreads=all\n");
         uid_t active[] = {1001};
@@ -331,14 +331,15 @@ TEST(threads_by_name)
 {
         _cleanup_free_ char *root = xasprintf("%s/threads", test_tmpdir());
         _cleanup_policy_ Policy *p =
-            load_ok("t", "[Attach pw]\nMatch=comm:pipewire user:1000\nThreads=data-loop*\n"
+            load_ok("t", "[Attach pw]\nMatch=comm:pipewire user:0\nThreads=data-loop*\n"
                          "[Attach all]\nMatch=comm:jackd user:active\nThreads=all\n");
         AttachedThread *t = NULL;
         size_t n = 0, allocated = 0;
 
         if (!p)
                 return;
-        fake_process(root, 200, "pipewire", NULL, 1000,
+        /* Root's rule: a name alone sends a thread (in another user's, see test-attach-realtime.c). */
+        fake_process(root, 200, "pipewire", NULL, 0,
                      (const char *const[]){"200:pipewire", "201:pipewire", "202:data-loop.0", NULL});
         sysroot_set(root);
         CHECK_INTEQ(attach_list_threads(&p->attach->rules[0], 200, &t, &n, &allocated), 0);

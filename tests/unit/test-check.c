@@ -577,6 +577,43 @@ TEST(reboot_pending)
         audit_clear(&a);
 }
 
+/* How a profile's Threads=realtime rules learn of a policy change: rtctld's word (PolicyEvents), or
+ * without a daemon the kernel's configuration. Without the syscall tracepoints a thread that turns
+ * real-time late, and a demotion, go unseen for a while: said, with the fix. */
+TEST(policy_events)
+{
+        _cleanup_free_ char *root = test_fixture_copy("amd-workstation");
+        AuditOptions o = {.profile = "audio"};
+        Audit a = {};
+        const AuditFinding *f;
+
+        test_write(root, "proc/sys/kernel/osrelease", "6.12.0-test\n");
+        CHECK(!finding_in(&a, root, &o, "policy-events")); /* no Threads=realtime rule: nothing to say */
+        o.realtime_rules = true;
+        o.policy_events = "tracepoints";
+        CHECK_FINDING(finding_in(&a, root, &o, "policy-events"), "ok", detail, "syscall tracepoints");
+
+        o.policy_events = "re-check after thread creation: this kernel has no tracefs (/sys/kernel/tracing "
+                          "is missing)";
+        f = finding_in(&a, root, &o, "policy-events");
+        CHECK(f && streq(f->status, "warn"));
+        CHECK_CONTAINS(f ? f->detail : NULL, "profile audio");
+        CHECK_CONTAINS(f ? f->detail : NULL, "this kernel has no tracefs (/sys/kernel/tracing is missing)");
+        CHECK_CONTAINS(f ? f->detail : NULL, "more than 1 s after it was created");
+        CHECK_CONTAINS(f ? f->detail : NULL, "back to SCHED_OTHER");
+        CHECK_CONTAINS(f ? f->fix : NULL, "CONFIG_FTRACE_SYSCALLS=y");
+
+        /* No daemon: the kernel's configuration says whether rtctld would have the tracepoints. */
+        o.policy_events = NULL;
+        CHECK_FINDING(finding_in(&a, root, &o, "policy-events"), "info", detail, "no kernel configuration");
+        write_gz(root, "proc/config.gz", "CONFIG_FTRACE=y\n# CONFIG_FTRACE_SYSCALLS is not set\n");
+        CHECK_FINDING(finding_in(&a, root, &o, "policy-events"), "warn", detail,
+                      "built without CONFIG_FTRACE_SYSCALLS");
+        write_gz(root, "proc/config.gz", "CONFIG_FTRACE=y\nCONFIG_FTRACE_SYSCALLS=y\n");
+        CHECK_FINDING(finding_in(&a, root, &o, "policy-events"), "ok", detail, "syscall tracepoints");
+        audit_clear(&a);
+}
+
 /* pam_limits' precedence: the user's own line over a group's over "*" whatever their order (alice's file
  * comes before the audio group's), the later among equals. */
 TEST(pam_limits)
@@ -611,4 +648,4 @@ TEST(pam_limits)
 
 TEST_MAIN(T(parse), T(sched_ext), T(audio_devices), T(inversion), T(kernel_config), T(preemption),
           T(mitigations_smt), T(memory_filesystems), T(shared_irq), T(isolation), T(rivals),
-          T(reboot_pending), T(pam_limits))
+          T(reboot_pending), T(policy_events), T(pam_limits))

@@ -26,7 +26,7 @@ static char *tree(const char *name, const char *mounts)
         return root;
 }
 
-static void plan_with(const char *root, const unsigned *attached, size_t n, SettingContext *kinds)
+static void plan_with(const char *root, const TaskId *attached, size_t n, SettingContext *kinds)
 {
         _cleanup_policy_ Policy *p = test_profile("[Profile]\nDescription=i\n[CPU]\nIsolate=3\n");
 
@@ -36,7 +36,7 @@ static void plan_with(const char *root, const unsigned *attached, size_t n, Sett
                                  &(PassInput){.attached = attached, .n_attached = n, .kinds = kinds}, &res);
 }
 
-static void plan(const char *root, const unsigned *attached, size_t n)
+static void plan(const char *root, const TaskId *attached, size_t n)
 {
         plan_with(root, attached, n, NULL);
 }
@@ -67,7 +67,7 @@ static bool noted(const char *what)
 TEST(v2_without_systemd_uses_a_threaded_domain)
 {
         _cleanup_free_ char *root = tree("v2", "cgroup2 /sys/fs/cgroup cgroup2 rw,nosuid 0 0\n");
-        unsigned attached[] = {100};
+        TaskId attached[] = {{100, 5000}};
 
         test_write(root, "sys/fs/cgroup/cgroup.controllers", "cpuset cpu io memory pids\n");
         test_write(root, "sys/fs/cgroup/cgroup.subtree_control", "memory pids\n");
@@ -103,7 +103,7 @@ TEST(v1_uses_cpusets)
 {
         _cleanup_free_ char *root = tree("v1", "cgroup /sys/fs/cgroup/cpuset cgroup rw,cpuset 0 0\n"
                                                "cgroup2 /sys/fs/cgroup/unified cgroup2 rw 0 0\n");
-        unsigned attached[] = {100};
+        TaskId attached[] = {{100, 5000}};
 
         test_write(root, "sys/fs/cgroup/cpuset/cpuset.mems", "0\n");
         test_write(root, "sys/fs/cgroup/cpuset/cgroup.procs", "2\n100\n");
@@ -134,7 +134,7 @@ TEST(no_cpuset_controller_is_a_note)
 TEST(v2_systemd_threaded_scope_and_remote_partition)
 {
         _cleanup_free_ char *root = tree("v2-systemd", "cgroup2 /sys/fs/cgroup cgroup2 rw,nosuid 0 0\n");
-        unsigned attached[] = {100};
+        TaskId attached[] = {{100, 5000}};
 
         test_write(root, "run/systemd/system/.exists", "");
         test_write(root, "sys/fs/cgroup/cgroup.controllers", "cpuset cpu io memory pids\n");

@@ -167,6 +167,62 @@ TEST(work_items_idle_exits_and_exec_renames)
         xrun_causes_free(c, n);
 }
 
+/* The causes of a 6 ms window of trace on a trace of its own. */
+static XrunCause *causes_of(const char *trace, size_t *n)
+{
+        _cleanup_xrun_trace_ XrunTrace *t = xrun_trace_new(S(3));
+
+        xrun_trace_feed(t, trace, strlen(trace));
+        return causes(t, S(100), S(100) + 6000000, n);
+}
+
+/* jackd (kernel prio p) preempted and runnable at 100.001; a SCHED_OTHER task, make, runs 3 ms. */
+#define JACKD_PREEMPTED_BY_MAKE(p)                                                                          \
+        SW(1, "100.000000", "swapper/1", 0, 120, "R", "jackd", 600, p)                                      \
+        SW(1, "100.001000", "jackd", 600, p, "R", "make", 951, 120)                                         \
+        SW(1, "100.004000", "make", 951, 120, "R", "jackd", 600, p)                                         \
+        SW(1, "100.005000", "jackd", 600, p, "S", "swapper/1", 0, 120)
+
+TEST(a_task_that_is_not_realtime_running_while_one_waits_is_a_stall)
+{
+        /* jackd real-time (FIFO 10): only real-time throttling lets make run, so it is a stall named
+         * after it, not a task that took the time. */
+        size_t n;
+        XrunCause *c = causes_of(JACKD_PREEMPTED_BY_MAKE(89), &n);
+        check_cause(find(c, n, XRUN_STALL), 0, "make", 3000000);
+        CHECK(!find(c, n, XRUN_TASK));
+        xrun_causes_free(c, n);
+
+        /* jackd of SCHED_OTHER: make competes with it for real. */
+        c = causes_of(JACKD_PREEMPTED_BY_MAKE(120), &n);
+        check_cause(find(c, n, XRUN_TASK), 951, "make", 3000000);
+        CHECK(!find(c, n, XRUN_STALL));
+        xrun_causes_free(c, n);
+}
+
+/* A kernel without preemption (PREEMPT_NONE, as this host's): make, niced, was running when the timer
+ * woke jackd (FIFO 10) and kept the CPU 1 ms more, inside a system call, before it switched. The timer's
+ * interrupt splits make's run in two, and the second half starts while jackd waits; but make was given
+ * the CPU before jackd woke: it held the CPU, a task, not a stall that only throttling allows. */
+TEST(a_task_that_held_the_cpu_when_the_audio_thread_woke_is_no_stall)
+{
+        const char *trace = SW(
+            1, "100.000000", "jackd", 600, 89, "S", "make", 951,
+            130) "          make-951       [001] d.h2.   "
+                 "100.000500: hrtimer_expire_entry: "
+                 "hrtimer=00000000aa function="
+                 "hrtimer_wakeup now=100000500000\n" WAKE_IN(
+                     1, "100.000501", "make-951", "jackd", 600,
+                     89) "          make-951       [001] d.h1.   100.000502: hrtimer_expire_exit: "
+                         "hrtimer=00000000aa\n" SW(1, "100.001500", "make", 951, 130, "R", "jackd", 600, 89)
+                             SW(1, "100.002000", "jackd", 600, 89, "S", "swapper/1", 0, 120);
+        size_t n;
+        XrunCause *c = causes_of(trace, &n);
+        check_cause(find(c, n, XRUN_TASK), 951, "make", 998000);
+        CHECK(!find(c, n, XRUN_STALL));
+        xrun_causes_free(c, n);
+}
+
 TEST(a_switch_away_from_idle_the_trace_leaves_out)
 {
         _cleanup_xrun_trace_ XrunTrace *t = xrun_trace_new(S(3));
@@ -221,6 +277,103 @@ TEST(lines_cut_anywhere_forged_comms_and_lost_events)
         xrun_causes_free(c, n);
 }
 
+/* A reader that falls behind (a busy machine: rtctl's own CPU shared with a build) loses events, and
+ * then a switch the trace does not show can make two runs of a server thread that each ended in sleep
+ * look like one: that is no over-budget run. */
+TEST(a_run_the_trace_lost_the_end_of_is_no_over_budget_run)
+{
+        /* The server, TID 600, works 1 ms a cycle; the ring buffer lost what came between its first
+         * run's start and its second's end, both sleeps and wake-ups among it: 3 ms that were not one
+         * run. */
+        _cleanup_xrun_trace_ XrunTrace *t = xrun_trace_new(S(3));
+        const char *trace =
+            SW(1, "100.000000", "swapper/1", 0, 120, "R", "pipewire", 600, 89) "CPU:1 [LOST 4 EVENTS]\n" SW(
+                1, "100.003000", "pipewire", 600, 89, "S", "swapper/1", 0, 120)
+                SW(1, "100.004000", "swapper/1", 0, 120, "R", "pipewire", 600, 89)
+                    SW(1, "100.005000", "pipewire", 600, 89, "S", "swapper/1", 0, 120);
+        size_t n;
+
+        xrun_trace_feed(t, trace, strlen(trace));
+        CHECK_INTEQ(xrun_trace_lost(t), 4);
+        XrunCause *c = causes(t, S(100), S(100) + 6000000, &n);
+        check_cause(find(c, n, XRUN_OVER), 600, NULL, 1000000);
+        xrun_causes_free(c, n);
+        /* Only the lost stretch in the window: no over-budget cause at all, not one of 0 µs. */
+        c = causes(t, S(100), S(100) + 3000000, &n);
+        CHECK(!find(c, n, XRUN_OVER));
+        xrun_causes_free(c, n);
+
+        /* No event lost, but the switch of its first sleep unlogged all the same (the line of another
+         * task is the first sign): that run's end is unsure too, and no run goes across it. */
+        _cleanup_xrun_trace_ XrunTrace *u = xrun_trace_new(S(3));
+        const char *unlogged = SW(1, "200.000000", "swapper/1", 0, 120, "R", "pipewire", 600, 89)
+            WAKE_IN(1, "200.002000", "other-650", "kworker/1:1", 40, 120)
+                SW(1, "200.002500", "other", 650, 120, "S", "pipewire", 600, 89)
+                    SW(1, "200.003500", "pipewire", 600, 89, "S", "swapper/1", 0, 120);
+        xrun_trace_feed(u, unlogged, strlen(unlogged));
+        c = causes(u, S(200), S(200) + 4000000, &n);
+        check_cause(find(c, n, XRUN_OVER), 600, NULL, 1000000);
+        xrun_causes_free(c, n);
+}
+
+/* TIDs 600 (a server's data loop) and 601 (its client's process thread) are the graph's. */
+static int audio_600_601(unsigned tid, const char *comm, int prio, void *userdata)
+{
+        (void)comm;
+        (void)prio;
+        (void)userdata;
+        return tid == 600 || tid == 601;
+}
+
+/* A switch on cpu 1 at t µs (since 100 s): prev sleeps, next runs; both at kernel prio 11 (FIFO 88). */
+static void switch_at(XrunTrace *t, uint64_t us, const char *prev, unsigned ppid, const char *next,
+                      unsigned npid)
+{
+        char line[512];
+
+        snprintf(line, sizeof line,
+                 "           %s-%u     [001] d..2.   %llu.%06llu: sched_switch: prev_comm=%s prev_pid=%u "
+                 "prev_prio=11 prev_state=S ==> next_comm=%s next_pid=%u next_prio=11\n",
+                 prev, ppid, (unsigned long long)(100 + us / 1000000), (unsigned long long)(us % 1000000),
+                 prev, ppid, next, npid);
+        xrun_trace_feed(t, line, strlen(line));
+}
+
+/* A client over its budget works 3.5 ms of a 2.67 ms period every cycle; its server 20 µs a cycle, but
+ * once 5 ms (on a busy machine's VM: the server's one run that the host stretched). Each thread's
+ * typical run tells them apart: the client's is its longest, the server's a fraction of the period. */
+TEST(a_thread_over_its_budget_every_cycle_and_one_long_run_once)
+{
+        _cleanup_xrun_trace_ XrunTrace *t = xrun_trace_new(S(3));
+        uint64_t us = 0;
+        size_t n;
+
+        switch_at(t, us, "swapper/1", 0, "xrun-client", 601);
+        for (unsigned cycle = 0; cycle < 8; cycle++) {
+                us += 3500;
+                switch_at(t, us, "xrun-client", 601, "pipewire", 600);
+                us += cycle == 5 ? 5000 : 20;
+                switch_at(t, us, "pipewire", 600, "xrun-client", 601);
+        }
+        XrunCause *c = NULL;
+        unsigned cpu = 1;
+        CHECK_INTEQ(
+            xrun_trace_causes(t, &cpu, 1, S(100), S(100) + us * 1000, 20000, audio_600_601, NULL, &c, &n),
+            0);
+        const XrunCause *client = NULL, *server = NULL;
+        for (size_t i = 0; i < n; i++)
+                if (c[i].actor == XRUN_OVER)
+                        *(c[i].id == 601 ? &client : &server) = &c[i];
+        CHECK(client && server);
+        if (client && server) {
+                CHECK_INTEQ(client->ns, 3500000);
+                CHECK_INTEQ(client->typical_ns, 3500000);
+                CHECK_INTEQ(server->ns, 5000000);
+                CHECK_INTEQ(server->typical_ns, 20000);
+        }
+        xrun_causes_free(c, n);
+}
+
 TEST(the_busy_stretch_before_a_window)
 {
         _cleanup_xrun_trace_ XrunTrace *t = xrun_trace_new(S(3));
@@ -232,11 +385,42 @@ TEST(the_busy_stretch_before_a_window)
         unsigned cpu = 1;
 
         xrun_trace_feed(t, trace, strlen(trace));
-        CHECK_INTEQ(xrun_trace_busy_since(t, &cpu, 1, S(100) + 25000000, 20000, S(1)), S(100));
+        CHECK_INTEQ(xrun_trace_busy_since(t, &cpu, 1, S(100) + 25000000, 20000, S(1), NULL, NULL), S(100));
         /* Idle at the time asked: it stays. */
-        CHECK_INTEQ(xrun_trace_busy_since(t, &cpu, 1, S(100) + 35000000, 20000, S(1)), S(100) + 35000000);
+        CHECK_INTEQ(xrun_trace_busy_since(t, &cpu, 1, S(100) + 35000000, 20000, S(1), NULL, NULL),
+                    S(100) + 35000000);
         /* Never further back than asked. */
-        CHECK_INTEQ(xrun_trace_busy_since(t, &cpu, 1, S(100) + 25000000, 20000, 10000000),
+        CHECK_INTEQ(xrun_trace_busy_since(t, &cpu, 1, S(100) + 25000000, 20000, 10000000, NULL, NULL),
+                    S(100) + 15000000);
+}
+
+/* A niced build keeps the CPU busy around a graph that sleeps between its cycles: the CPU is never idle
+ * (without the graph, the stretch goes as far back as asked),
+ * but what delayed the cycle told at 100.024 goes back to jackd's wake-up at 100.020, not to the build's
+ * start 30 ms before. Where the audio thread is known, its demand says how far back. */
+TEST(the_busy_stretch_is_the_graphs_beside_a_busy_build)
+{
+        _cleanup_xrun_trace_ XrunTrace *t = xrun_trace_new(S(3));
+        const char *trace = SW(1, "99.990000", "swapper/1", 0, 120, "R", "make", 951, 130)
+            WAKE_IN(1, "100.000000", "make-951", "jackd", 600, 89) SW(1, "100.000010", "make", 951, 130, "R",
+                                                                      "jackd", 600, 89)
+                SW(1, "100.001000", "jackd", 600, 89, "S", "make", 951, 130)
+                    WAKE_IN(1, "100.010000", "make-951", "jackd", 600, 89)
+                        SW(1, "100.010010", "make", 951, 130, "R", "jackd", 600, 89)
+                            SW(1, "100.011000", "jackd", 600, 89, "S", "make", 951, 130)
+                                WAKE_IN(1, "100.020000", "make-951", "jackd", 600, 89)
+                                    SW(1, "100.020010", "make", 951, 130, "R", "jackd", 600, 89)
+                                        SW(1, "100.025000", "jackd", 600, 89, "S", "make", 951, 130)
+                                            SW(1, "100.030000", "make", 951, 130, "S", "swapper/1", 0, 120);
+        unsigned cpu = 1;
+
+        xrun_trace_feed(t, trace, strlen(trace));
+        CHECK_INTEQ(xrun_trace_busy_since(t, &cpu, 1, S(100) + 24000000, 20000, S(1), NULL, NULL),
+                    S(99) + 24000000);
+        CHECK_INTEQ(xrun_trace_busy_since(t, &cpu, 1, S(100) + 24000000, 20000, S(1), audio_600, NULL),
+                    S(100) + 20000000);
+        /* Asleep at the time asked, the build running: nothing before it is the graph's. */
+        CHECK_INTEQ(xrun_trace_busy_since(t, &cpu, 1, S(100) + 15000000, 20000, S(1), audio_600, NULL),
                     S(100) + 15000000);
 }
 
@@ -357,6 +541,10 @@ TEST_MAIN(T(a_higher_priority_task_that_preempts_the_audio_thread),
           T(an_irq_inside_the_audio_threads_run_is_the_irqs),
           T(a_task_counts_only_while_the_audio_thread_waits), T(work_items_idle_exits_and_exec_renames),
           T(a_switch_away_from_idle_the_trace_leaves_out),
-          T(lines_cut_anywhere_forged_comms_and_lost_events), T(the_busy_stretch_before_a_window),
-          T(old_segments_are_forgotten), T(threaded_irq_handlers_are_their_irq),
-          T(the_smi_count_through_the_msr_driver))
+          T(a_task_that_is_not_realtime_running_while_one_waits_is_a_stall),
+          T(a_task_that_held_the_cpu_when_the_audio_thread_woke_is_no_stall),
+          T(lines_cut_anywhere_forged_comms_and_lost_events),
+          T(a_run_the_trace_lost_the_end_of_is_no_over_budget_run),
+          T(a_thread_over_its_budget_every_cycle_and_one_long_run_once), T(the_busy_stretch_before_a_window),
+          T(the_busy_stretch_is_the_graphs_beside_a_busy_build), T(old_segments_are_forgotten),
+          T(threaded_irq_handlers_are_their_irq), T(the_smi_count_through_the_msr_driver))

@@ -57,6 +57,16 @@ char *test_two_cpu_root(void)
         return root;
 }
 
+char *test_cgroup_procs(const char *root, const char *dir)
+{
+        _cleanup_free_ char *path = xasprintf("%s/sys/fs/cgroup%s/cgroup.procs", root, dir);
+        char *s = NULL;
+
+        if (read_full_file(path, &s, NULL) < 0)
+                return xstrdup("(unreadable)");
+        return s;
+}
+
 void test_write(const char *dir, const char *rel, const char *text)
 {
         _cleanup_free_ char *path = xasprintf("%s/%s", dir, rel);

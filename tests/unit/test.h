@@ -77,6 +77,9 @@ const char *test_tmpdir(void);
 char *test_two_cpu_root(void);
 /* Writes text to dir/rel, making directories. */
 void test_write(const char *dir, const char *rel, const char *text);
+/* What cgroup dir's cgroup.procs in the tree under root holds (a plain file there: what a move wrote),
+ * or "(unreadable)". */
+char *test_cgroup_procs(const char *root, const char *dir);
 
 /* $RTCTL_FIXTURES/SHAPE, a generated machine (tests/fixtures/gen-machine.py), and a writable copy of it
  * in the scratch directory for passes that apply. */

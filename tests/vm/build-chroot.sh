@@ -70,11 +70,7 @@ build_root() { # $1 = directory to create
 	log "debootstrap --variant=minbase $SUITE for the build chroot (log: $dir/build-root.log)"
 	debootstrap --variant=minbase --arch="$ARCH" --cache-dir="$CACHE/debs" "$SUITE" "$root" "$MIRROR" \
 		>"$dir/build-root.log" 2>&1 || { tail -n 20 "$dir/build-root.log" >&2; return 1; }
-	{
-		echo "deb $MIRROR $SUITE main"
-		echo "deb $MIRROR $SUITE-updates main"
-		echo "deb $SECURITY_MIRROR $SUITE-security main"
-	} >"$root/etc/apt/sources.list"
+	build_sources >"$root/etc/apt/sources.list"
 	printf '#!/bin/sh\nexit 101\n' >"$root/usr/sbin/policy-rc.d"
 	chmod 755 "$root/usr/sbin/policy-rc.d"
 	log "build dependencies: ${BUILD_PKGS[*]}"
@@ -89,7 +85,7 @@ root_key() {
 	{
 		echo "suite=$SUITE arch=$ARCH mirror=$MIRROR security=$SECURITY_MIRROR"
 		echo "pkgs=${BUILD_PKGS[*]}"
-		declare -f build_root in_root
+		declare -f build_root in_root build_sources build_sources_updates deb_line
 	} | sha256sum | cut -c1-16
 }
 

@@ -148,16 +148,6 @@ ensure_host_tools() {
 # shellcheck source=tests/vm/mirrors.sh
 . "$HERE/mirrors.sh"
 
-# The image's apt sources. Debian 12's image keeps the release alone, as it
-# always had; Debian 13's has its security and updates suites too (the kernel
-# and the rest as a Debian 13 machine installed today gets them).
-apt_sources() {
-	echo "deb $MIRROR $SUITE main"
-	[ "$SUITE" = bookworm ] && return 0
-	echo "deb $MIRROR $SUITE-updates main"
-	echo "deb $SECURITY_MIRROR $SUITE-security main"
-}
-
 # --- base layer --------------------------------------------------------------
 # Everything that decides the base's content goes into the key: edit this
 # function, customize.sh or a package list and the base is rebuilt.
@@ -174,7 +164,7 @@ prefetch_kernel() {
 		-o APT::Sandbox::User=root)
 	mkdir -p "$p/none" "$p/state/lists/partial" "$p/cache/archives/partial" "$CACHE/debs/apt/partial"
 	: >"$p/status"
-	apt_sources | sed 's|^deb |deb [signed-by=/usr/share/keyrings/debian-archive-keyring.gpg] |' >"$p/sources.list"
+	apt_sources | sed 's|^deb \[|deb [signed-by=/usr/share/keyrings/debian-archive-keyring.gpg |' >"$p/sources.list"
 	apt-get "${a[@]}" update -qq || return 1
 	ver=$(apt-cache "${a[@]}" depends "$KERNEL_PKG" | awk '/Depends: linux-image-[0-9]/ { print $2; exit }')
 	[ -n "$ver" ] || return 1

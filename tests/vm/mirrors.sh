@@ -40,3 +40,31 @@ detect_security_mirror() {
 	[ -n "$m" ] || m=$(find_uri '[a-z]+-security')
 	echo "${m:-http://deb.debian.org/debian-security}"
 }
+
+# One line of sources.list for suite $2 at mirror $1. Release files past their Valid-Until are taken:
+# a mirror's -updates and -security Release files expire about a week after they were signed (Debian
+# 13's on 2026-12-07, testing's already), and a machine without the VM caches must still build the
+# images from what the package registry serves. Signatures are still checked.
+deb_line() {
+	echo "deb [check-valid-until=no] $1 $2 main"
+}
+
+# The image's apt sources (build-image.sh). Debian 12's image keeps the release alone, as it always
+# had; a later one has its security and updates suites too (the kernel and the rest as a machine of
+# that release installed today gets them).
+apt_sources() {
+	deb_line "$MIRROR" "$SUITE"
+	[ "$SUITE" = bookworm ] && return 0
+	build_sources_updates
+}
+
+# The build chroot's (build-chroot.sh): the release, its updates and its security suite.
+build_sources() {
+	deb_line "$MIRROR" "$SUITE"
+	build_sources_updates
+}
+
+build_sources_updates() {
+	deb_line "$MIRROR" "$SUITE-updates"
+	deb_line "$SECURITY_MIRROR" "$SUITE-security"
+}

@@ -11,8 +11,19 @@ starts from the same state.
 The guest prints `VMTEST <name> PASS|FAIL|SKIP <reason>` on the serial
 console (ttyS0); this prints one line per test as it arrives and a final
 `N passed, N failed, N skipped`. Exit 1 on any failure, on a timeout, when the
-runner in the guest did not finish, or when no test ran; exit 3 when QEMU itself
-ended before the runner finished (run.sh then runs the tier once more).
+runner in the guest did not finish, or when no test ran.
+
+A guest that stops giving results does not cost the tests after it. Each test
+announces itself (`VMTEST-START <name> <timeout>`); when no result comes within
+its timeout and a margin (HANG_MARGIN), or the guest kernel panics, or the whole
+boot's --timeout runs out, the test in progress is reported FAIL with what was
+seen (the first oops), and a new boot from the same clean image runs the rest of
+the plan (up to MAX_BOOTS boots in all, each with its own console log). When
+QEMU itself ended with no panic in the console (QEMU 7.2 under TCG does that now
+and then on device hotplug), the emulator is at fault, not the test: the next
+boot runs that test again, once. So too when a guest's reboot never brings the
+runner back (RESET_GRACE after the kernel's "reboot: Restarting system"), and
+when QEMU ends by itself before the runner started (the boot, once).
 
 Hotplug from outside: the guest sends `VMHOST <seq> <command>` lines on the
 `vmhost` virtio-serial port; this runs the command through QMP and answers
@@ -57,10 +68,18 @@ DEFAULT_IMAGE_DIR = os.environ.get("RTCTL_VM_OUT", os.path.join(CACHE, "out"))
 
 RE_TEST = re.compile(r"VMTEST (\S+) (PASS|FAIL|SKIP)(?: (.*))?$")
 RE_PLAN = re.compile(r"VMTEST-PLAN ?(.*)$")
+RE_START = re.compile(r"VMTEST-START (\S+) (\d+)")
 RE_END = re.compile(r"VMTEST-END (\d+)")
 RE_INFO = re.compile(r"VMINFO (.*)$")
 RE_LOG = re.compile(r"VMLOG (\S+) ?(.*)$")
 RE_NAME = re.compile(r"^[A-Za-z0-9_-]{1,24}$")
+# How long past a test's own timeout the guest may take to say so (its SIGALRM, the FAIL line through a
+# loaded TCG guest) before it counts as hung; and how many boots one run may take.
+HANG_MARGIN = int(os.environ.get("RTCTL_VM_HANG_MARGIN", 90))
+# How long a guest's own reboot (the kernel's "reboot: Restarting system") may take to bring the runner
+# back up: a whole boot under TCG, with room (a first boot reaches the runner in 40-90 s here).
+RESET_GRACE = int(os.environ.get("RTCTL_VM_RESET_GRACE", 240))
+MAX_BOOTS = 3
 RE_OOPS = re.compile(r"\] (Oops:|BUG:|kernel BUG at|general protection fault|Kernel panic)")
 
 
@@ -165,8 +184,9 @@ def remove_stale_tmpdirs():
 
 
 class VM:
-    def __init__(self, args):
+    def __init__(self, args, only=None, console_log=None):
         self.args = args
+        self.only = only if only is not None else args.only
         remove_stale_tmpdirs()
         self.tmp = tempfile.mkdtemp(prefix="rtctl-vm-", dir="/tmp")  # short: unix socket paths
         with open(os.path.join(self.tmp, "owner.pid"), "w") as f:
@@ -177,12 +197,16 @@ class VM:
         self.vmhost = None
         self.con_buf = b""
         self.host_buf = b""
-        self.con_log = open(args.console_log, "wb")
+        self.console_log = console_log or args.console_log
+        self.con_log = open(self.console_log, "wb")
         self.results = {}  # name -> (status, reason)
         self.order = []
         self.plan = None
         self.logs = {}
         self.ended = None
+        self.current = None  # (name, host deadline) of the test running now
+        self.restart_at = None  # when the guest kernel said it restarts, until the runner is back
+        self.reset_diag = None  # what QEMU showed of a reset that never came back
         self.t_start = None
         self.t_runner = None
         self.hotplugged_cpus = []
@@ -206,8 +230,8 @@ class VM:
         append = ["root=/dev/vda", "rw", "console=ttyS0"] + ([] if a.no_threadirqs else ["threadirqs"]) + \
             ["panic=-1", "rootwait", "systemd.show_status=error"]
         append += [] if a.verbose else ["quiet", "loglevel=3"]
-        if a.only:
-            append.append("rtctl_vmtest.only=" + a.only)
+        if self.only:
+            append.append("rtctl_vmtest.only=" + self.only)
         if a.skip:
             append.append("rtctl_vmtest.skip=" + a.skip)
         append += a.append
@@ -337,6 +361,8 @@ class VM:
             else:
                 self.order.append(name)
             self.results[name] = (status, reason)
+            if self.current and self.current[0] == name:
+                self.current = None
             print("%-4s %s%s" % (status, name, (" - " + reason) if reason else ""))
             if status == "FAIL" and not self.args.verbose:
                 for l in self.logs.get(name, [])[-20:]:
@@ -350,6 +376,10 @@ class VM:
             if m.group(1) in self.results and self.results[m.group(1)][0] == "FAIL" and not self.args.verbose:
                 print("       | " + m.group(2))
             return
+        m = RE_START.search(line)
+        if m:
+            self.current = (m.group(1), time.monotonic() + int(m.group(2)) + HANG_MARGIN)
+            return
         m = RE_PLAN.search(line)
         if m:
             self.plan = m.group(1).split()
@@ -361,6 +391,10 @@ class VM:
             return
         m = RE_INFO.search(line)
         if m:
+            if "runner-start" in line:
+                if self.restart_at is not None:
+                    log("guest back from its reboot in %.1f s" % (time.monotonic() - self.restart_at))
+                    self.restart_at = None
             if "runner-start" in line and self.t_runner is None:
                 self.t_runner = time.monotonic() - self.t_start
                 log("boot to test unit: %.1f s wall (%s)" % (self.t_runner, m.group(1)))
@@ -369,6 +403,27 @@ class VM:
             return
         if "Kernel panic" in line or "end Kernel panic" in line:
             log("guest: " + line.strip())
+        if "reboot: Restarting system" in line:
+            self.restart_at = time.monotonic()
+
+    def diagnose_reset(self):
+        """What QEMU shows of a guest whose reboot never came back: did QEMU reset it (its RESET
+        event), is it running, and where are its CPUs (the same RIP twice: stuck)."""
+        seen = []
+        try:
+            status = self.qmp.execute("query-status", timeout=10)
+            seen.append("status %s" % (status or {}).get("status", "?"))
+            resets = [e for e in self.qmp.events if e.get("event") == "RESET"]
+            seen.append("QEMU's RESET event %s" % ("seen" if resets else "never came"))
+            rips = []
+            for _ in range(2):
+                regs = self.qmp.execute("human-monitor-command", timeout=10, **{"command-line": "info registers -a"})
+                rips.append(",".join(re.findall(r"RIP=([0-9a-f]+)", regs or "")) or "?")
+                time.sleep(2)
+            seen.append("RIP %s then %s" % (rips[0], rips[1]))
+        except Exception as e:
+            seen.append("QMP: %s: %s" % (type(e).__name__, e))
+        return "; ".join(seen)
 
     # --- vmhost channel ----------------------------------------------------
     def pump_vmhost(self):
@@ -523,6 +578,12 @@ class VM:
             now = time.monotonic()
             if now > deadline:
                 return "timeout"
+            if self.current and now > self.current[1]:
+                return "hung"
+            if self.restart_at is not None and now > self.restart_at + RESET_GRACE:
+                self.reset_diag = self.diagnose_reset()
+                log("the guest said it restarts, and no runner came back in %d s: %s" % (RESET_GRACE, self.reset_diag))
+                return "reset-hung"
             if self.proc.poll() is not None:
                 self.pump_console()
                 return "exited"
@@ -564,11 +625,98 @@ def main():
     signal.signal(signal.SIGTERM, on_signal)
     signal.signal(signal.SIGHUP, on_signal)
 
-    vm = VM(args)
+    results, order, plan = {}, [], None
+    problems, hows, elapsed, only, retried = [], [], 0.0, None, set()
+    t_runner = None
+    for boot in range(1, MAX_BOOTS + 1):
+        console_log = args.console_log if boot == 1 else "%s.boot%d" % (args.console_log, boot)
+        vm, how, boot_problems = boot_once(args, only, console_log)
+        hows.append(how)
+        elapsed += vm.elapsed
+        t_runner = t_runner or vm.t_runner
+        plan = plan or vm.plan
+        for name in vm.order:
+            if name not in results:
+                order.append(name)
+            results[name] = vm.results[name]
+        finished = vm.ended is not None and not boot_problems
+        panicked = console_oops(console_log) is not None
+        if not finished and not plan and how == "exited" and not panicked and "(boot)" not in retried:
+            # QEMU ended by itself before the runner started, with no oops (seen once on Debian 13: exit 0
+            # 7.4 s in, a reset in early boot with -no-reboot): the emulator, not a test. Boot once more.
+            log("qemu ended (exit %s) %.1f s in, before the guest runner started, no oops in the console: "
+                "booting again" % (vm.proc.returncode if vm.proc else "?", vm.elapsed))
+            show_console(console_log)
+            retried.add("(boot)")
+            continue
+        if finished or how in ("interrupted", "error") or not plan:
+            problems += boot_problems
+            if not finished and not plan:
+                show_console(console_log)
+            break
+        # The boot stopped short: name the test it stopped in, then boot again for the rest.
+        stuck = vm.current[0] if vm.current else None
+        if stuck and how == "exited" and not panicked and stuck not in retried:
+            # QEMU went away by itself: the emulator, not the test. It runs again in the next boot.
+            log("qemu went away (exit %s) during %s, no oops in the console: the next boot runs it again"
+                % (vm.proc.returncode if vm.proc else "?", stuck))
+            retried.add(stuck)
+        elif stuck and how == "reset-hung" and not panicked and stuck not in retried:
+            # The guest's kernel reached its last word ("Restarting system") and nothing booted after it
+            # (seen once on Debian 12 in boot-audio under TCG): the reset, not the test. Once more, fresh.
+            log("%s: the guest's reboot never came back (%s): the next boot runs it again" % (stuck, vm.reset_diag))
+            show_console(console_log)
+            retried.add(stuck)
+        elif stuck:
+            why = {"hung": "no result within its timeout and %d s more: the guest hung" % HANG_MARGIN,
+                   "reset-hung": "the guest's reboot did not come back in %d s (%s)" % (RESET_GRACE, vm.reset_diag),
+                   "timeout": "the boot's %d s ran out during it" % args.timeout,
+                   "exited": "the guest %s during it" % ("kernel panicked" if panicked else "went away")}.get(how, how)
+            results[stuck] = ("FAIL", "%s (console: %s)" % (why, console_log))
+            if stuck not in order:
+                order.append(stuck)
+            print("FAIL %s - %s" % (stuck, results[stuck][1]))
+            show_console(console_log)
+        else:
+            # Between two tests (or before the first): nothing to name but the boot itself.
+            problems += boot_problems or ["the guest runner did not finish (qemu %s)" % how]
+            show_console(console_log)
+        left = [n for n in plan if n not in results and n != "harness-boot"]
+        if not left:
+            break
+        if boot == MAX_BOOTS:
+            problems.append("%d boots, and still %d tests without a result" % (boot, len(left)))
+            break
+        only = ",".join(left)
+        log("boot %d for the %d tests left: %s" % (boot + 1, len(left), only))
+    if plan:
+        for name in plan:
+            if name not in results:
+                results[name] = ("FAIL", "no result (runner died or timed out during the run)")
+                order.append(name)
+                print("FAIL %s - no result" % name)
+    for p in problems:
+        print("FAIL harness - %s" % p)
+    passed = sum(1 for s, _ in results.values() if s == "PASS")
+    failed = sum(1 for s, _ in results.values() if s == "FAIL") + (1 if problems else 0)
+    skipped = sum(1 for s, _ in results.values() if s == "SKIP")
+    boot = " boot to test unit %.1f s," % t_runner if t_runner else ""
+    log("VM run took %.1f s in %d boot(s),%s qemu ended: %s" % (elapsed, len(hows), boot, ", ".join(hows)))
+    print("%d passed, %d failed, %d skipped" % (passed, failed, skipped))
+    if passed + failed == 0:
+        print("run-vm.py: no test ran")
+        return 1
+    return 1 if failed else 0
+
+
+def boot_once(args, only, console_log):
+    """One boot of the image running the tests only names (None: the run's own selection)."""
+    vm = VM(args, only=only, console_log=console_log)
+    vm.elapsed = 0.0
     how = "error"
     problems = []
     try:
-        log("booting %s (accel %s, timeout %d s, console %s)" % (args.image_dir, args.accel, args.timeout, args.console_log))
+        log("booting %s (accel %s, timeout %d s, console %s)" % (args.image_dir, args.accel, args.timeout, console_log))
         vm.start()
         how = vm.run()
     except KeyboardInterrupt as e:
@@ -576,8 +724,8 @@ def main():
         problems.append("interrupted (%s)" % (e or "SIGINT"))
     except OSError as e:
         # QEMU dying under a QMP or vmhost request shows here first, as a reset or broken socket: that is
-        # QEMU exiting (the retry below decides), not a harness fault. Anything else is one. The socket
-        # can break a moment before the process is gone (an abort() writing its core): wait for that.
+        # QEMU exiting (the caller decides), not a harness fault. Anything else is one. The socket can
+        # break a moment before the process is gone (an abort() writing its core): wait for that.
         try:
             if vm.proc:
                 vm.proc.wait(5)
@@ -592,54 +740,47 @@ def main():
     except Exception as e:
         problems.append("harness error: %s: %s" % (type(e).__name__, e))
     finally:
-        elapsed = time.monotonic() - vm.t_start if vm.t_start else 0
+        vm.elapsed = time.monotonic() - vm.t_start if vm.t_start else 0
         vm.stop()
-
     if how == "timeout":
         problems.append("timeout: the VM did not finish in %d s" % args.timeout)
+    if how == "hung":
+        problems.append("hung: no result from %s" % (vm.current[0] if vm.current else "?"))
+    if how == "reset-hung":
+        problems.append("reset: the guest's reboot during %s never came back" % (vm.current[0] if vm.current else "?"))
     if vm.ended is None and how != "error" and not problems:
         problems.append("the guest runner did not finish (qemu %s%s)" % (
             how, ", exit %s" % vm.proc.returncode if vm.proc and vm.proc.returncode is not None else ""))
-    if vm.plan:
-        for name in vm.plan:
-            if name not in vm.results:
-                vm.results[name] = ("FAIL", "no result (runner died or timed out during the run)")
-                vm.order.append(name)
-                print("FAIL %s - no result" % name)
-    for p in problems:
-        print("FAIL harness - %s" % p)
-    if problems or vm.ended is None:
-        try:
-            with open(args.console_log, "rb") as f:
-                text = f.read().decode("utf-8", "replace").replace("\r", "").splitlines()
-            tail = text[-25:]
-            # The guest kernel's first oops says what went wrong; the tail shows only the last one (the
-            # panic), and a retry overwrites the console: its first 40 lines, with the call trace.
-            first = next((i for i, l in enumerate(text) if RE_OOPS.search(l)), None)
-            if first is not None and first < len(text) - 25:
-                print("--- the guest kernel's first oops (%s, line %d) ---" % (args.console_log, first + 1))
-                for l in text[max(0, first - 2):first + 40]:
-                    print("  | " + l)
-            print("--- last console lines (%s) ---" % args.console_log)
-            for l in tail:
-                print("  | " + l)
-        except OSError:
-            pass
-    passed = sum(1 for s, _ in vm.results.values() if s == "PASS")
-    failed = sum(1 for s, _ in vm.results.values() if s == "FAIL") + (1 if problems else 0)
-    skipped = sum(1 for s, _ in vm.results.values() if s == "SKIP")
-    boot = " boot to test unit %.1f s," % vm.t_runner if vm.t_runner else ""
-    log("VM run took %.1f s,%s qemu ended: %s" % (elapsed, boot, how))
-    print("%d passed, %d failed, %d skipped" % (passed, failed, skipped))
-    if passed + failed == 0:
-        print("run-vm.py: no test ran")
-        return 1
-    if how == "exited" and vm.ended is None and len(problems) == 1:
-        # QEMU itself went away (QEMU 7.2 under TCG crashes now and then on hotplug): run.sh may
-        # retry once; the retry's line is the result.
-        print("run-vm.py: qemu ended (exit %s) before the guest runner finished" % vm.proc.returncode)
-        return 3
-    return 1 if failed else 0
+    log("boot took %.1f s, qemu ended: %s" % (vm.elapsed, how))
+    return vm, how, problems
+
+
+def console_oops(path):
+    """The console's lines and the index of the guest kernel's first oops in them (None: none)."""
+    try:
+        with open(path, "rb") as f:
+            text = f.read().decode("utf-8", "replace").replace("\r", "").splitlines()
+    except OSError:
+        return None
+    return next((i for i, l in enumerate(text) if RE_OOPS.search(l)), None)
+
+
+def show_console(path):
+    try:
+        with open(path, "rb") as f:
+            text = f.read().decode("utf-8", "replace").replace("\r", "").splitlines()
+    except OSError:
+        return
+    tail = text[-25:]
+    # The guest kernel's first oops says what went wrong; the tail shows only the last one (the panic).
+    first = console_oops(path)
+    if first is not None and first < len(text) - 25:
+        print("--- the guest kernel's first oops (%s, line %d) ---" % (path, first + 1))
+        for l in text[max(0, first - 2):first + 40]:
+            print("  | " + l)
+    print("--- last console lines (%s) ---" % path)
+    for l in tail:
+        print("  | " + l)
 
 
 if __name__ == "__main__":

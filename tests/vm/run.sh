@@ -17,10 +17,11 @@
 # Anything else goes to run-vm.py: --only GLOB,... --timeout SEC --verbose
 # --keep --append WORD --console-log FILE (see tests/vm/run-vm.py --help).
 #
-# Without --only, four VM runs: every test but bootargs-booted, boot-tuning and the package-* tests;
-# bootargs-booted, booted with what bootargs-grub computed; boot-tuning, which reboots the guest; the
-# package-* tests, in an image of their own with tools/build-deb's .deb installed by dpkg -i instead of
-# meson install (tests/vm/README.md).
+# Without --only, the main VM run (every test but bootargs-booted, boot-tuning, boot-audio, the
+# harness-* and the package-* tests), then runs of their own: bootargs-booted, booted with what
+# bootargs-grub computed; boot-tuning and boot-audio, which reboot the guest (boot-audio also on Debian
+# 13); harness-survives-hang; the package-* tests, in an image of their own with tools/build-deb's .deb
+# installed by dpkg -i instead of meson install (tests/vm/README.md).
 #
 # Needs root (debootstrap, chroot). Cache: ${RTCTL_VM_CACHE:-/var/tmp/rtctl-vm}.
 # Last count line: "N passed, N failed, N skipped" (the totals); exit 1 on any failure.
@@ -68,15 +69,8 @@ image_dir=
 run_vm() {
 	local rc=0
 	/usr/bin/python3 "$HERE/run-vm.py" --image-dir "$image_dir" "$@" | tee "$out" || rc=$?
-	# Exit 3: QEMU went away before the guest runner finished, which QEMU 7.2 under TCG does now and
-	# then on device hotplug. That is the emulator, not a test: one more run decides (its line is the
-	# result), and the retry is said here and in the log.
-	if [ "$rc" = 3 ] && [ "${RTCTL_VM_NO_RETRY:-0}" != 1 ]; then
-		echo "[run.sh] QEMU ended before the guest runner finished; running it once more"
-		rc=0
-		/usr/bin/python3 "$HERE/run-vm.py" --image-dir "$image_dir" "$@" | tee "$out" || rc=$?
-		[ "$rc" = 3 ] && rc=1
-	fi
+	# A boot that hung, panicked or lost QEMU is followed by another for the rest of the plan inside
+	# run-vm.py itself (it names the test it stopped in), so one bad test costs only itself.
 	local line
 	line=$(grep -E '^[0-9]+ passed, [0-9]+ failed, [0-9]+ skipped$' "$out" | tail -n1) || true
 	if [ -n "$line" ]; then
@@ -111,6 +105,61 @@ package_run() {
 	echo "[run.sh] package: $(basename "$deb") in $deb_image"
 	run_vm --image-dir "$deb_image" --only 'package-*' "${run_args[@]}" \
 		--console-log "$deb_image/console-package.log"
+}
+
+# One survival check's count: PASS NAME - WHAT when the test before the call held (status 0), else
+# FAIL with the lines of LOG that show where the tier went. Counted once; the inner results are what
+# it expects, not added to the totals.
+harness_verdict() {
+	local ok=$1 name=$2 what=$3 log=$4
+	if [ "$ok" = 0 ]; then
+		echo "PASS $name - $what"
+		passed=$((passed + 1))
+	else
+		echo "FAIL $name - not so: $what"
+		grep -E '^(PASS|FAIL|SKIP) |boot|hung|panic|reboot|runner' "$log" | tail -n 30
+		failed=$((failed + 1))
+	fi
+	rm -f "$log"
+	return "$ok"
+}
+
+# The tier's own survival. harness-survives-hang: a guest that hangs in one test (harness-hang: no
+# result ever comes) and one whose kernel panics in the next (harness-panic) each fail by name, and the
+# test after them still runs, each after a boot of its own. harness-survives-reset: a reboot that never
+# comes back (harness-reset: the kernel's last word, then QEMU stopped) runs again once in a fresh boot,
+# then is named; a boot that ends before the runner starts with no oops (systemd.unit=reboot.target:
+# QEMU exits 0 under -no-reboot) is booted once more, then named.
+harness_run() {
+	local log ok rc=0
+	log=$(mktemp)
+	RTCTL_VM_HANG_MARGIN=15 /usr/bin/python3 "$HERE/run-vm.py" --image-dir "$image_dir" \
+		--only 'harness-hang,harness-panic,harness-vmhost' "${run_args[@]}" \
+		--console-log "$image_dir/console-harness.log" >"$log" 2>&1 || true
+	ok=1
+	if grep -q '^FAIL harness-hang - no result within its timeout' "$log" &&
+		grep -q '^FAIL harness-panic - the guest kernel panicked' "$log" &&
+		grep -q '^PASS harness-vmhost' "$log"; then
+		ok=0
+	fi
+	harness_verdict "$ok" harness-survives-hang \
+		"$(grep -c 'booting ' "$log") boots: the hang and the panic named, the test after them run" "$log" || rc=1
+	log=$(mktemp)
+	RTCTL_VM_RESET_GRACE=15 /usr/bin/python3 "$HERE/run-vm.py" --image-dir "$image_dir" \
+		--only 'harness-reset,harness-vmhost' "${run_args[@]}" \
+		--console-log "$image_dir/console-harness-reset.log" >"$log" 2>&1 || true
+	/usr/bin/python3 "$HERE/run-vm.py" --image-dir "$image_dir" --append systemd.unit=reboot.target \
+		"${run_args[@]}" --console-log "$image_dir/console-harness-early.log" >>"$log" 2>&1 || true
+	ok=1
+	if grep -q "harness-reset: the guest's reboot never came back (status paused; QEMU's RESET event never came" "$log" &&
+		grep -q "^FAIL harness-reset - the guest's reboot did not come back in 15 s" "$log" &&
+		grep -q '^PASS harness-vmhost' "$log" &&
+		[ "$(grep -c 'before the guest runner started, no oops in the console: booting again' "$log")" = 1 ] &&
+		grep -q '^FAIL harness - the guest runner did not finish (qemu exited, exit 0)' "$log"; then
+		ok=0
+	fi
+	harness_verdict "$ok" harness-survives-reset "a reboot that never came back run once more, then named; a boot that ended before the runner booted once more, then named" "$log" || rc=1
+	return "$rc"
 }
 
 # Debian 13 (the second VM run in tools/test): every test of the main run but those that cannot run or
@@ -152,6 +201,8 @@ if [ "$suite" != bookworm ] && [[ " ${run_args[*]:-} " != *" --only"* ]]; then
 	echo "[run.sh] Debian 13: leaving out $TRIXIE_SKIP, bootargs-booted and boot-tuning (see tests/vm/README.md)"
 	t1=$SECONDS
 	run_vm --skip "$TRIXIE_SKIP" "${run_args[@]}" || rc=1
+	echo "[run.sh] boot-audio: a VM run of its own (it reboots the guest)"
+	run_vm --only boot-audio "${run_args[@]}" --console-log "$image_dir/console-boot-audio.log" || rc=1
 	package_run || rc=1
 	echo "[run.sh] build $((t1 - t0)) s + VM $((SECONDS - t1)) s = $((SECONDS - t0)) s"
 	echo "$passed passed, $failed failed, $skipped skipped"
@@ -182,6 +233,10 @@ if [[ " ${run_args[*]:-} " != *" --only"* ]]; then
 	fi
 	echo "[run.sh] boot-tuning: a VM run of its own (it reboots the guest)"
 	run_vm --only boot-tuning "${run_args[@]}" --console-log "$image_dir/console-boot-tuning.log" || rc=1
+	echo "[run.sh] boot-audio: a VM run of its own (it reboots the guest)"
+	run_vm --only boot-audio "${run_args[@]}" --console-log "$image_dir/console-boot-audio.log" || rc=1
+	echo "[run.sh] harness: a hung guest and a panicked one cost only their own test"
+	harness_run || rc=1
 	package_run || rc=1
 	echo "[run.sh] build $((t1 - t0)) s + VM $((SECONDS - t1)) s = $((SECONDS - t0)) s"
 	echo "$passed passed, $failed failed, $skipped skipped"

@@ -6,6 +6,7 @@ console (/dev/ttyS0), one line each:
 
     VMINFO <text>                      facts about the run (kernel, boot time)
     VMTEST-PLAN <name> <name> ...      the tests about to run, in order
+    VMTEST-START <name> <timeout>      a test starts; its result is due within timeout seconds
     VMTEST <name> PASS|FAIL|SKIP <reason>
     VMLOG <name> <text>                diagnostics of a failed test
     VMTEST-END <n>                     the runner finished n tests
@@ -120,6 +121,8 @@ def main():
     for i, (name, fn) in enumerate(tests):
         t0, wall0 = time.monotonic(), time.time()
         status, reason = "PASS", ""
+        # the host's watchdog: a guest that gives no result within the timeout and a margin is hung
+        con.line("VMTEST-START %s %d" % (name, fn.timeout))
         signal.alarm(fn.timeout)
         try:
             if resumed and i == 0:

@@ -14,7 +14,7 @@ from vmtest_common import (call, cgroup_of, check, cpu_set, cpus_of, dbus_mod, F
 from vmtest_isolation import cpu_list
 from vmtest_session import (as_alice, brief, data_loop_tids, ensure_rtctld_base, kill_quietly, last_cpu,
     limit_of, pids_by_comm, pipewire_pid, play, rt_policy, rtprops, rules_brief, sched_of, session,
-    spawn_as_alice, thread_cgroup, thread_field, threads_of, wakeups)
+    SINK, spawn_as_alice, thread_cgroup, thread_field, threads_of, wakeups)
 
 
 CLIENT = "/usr/lib/rtctl-vmtest/xrun-client"  # bench/xrun-client, installed by build-image.sh
@@ -172,13 +172,17 @@ def t_pipewire_jack_client():
 # --------------------------------------------------------------------------
 # the split: the audio profile's rules, nobody typing a command
 
-SHIPPED_AUDIO = "/usr/lib/rtctl/profiles/audio.conf"
-
 
 def audio_profile():
-    """The shipped `audio` profile, unchanged: its [Attach] rules must place real-time threads."""
-    shipped = read_file(SHIPPED_AUDIO)
-    check("Threads=realtime" in shipped, "the shipped %s has no Threads=realtime rule" % SHIPPED_AUDIO)
+    """The shipped `audio` profile as rtctld offers it (no copy of the test's own shadows it): what its
+    [Attach] rules do is what each test then observes, thread by thread."""
+    p = run([RTCTL, "--json", "profiles"], timeout=60)
+    check(p.returncode == 0, "rtctl profiles: %s" % p.stderr[-300:])
+    offered = [x for x in json.loads(p.stdout) if x.get("name") == "audio"]
+    check(offered and "audio graph" in offered[0].get("description", ""),
+          "rtctld offers no shipped audio profile: %s" % p.stdout[-500:])
+    for local in ("/etc/rtctl/profiles/audio.conf", "/etc/rtctl/profiles/audio.conf.d"):
+        check(not os.path.exists(local), "%s changes the shipped audio profile" % local)
     return "audio"
 
 
@@ -249,10 +253,16 @@ def cgroup_cpus(cg):
     return set()
 
 
-def misplaced(pid, iso, hk, must_iso=(), must_hk=(), rt_free=False):
+def maps_graph(pid):
+    """Whether the process maps PipeWire's graph memory: what the shipped rule's graph:pipewire reads."""
+    return any("memfd:pipewire-memfd" in m for m in maps_marks(pid))
+
+
+def misplaced(pid, iso, hk, must_iso=(), must_hk=(), matched=True):
     """'' when every real-time thread of pid (and the tids in must_iso) is on the isolated CPUs and every
     other thread (and those in must_hk) on housekeeping: by Cpus_allowed_list and by the CPUs of the
-    thread's own cgroup (/proc/PID/task/TID/cgroup), else what is not."""
+    thread's own cgroup (/proc/PID/task/TID/cgroup), else what is not. matched=False: no rule takes the
+    process, so every thread of it belongs on housekeeping, real-time or not."""
     th = threads_of(pid)
     if not th:
         return "process %d is gone" % pid
@@ -261,9 +271,7 @@ def misplaced(pid, iso, hk, must_iso=(), must_hk=(), rt_free=False):
         if tid not in th:
             bad.append("thread %d is gone" % tid)
     for tid, comm in sorted(th.items()):
-        want_iso = tid in must_iso or (tid not in must_hk and rt_wanted(pid, tid))
-        if want_iso and rt_free:
-            continue
+        want_iso = tid in must_iso or (matched and tid not in must_hk and rt_wanted(pid, tid))
         want, name = (iso, "isolated") if want_iso else (hk, "housekeeping")
         allowed = cpu_set(thread_field(pid, tid, "Cpus_allowed_list"))
         cg = thread_cgroup(pid, tid)
@@ -287,15 +295,16 @@ def cpus(props):
 def split_all(procs, client, iso, hk):
     """'' when every audio process is split: the client's process thread isolated, its busy and main
     threads on housekeeping, every other process's real-time threads isolated and the rest not.
-    WirePlumber, the session manager, moves no audio and is not asserted on: rtctld leaves its
-    real-time (idle) loop on housekeeping on Debian 12 (pipewire-jack-client reports its memfds); its
-    real-time thread may be anywhere, its others must stay on housekeeping."""
+    WirePlumber, the session manager, is a client of the graph like any other for the shipped rules:
+    [Attach audio-clients] (graph:pipewire) takes it once it maps the graph's memory, and then its
+    real-time thread is isolated; while it maps none (PipeWire 0.3.65 on Debian 12 may not), no rule
+    takes it and all its threads stay on housekeeping."""
     bad = []
     for pid, comm in sorted(procs.items()):
         if client and pid == client["pid"]:
             m = misplaced(pid, iso, hk, must_iso=(client["process_tid"],), must_hk=(pid, client["busy_tid"]))
         else:
-            m = misplaced(pid, iso, hk, rt_free=comm == "wireplumber")
+            m = misplaced(pid, iso, hk, matched=comm != "wireplumber" or maps_graph(pid))
         if m:
             bad.append("%s %d: %s" % (comm, pid, m))
     return "; ".join(bad)
@@ -435,6 +444,52 @@ def t_pipewire_data_loop():
         call("SetProfile", TEST_PROFILE)
 
 
+@test("pipewire-native-client-late", timeout=300)
+def t_pipewire_native_client_late():
+    """(issue 37 item 10) A native client started after the audio profile is in force: pw-cat, a plain
+    libpipewire stream. Its data loop turns real-time when its node is made, before it maps the server's
+    memfd (PipeWire 1.4), so no rule's graph: term matched on that policy change, and mapping memory
+    makes no event. Within a second of the thread turning real-time it runs on the isolated CPUs, its
+    other threads on housekeeping."""
+    session()
+    ensure_rtctld_base()
+    prof = audio_profile()
+    pids = []
+    try:
+        pw = wait_for(pipewire_pid, 60, 0.5)
+        check(pw, "no pipewire process of alice")
+        no_user_attach()
+        set_profile(prof)
+        iso, hk = cpus(rtprops())
+        check(wait_for(lambda: not misplaced(pw, iso, hk), 30, 0.25), "pipewire %d not split under %s: %s" % (
+            pw, prof, misplaced(pw, iso, hk)))
+        # PipeWire 0.3.65's pw-cat plays from a real-time data loop; 1.4's from its main thread, with none.
+        # pw-loopback's streams run in its context's data loop, real-time in both: the first of the two
+        # that has a real-time thread is the client.
+        rt, tried = None, []
+        for name, argv in (("pw-cat", None), ("pw-loopback", ["pw-loopback", "--playback-props",
+                                                               "target.object=%s" % SINK])):
+            player = play("pipewire-native-late") if argv is None else \
+                spawn_as_alice(argv, out="/tmp/rtctl-vmtest-pipewire-native-late-2.log")
+            pids.append(player)
+            rt = wait_for(lambda: [t for t in threads_of(player) if t != player and rt_wanted(player, t)], 10, 0.02)
+            seen = time.monotonic()
+            if rt:
+                break
+            tried.append("%s %d: %s" % (name, player, thread_list(player)))
+        check(rt, "no native client with a real-time thread: %s" % "; ".join(tried))
+        placed = wait_for(lambda: not misplaced(player, iso, hk), 10, 0.02)
+        dt = time.monotonic() - seen
+        check(placed, "%s %d, started under %s, not split 10 s after its thread turned real-time: %s" % (
+            name, player, prof, misplaced(player, iso, hk)))
+        check(dt <= 1.0, "%s %d split %.2f s after its thread turned real-time, not within 1 s" % (name, player, dt))
+        return "%s%s %d started under %s: real-time %s on %s, the rest on %s, %.2f s after it turned real-time" % (
+            "(%s) " % "; ".join(tried) if tried else "", name, player, prof, rt, cpu_list(iso), cpu_list(hk), dt)
+    finally:
+        kill_quietly(pids)
+        call("SetProfile", TEST_PROFILE)
+
+
 @test("pipewire-jack-split", timeout=360)
 def t_pipewire_jack_split():
     """Our JACK client (process callback in a real-time thread, a busy non-real-time thread of its own)
@@ -502,19 +557,25 @@ def t_pipewire_split_stop():
 NORESTART = "/run/systemd/system/%s.d/rtctl-vmtest-norestart.conf" % UNIT
 
 
+def kill_rtctld_for_good():
+    """SIGKILL of rtctld with Restart= off (NORESTART, removed by the caller): only `rtctl restore` puts
+    back what it left."""
+    os.makedirs(os.path.dirname(NORESTART), exist_ok=True)
+    with open(NORESTART, "w") as f:
+        f.write("[Service]\nRestart=no\n")
+    run(["systemctl", "daemon-reload"], check_rc=True, timeout=60)
+    run(["systemctl", "kill", "-s", "KILL", UNIT], check_rc=True)
+    check(wait_for(lambda: unit_prop(UNIT, "ActiveState")["ActiveState"] != "active", 30, 0.2),
+          "rtctld still active after SIGKILL: %s" % unit_prop(UNIT, "ActiveState", "SubState"))
+
+
 @test("pipewire-split-kill-restore", timeout=360)
 def t_pipewire_split_kill_restore():
     """rtctld SIGKILLed with the audio processes split (Restart= off for the test, so nothing but `rtctl
     restore` puts things back): the split stays as it was, nothing is killed; then `rtctl restore`, with
     no daemon, puts every process and thread back from the journal."""
     def how(procs, client, iso, hk):
-        os.makedirs(os.path.dirname(NORESTART), exist_ok=True)
-        with open(NORESTART, "w") as f:
-            f.write("[Service]\nRestart=no\n")
-        run(["systemctl", "daemon-reload"], check_rc=True, timeout=60)
-        run(["systemctl", "kill", "-s", "KILL", UNIT], check_rc=True)
-        check(wait_for(lambda: unit_prop(UNIT, "ActiveState")["ActiveState"] != "active", 30, 0.2),
-              "rtctld still active after SIGKILL: %s" % unit_prop(UNIT, "ActiveState", "SubState"))
+        kill_rtctld_for_good()
         check(not split_all(procs, client, iso, hk), "the SIGKILL of rtctld changed the split: %s" % split_all(
             procs, client, iso, hk))
         p = run([RTCTL, "restore"], timeout=120)
@@ -529,38 +590,72 @@ def t_pipewire_split_kill_restore():
             ensure_rtctld_base()
 
 
-@test("pipewire-split-hotplug", timeout=360)
+MOVED_PROFILE = "/etc/rtctl/profiles/vmaudio-moved.conf"
+
+
+def partition_check(said):
+    """Where the kernel has cpuset.cpus.exclusive (6.7 and later) rtctl makes an isolated partition: valid
+    again once the CPUs are back (an offline CPU invalidates it)."""
+    scope = "/sys/fs/cgroup/rtctl.slice/rtctl-attached.scope"
+    part = scope + "/isolated/cpuset.cpus.partition"
+    if not os.path.exists(scope + "/cpuset.cpus.exclusive"):
+        return said
+    ok = wait_for(lambda: read(part) == "isolated", 30, 0.25)
+    check(ok, "%s; but the partition reads %r after the CPU came back" % (said, read(part)))
+    return said + "; partition %s again" % read(part)
+
+
+@test("pipewire-split-hotplug", timeout=420)
 def t_pipewire_split_hotplug():
-    """The isolated CPU goes offline and comes back with PipeWire, pw-cat and the JACK client split: once
-    it is back rtctld splits them again by itself (the kernel moved what was on it meanwhile), and detach
-    then puts every process and thread back, nothing killed."""
+    """The isolated CPU goes offline and comes back with PipeWire, pw-cat and the JACK client split. On a
+    kernel that restores a cpuset's CPUs itself (6.1) that much passes without rtctld, so the profile in
+    force changes while the CPU is offline: the audio profile again with another CPU isolated. The audio
+    graph must be on that CPU, the rest of every audio process on the others, the CPU that came back among
+    them; rtctld's pass after the online has nothing failed; detach then puts every process and thread
+    back, nothing killed."""
     def how(procs, client, iso, hk):
         cpu = max(iso)
+        other = max((hk - {0}) & cpu_set(read("/sys/devices/system/cpu/online")))
+        with open(MOVED_PROFILE, "w") as f:
+            f.write("[Profile]\nDescription=vmtest: audio on cpu%d\nInclude=audio\n[CPU]\nIsolate=%d\n" % (
+                other, other))
         path = "/sys/devices/system/cpu/cpu%d/online" % cpu
         write(path, "0")
         try:
             check(read(path) == "0", "cpu%d did not go offline" % cpu)
-            time.sleep(2)
+            set_profile("vmaudio-moved")
+            iso2, hk2 = cpus(rtprops())
+            check(iso2 == {other} and cpu in hk2, "with cpu%d offline the moved profile isolates %s, housekeeping %s" % (
+                cpu, cpu_list(iso2), cpu_list(hk2)))
+            dt = wait_split(procs, client, iso2, hk2, "cpu%d offline, the isolated CPU moved to cpu%d" % (cpu, other))
+            said = "cpu%d offline, audio moved to cpu%d: split in %.1f s" % (cpu, other, dt)
         finally:
+            online_usec = time.time() * 1e6
             write(path, "1")
         check(read(path) == "1", "cpu%d did not come back online" % cpu)
-        dt = wait_split(procs, client, iso, hk, "after cpu%d went offline and came back" % cpu)
-        said = "cpu%d offline 2 s and back: split again in %.1f s (%s)" % (
-            cpu, dt, runs_isolated(client["pid"], client["process_tid"], iso, "process callback"))
-        # rtctld's own part, which the kernel does not do for it: a pass after the online with nothing
-        # failed, and where the kernel has one the isolated partition valid again (an offline CPU
-        # invalidates it).
-        status = json.loads(run([RTCTL, "--json", "status"], timeout=60).stdout or "{}")
+        dt = wait_split(procs, client, iso2, hk2, "after cpu%d came back" % cpu)
+        # The CPU that came back is a housekeeping CPU now: the busy thread may run there again.
+        busy = cpu_set(thread_field(client["pid"], client["busy_tid"], "Cpus_allowed_list"))
+        online = cpu_set(read("/sys/devices/system/cpu/online"))
+        check(busy == hk2 & online, "%s; back online, the client's busy thread may run on %s, the online "
+              "housekeeping CPUs are %s" % (said, cpu_list(busy), cpu_list(hk2 & online)))
+        said += "; cpu%d back: split in %.1f s (%s), busy thread on %s" % (
+            cpu, dt, runs_isolated(client["pid"], client["process_tid"], iso2, "process callback"), cpu_list(busy))
+        # rtctld's own part: a pass after the online, with nothing failed.
+        def passed():
+            st = json.loads(run([RTCTL, "--json", "status"], timeout=60).stdout or "{}")
+            return st if st.get("last_pass", {}).get("timestamp_usec", 0) > online_usec else None
+        status = wait_for(passed, 30, 0.5)
+        check(status, "%s; but rtctld made no pass after cpu%d came back" % (said, cpu))
         check(status.get("failures") == [], "%s; but rtctl status has failures: %s" % (said, status.get("failures")))
-        scope = "/sys/fs/cgroup/rtctl.slice/rtctl-attached.scope"
-        part = scope + "/isolated/cpuset.cpus.partition"
-        if os.path.exists(scope + "/cpuset.cpus.exclusive"):  # 6.7 and later: rtctl makes one
-            ok = wait_for(lambda: read(part) == "isolated", 30, 0.25)
-            check(ok, "%s; but the partition reads %r after the CPU came back" % (said, read(part)))
-            said += "; partition %s again" % read(part)
+        said = partition_check(said)
         set_profile(TEST_PROFILE)
         return said + "; detached (back to %s)" % TEST_PROFILE
-    return split_then("pipewire-split-hotplug", how)
+    try:
+        return split_then("pipewire-split-hotplug", how)
+    finally:
+        if os.path.exists(MOVED_PROFILE):
+            os.unlink(MOVED_PROFILE)
 
 
 @test("pipewire-split-profile-switch", timeout=420)
@@ -595,3 +690,151 @@ def t_pipewire_split_profile_switch():
     finally:
         kill_quietly(pids)
         call("SetProfile", TEST_PROFILE)
+
+
+@test("boot-audio", timeout=300, own_run=True)
+def t_boot_audio():
+    """Boot 1: what an admin does for an audio workstation (`DefaultProfile=audio`, `systemctl enable
+    rtctld`), alice logs in at boot; reboot. Boot 2 (after_reboot): nobody calls rtctld."""
+    from vmtest_boot import Reboot
+    if unit_prop(UNIT, "ActiveState").get("ActiveState") == "active":
+        run(["systemctl", "stop", UNIT], timeout=60, check_rc=True)
+    if os.path.exists("/var/lib/rtctl/active-profile"):  # a base profile chosen before wins over it
+        os.unlink("/var/lib/rtctl/active-profile")
+    write("/etc/rtctl/rtctl.conf", "[Daemon]\nDefaultProfile=audio\n")
+    for u in (UNIT, "getty@tty1.service"):
+        p = run(["systemctl", "enable", u], timeout=60)
+        check(p.returncode == 0, "systemctl enable %s: %s" % (u, p.stderr.strip()))
+    raise Reboot()
+
+
+def t_boot_audio_after_reboot():
+    """Boot 2: rtctld put the shipped audio profile in force at boot; alice's PipeWire runs, then she
+    starts a player and a JACK client (pw-jack). With no command typed and nothing asked of rtctld (only
+    its properties read), the graph's real-time threads (PipeWire's data loop, each client's) go to the isolated CPU and every other thread
+    of them stays on housekeeping."""
+    check(wait_for(lambda: unit_prop(UNIT, "ActiveState").get("ActiveState") == "active", 60, 0.5),
+          "rtctld.service (enabled) not active at boot: %s" % unit_prop(UNIT, "ActiveState", "Result"))
+    props = rtprops()
+    check(props.get("ActiveProfile") == "audio" and props.get("BaseProfile") == "audio",
+          "rtctld at boot: ActiveProfile=%s BaseProfile=%s, want audio (DefaultProfile=)" % (
+              props.get("ActiveProfile"), props.get("BaseProfile")))
+    iso, hk = cpus(props)
+    pids = []
+    try:
+        # audio_running() less its DetachProcess calls: nothing here asks rtctld for anything.
+        session()
+        pw = wait_for(pipewire_pid, 60, 0.5)
+        check(pw, "no pipewire process of alice")
+        pids.append(play("boot-audio"))
+        client = start_jack_client("boot-audio")
+        pids.append(client["pid"])
+        procs = audio_procs()
+        dt = wait_split(procs, client, iso, hk, "at boot under DefaultProfile=audio, clients started after")
+        said = runs_isolated(client["pid"], client["process_tid"], iso, "the JACK client's process callback")
+        loops = [t for t in data_loop_tids(pw) if rt_policy(t)]
+        check(loops, "PipeWire %d has no real-time data loop: %s" % (pw, thread_list(pw)))
+        said += "; " + runs_isolated(pw, loops[0], iso, "PipeWire's data loop")
+        return "rtctld at boot: audio (isolated %s); %d audio processes of alice split %.1f s after they " \
+               "started, nothing asked of rtctld: %s" % (cpu_list(iso), len(procs), dt, said)
+    finally:
+        kill_quietly(pids)
+
+
+t_boot_audio.after_reboot = t_boot_audio_after_reboot
+
+
+FORKER_PROFILE = "/etc/rtctl/profiles/vmforker.conf"
+# A process of root's that an [Attach] rule takes: it forks child A, turns its main thread real-time
+# when told (a line on stdin), and then forks another child from that thread for each line; each child
+# sleeps.
+FORKER = r"""
+import ctypes, os, sys, time
+libc = ctypes.CDLL(None)
+libc.prctl(15, b"rtctl-forker", 0, 0, 0)
+def child():
+    pid = os.fork()
+    if pid == 0:
+        libc.prctl(15, b"forker-child", 0, 0, 0)
+        time.sleep(600)
+        os._exit(0)
+    return pid
+print(child(), flush=True)
+sys.stdin.readline()
+os.sched_setscheduler(0, os.SCHED_FIFO, os.sched_param(10))
+for line in sys.stdin:
+    print(child(), flush=True)
+"""
+
+
+def slice_stopped():
+    active = unit_prop("rtctl.slice", "ActiveState").get("ActiveState")
+    populated = read("/sys/fs/cgroup/rtctl.slice/cgroup.events") or ""
+    return active != "active" and "populated 1" not in populated, "%s, %r" % (active, populated)
+
+
+def all_home(pids, home, what, where):
+    after = {pid: cgroup_of(pid) for pid in pids}
+    check(after == {pid: home for pid in after}, "after %s, not all back in %s: %s (placed: %s)" % (
+        what, home, after, where))
+    stopped, how = slice_stopped()
+    check(stopped, "rtctl.slice after %s: %s" % (what, how))
+    return how
+
+
+@test("attach-children-back", timeout=300)
+def t_attach_children_back():
+    """Issue 37 item 9: a process an [Attach] rule places forks two children, one before and one after it
+    turned real-time; the later one is born in rtctl's scope, where no pass put it. `systemctl stop
+    rtctld`: all three are back in the cgroup the parent came from, rtctl.slice is empty and stopped.
+    Then the same with a third child, after a SIGKILL of rtctld and `rtctl restore`."""
+    import subprocess
+    ensure_rtctld_base()
+    with open(FORKER_PROFILE, "w") as f:
+        f.write("[Profile]\nDescription=vmtest: a forking process attached\nInclude=audio\n"
+                "[Attach forker]\nMatch=comm:rtctl-forker user:root\nThreads=realtime\n")
+    p = subprocess.Popen(["python3", "-c", FORKER], stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
+    kids = []
+    try:
+        home = cgroup_of(p.pid)
+        kids.append(int(p.stdout.readline()))
+        set_profile("vmforker")
+        iso, hk = cpus(rtprops())
+        p.stdin.write("real-time\n")
+        p.stdin.flush()
+        placed = wait_for(lambda: cgroup_of(p.pid).startswith("/rtctl.slice/"), 30, 0.2)
+        check(placed, "the forker was not placed: %s, profile %s" % (cgroup_of(p.pid), rules_brief(rtprops())))
+        p.stdin.write("fork\n")
+        p.stdin.flush()
+        kids.append(int(p.stdout.readline()))
+        where = {pid: cgroup_of(pid) for pid in [p.pid] + kids}
+        check(where[kids[1]].startswith("/rtctl.slice/"),
+              "child B was not born in rtctl's scope (nothing to test): %s" % where)
+        run(["systemctl", "stop", UNIT], check_rc=True, timeout=120)
+        said = ["placed %s; after stop all three in %s, rtctl.slice %s" % (
+            where, home, all_home([p.pid] + kids, home, "stop", where))]
+        # Round 2: placed again, a child born in the scope, rtctld SIGKILLed (no restart), restore.
+        ensure_rtctld_base()
+        set_profile("vmforker")
+        check(wait_for(lambda: cgroup_of(p.pid).startswith("/rtctl.slice/"), 30, 0.2),
+              "round 2: the forker was not placed: %s" % cgroup_of(p.pid))
+        p.stdin.write("fork\n")
+        p.stdin.flush()
+        kids.append(int(p.stdout.readline()))
+        where = {pid: cgroup_of(pid) for pid in [p.pid] + kids}
+        kill_rtctld_for_good()
+        r = run([RTCTL, "restore"], timeout=120)
+        check(r.returncode == 0, "rtctl restore after SIGKILL exited %d: %s" % (r.returncode, r.stderr[-300:]))
+        if unit_prop(UNIT, "ActiveState")["ActiveState"] == "active":  # D-Bus activated by the restore
+            run(["systemctl", "stop", UNIT], check_rc=True, timeout=120)
+        said.append("SIGKILL + rtctl restore with child %d born in the scope: all four in %s, rtctl.slice %s" % (
+            kids[-1], home, all_home([p.pid] + kids, home, "SIGKILL and restore", where)))
+        return "; ".join(said)
+    finally:
+        kill_quietly([p.pid] + kids)
+        p.wait()
+        os.unlink(FORKER_PROFILE)
+        if os.path.exists(NORESTART):
+            os.unlink(NORESTART)
+            run(["systemctl", "daemon-reload"], timeout=60)
+        ensure_rtctld_base()

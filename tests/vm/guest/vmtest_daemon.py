@@ -4,6 +4,7 @@ fleet playbook."""
 import json
 import os
 import re
+import signal
 import time
 
 from vmtest_common import (active_scheduler, call, call_as_user, check, cpu_ids, diff_snapshots,
@@ -16,6 +17,37 @@ from vmtest_common import (active_scheduler, call, call_as_user, check, cpu_ids,
 def t_harness_boot():
     return "kernel %s, %d CPUs, boot-to-runner %.1f s" % (
         os.uname().release, len(cpu_ids()), STATE["uptime_at_start"])
+
+
+# The tier's own survival (run.sh's harness run, tests/vm/README.md): a test that hangs the guest and one
+# that panics its kernel, each FAIL by name, and the test after them still runs, in a boot of its own.
+# In no other run.
+@test("harness-hang", timeout=10, own_run=True)
+def t_harness_hang():
+    """The runner stops dead (SIGSTOP: no alarm ends it), as a guest hung in the kernel looks from the
+    host: no result ever comes."""
+    os.kill(os.getpid(), signal.SIGSTOP)
+    raise Fail("the runner went on after SIGSTOP")
+
+
+@test("harness-panic", timeout=30, own_run=True)
+def t_harness_panic():
+    with open("/proc/sys/kernel/sysrq", "w") as f:
+        f.write("1")
+    with open("/proc/sysrq-trigger", "w") as f:
+        f.write("c")
+    raise Fail("the kernel went on after sysrq-c")
+
+
+@test("harness-reset", timeout=120, own_run=True)
+def t_harness_reset():
+    """A reboot that never comes back, as the host sees one: the kernel's last word, then QEMU's CPUs
+    stop (QMP stop: the guest is paused, no reset follows)."""
+    from vmtest_common import con
+    con.line("harness-reset: reboot: Restarting system")
+    host.call('qmp {"execute": "stop"}', timeout=30)
+    time.sleep(300)
+    raise Fail("the guest ran on after QEMU stopped it")
 
 
 @test("harness-vmhost")

@@ -7,7 +7,8 @@ import os
 import subprocess
 import time
 
-from vmtest_common import call, check, con, dbus_mod, RTCTL, run, test, UNIT, unit_prop, wait_for
+from vmtest_common import (call, check, con, dbus_mod, RTCTL, run, test, TEST_PROFILE, UNIT, unit_prop,
+                           wait_for)
 from vmtest_session import (as_alice, brief, ensure_rtctld_base, holds_of, kill_quietly, rtprops, session,
     spawn_as_alice)
 
@@ -35,7 +36,9 @@ def rtctld_pid():
 @test("power-slider", timeout=300)
 def t_power_slider():
     """power-profiles-daemon disabled (as the image has it): rtctld answers both names. alice, in her active session, moves the slider with powerprofilesctl (no password, as
-    power-profiles-daemon allows the active session): each choice is rtctld's base profile; `launch`
+    power-profiles-daemon allows the active session): over root's base profile vmtest, which the slider
+    does not show, her choice is a hold and vmtest stays the base (saved too); over desktop each choice
+    is rtctld's base profile; `launch`
     holds performance for its command; a slider move while audio is held keeps the audio isolation, and
     the choice takes over when the hold ends. A user outside the session is refused. power-profiles-daemon
     enabled: a restarted rtctld leaves it the names, it starts and answers; stopped, rtctld answers."""
@@ -55,6 +58,23 @@ def t_power_slider():
         p = as_alice([PPCTL, "get"])
         check(p["rc"] == 0 and p["stdout"].strip() == "balanced",
               "powerprofilesctl get as alice: rc=%d %s" % (p["rc"], (p["stdout"] + p["stderr"]).strip()[-300:]))
+
+        # root's base profile vmtest is none the slider shows: alice's choice is held over it, never the base
+        p = as_alice([PPCTL, "set", "performance"])
+        check(p["rc"] == 0, "powerprofilesctl set performance over vmtest: %s" % p["stderr"].strip()[-300:])
+        time.sleep(1)
+        props = rtprops()
+        check(props.get("BaseProfile") == TEST_PROFILE and
+              [h.get("ApplicationId") for h in holds_of(props)] == ["power slider"],
+              "the slider moved root's base profile %s: %s" % (TEST_PROFILE, brief(props)))
+        with open("/var/lib/rtctl/active-profile") as f:
+            saved = f.read().strip()
+        check(saved == TEST_PROFILE, "the slider's choice was saved as the base profile: %r" % saved)
+        check(as_alice([PPCTL, "get"])["stdout"].strip() == "performance", "get after set over vmtest")
+        r, err, msg = call("SetProfile", "desktop")
+        check(err is None and not holds_of(rtprops()), "SetProfile(desktop): %s %s %s" % (err, msg, brief(rtprops())))
+        steps.append("alice's `set performance` over root's vmtest: held, base and saved profile stay vmtest")
+
         for name, profile in (("performance", "performance"), ("power-saver", "power-saver")):
             p = as_alice([PPCTL, "set", name])
             check(p["rc"] == 0, "powerprofilesctl set %s as alice: rc=%d %s" % (name, p["rc"], p["stderr"].strip()[-300:]))

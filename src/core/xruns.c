@@ -222,6 +222,14 @@ static Seg top_seg(const Cpu *c, uint64_t end, bool slept)
         return s;
 }
 
+/* The segment still open at end (what runs on c now, cut at end); all zero when nothing was. */
+static Seg open_seg(const Cpu *c, uint64_t end)
+{
+        if (c->depth > 0 && c->stack[c->depth - 1].since < end)
+                return top_seg(c, end, false);
+        return (Seg){};
+}
+
 static void close_top(XrunTrace *t, Cpu *c, uint64_t now, bool slept)
 {
         if (c->depth == 0)
@@ -807,10 +815,8 @@ int xrun_trace_causes(XrunTrace *t, const unsigned *cpus, size_t n_cpus, uint64_
                 g_autoptr(GHashTable) stretches =
                     g_hash_table_new_full(g_direct_hash, g_direct_equal, NULL, stretch_free);
                 /* The segment still open at to_ns counts too, up to to_ns. */
-                Seg open = {};
+                Seg open = open_seg(c, to_ns);
                 size_t n = c->segs->len;
-                if (c->depth > 0 && c->stack[c->depth - 1].since < to_ns)
-                        open = top_seg(c, to_ns, false);
                 bool audio_rt = false;
                 GArray *demand =
                     is_audio ? audio_demand(c, from_ns, to_ns, &open, is_audio, userdata, &audio_rt) : NULL;
@@ -961,12 +967,10 @@ int xrun_trace_causes(XrunTrace *t, const unsigned *cpus, size_t n_cpus, uint64_
 static uint64_t demand_since(const Cpu *c, uint64_t floor, uint64_t at, uint64_t idle_ns,
                              XrunIsAudio is_audio, void *userdata)
 {
-        Seg open = {};
+        Seg open = open_seg(c, at);
         bool rt;
         uint64_t since = UINT64_MAX;
 
-        if (c->depth > 0 && c->stack[c->depth - 1].since < at)
-                open = top_seg(c, at, false);
         GArray *spans = audio_demand(c, floor, at, &open, is_audio, userdata, &rt);
         if (spans->len > 0) {
                 since = at;

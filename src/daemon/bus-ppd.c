@@ -455,19 +455,152 @@ static int on_ppd_owner(sd_bus_message *msg, void *userdata, sd_bus_error *ret_e
         return 0;
 }
 
-/* It did not come (it failed, or rtctl's OnConflict=stop masked it first): the names are free. */
-static int on_ppd_wait_over(sd_event_source *s, uint64_t usec, void *userdata)
+/* Where power-profiles-daemon is enabled, it starts after rtctld at boot (rtctld runs before
+ * basic.target), and it exits when it cannot own its names: asked for at once, they would be rtctld's
+ * and power-profiles-daemon would fail. So they are asked for once it has them (queued behind it), or
+ * once its unit says it is not coming: failed with no job queued, or inactive with none for
+ * PPD_IDLE_USEC. Its unit is read every PPD_POLL_USEC while that wait lasts; while a job is queued or
+ * it is activating, no clock bounds the wait: on a slow machine (a loaded TCG guest) its start job can
+ * wait longer than any bound that fits a fast one. */
+#define PPD_POLL_USEC (1000000ULL)
+/* Enabled, inactive and no job queued: not at boot (its start job is queued before rtctld starts), but
+ * after `systemctl enable` and a restart of rtctld, with the admin's `systemctl start` to come. */
+#define PPD_IDLE_USEC (90 * 1000000ULL)
+#define PPD_UNIT      "power-profiles-daemon.service"
+
+static void poll_ppd_unit(Manager *m);
+
+static void poll_ppd_later(Manager *m)
 {
-        log_info("power-profiles-daemon is enabled but did not take %s: answering the power slider.",
-                 PPD_NAME_OLD);
-        ask_for_names(userdata);
+        int r = sd_event_source_set_time_relative(m->ppd_timer, PPD_POLL_USEC);
+        if (r >= 0)
+                r = sd_event_source_set_enabled(m->ppd_timer, SD_EVENT_ONESHOT);
+        if (r < 0) {
+                log_warning_errno(r, "Failed to wait for power-profiles-daemon: %m");
+                ask_for_names(m);
+        }
+}
+
+static int on_ppd_name_owned(sd_bus_message *reply, void *userdata, sd_bus_error *ret_error)
+{
+        Manager *m = userdata;
+        int owned = 0;
+
+        if (m->ppd_names_asked)
+                return 0;
+        if (sd_bus_message_is_method_error(reply, NULL) || sd_bus_message_read(reply, "b", &owned) < 0 ||
+            owned)
+                ask_for_names(m); /* queued behind it */
+        else
+                poll_ppd_later(m);
         return 0;
 }
 
-/* Where power-profiles-daemon is enabled, it starts after rtctld at boot (rtctld runs before
- * basic.target), and it exits when it cannot own its names: asked for at once, they would be rtctld's
- * and power-profiles-daemon would fail. So they are asked for once it has them, or PPD_WAIT_USEC on. */
-#define PPD_WAIT_USEC (90 * 1000000ULL)
+static int on_ppd_unit_read(sd_bus_message *reply, void *userdata, sd_bus_error *ret_error)
+{
+        Manager *m = userdata;
+        const char *active = NULL, *job = NULL;
+        int r;
+
+        if (m->ppd_names_asked)
+                return 0;
+        if (sd_bus_message_is_method_error(reply, NULL)) {
+                log_info("power-profiles-daemon's unit cannot be read (%s): answering the power slider.",
+                         sd_bus_message_get_error(reply)->message);
+                ask_for_names(m);
+                return 0;
+        }
+        r = sd_bus_message_enter_container(reply, 'a', "{sv}");
+        while (r > 0 && (r = sd_bus_message_enter_container(reply, 'e', "sv")) > 0) {
+                const char *key;
+                uint32_t id;
+
+                r = sd_bus_message_read(reply, "s", &key);
+                if (r >= 0 && streq(key, "ActiveState"))
+                        r = sd_bus_message_read(reply, "v", "s", &active);
+                else if (r >= 0 && streq(key, "Job"))
+                        r = sd_bus_message_read(reply, "v", "(uo)", &id, &job);
+                else if (r >= 0)
+                        r = sd_bus_message_skip(reply, "v");
+                if (r >= 0)
+                        r = sd_bus_message_exit_container(reply);
+        }
+        if (r < 0 || !active) {
+                log_info("power-profiles-daemon's unit gave no state: answering the power slider.");
+                ask_for_names(m);
+                return 0;
+        }
+        bool queued = job && !streq(job, "/");
+        if (streq(active, "active") || streq(active, "reloading")) {
+                /* It runs. Its unit is active once it owns its first name; it asks for PPD_NAME_OLD last,
+                 * and asked for before that, the name would be rtctld's: queue once that one is owned
+                 * (its NameOwnerChanged may have come before the watch). */
+                r = sd_bus_call_method_async(m->bus, NULL, "org.freedesktop.DBus", "/org/freedesktop/DBus",
+                                             "org.freedesktop.DBus", "NameHasOwner", on_ppd_name_owned, m,
+                                             "s", PPD_NAME_OLD);
+                if (r < 0) {
+                        log_warning_errno(r, "Failed to ask who owns %s: %m", PPD_NAME_OLD);
+                        ask_for_names(m);
+                }
+                return 0;
+        }
+        if (!queued && streq(active, "failed")) {
+                log_info(
+                    "power-profiles-daemon is enabled but failed with no job queued: answering the power "
+                    "slider.");
+                ask_for_names(m);
+                return 0;
+        }
+        if (!queued && streq(active, "inactive") && now_usec(CLOCK_MONOTONIC) >= m->ppd_idle_until) {
+                log_info(
+                    "power-profiles-daemon is enabled but was not started (inactive, no job queued, for "
+                    "%llu s): answering the power slider.",
+                    (unsigned long long)(PPD_IDLE_USEC / 1000000ULL));
+                ask_for_names(m);
+                return 0;
+        }
+        /* activating, deactivating, or a start job queued: read again */
+        poll_ppd_later(m);
+        return 0;
+}
+
+static int on_ppd_poll(sd_event_source *s, uint64_t usec, void *userdata)
+{
+        poll_ppd_unit(userdata);
+        return 0;
+}
+
+static void poll_ppd_unit(Manager *m)
+{
+        _cleanup_free_ char *path = NULL;
+        int r;
+
+        r = sd_bus_path_encode("/org/freedesktop/systemd1/unit", PPD_UNIT, &path);
+        if (r >= 0)
+                r = sd_bus_call_method_async(m->bus, NULL, "org.freedesktop.systemd1", path,
+                                             "org.freedesktop.DBus.Properties", "GetAll", on_ppd_unit_read,
+                                             m, "s", "org.freedesktop.systemd1.Unit");
+        if (r < 0) {
+                log_warning_errno(r, "Failed to read power-profiles-daemon's unit: %m");
+                ask_for_names(m);
+        }
+}
+
+static int on_ppd_unit_loaded(sd_bus_message *reply, void *userdata, sd_bus_error *ret_error)
+{
+        Manager *m = userdata;
+
+        if (m->ppd_names_asked)
+                return 0;
+        if (sd_bus_message_is_method_error(reply, NULL)) {
+                log_info("power-profiles-daemon's unit cannot be loaded (%s): answering the power slider.",
+                         sd_bus_message_get_error(reply)->message);
+                ask_for_names(m);
+                return 0;
+        }
+        poll_ppd_unit(m);
+        return 0;
+}
 
 static int on_unit_file_state(sd_bus_message *reply, void *userdata, sd_bus_error *ret_error)
 {
@@ -482,14 +615,22 @@ static int on_unit_file_state(sd_bus_message *reply, void *userdata, sd_bus_erro
                 return 0;
         }
         log_info("power-profiles-daemon is %s: it answers the power slider; rtctld waits for it.", state);
+        m->ppd_idle_until = now_usec(CLOCK_MONOTONIC) + PPD_IDLE_USEC;
         r = sd_bus_add_match_async(
             m->bus, &m->ppd_watch,
             "type='signal',sender='org.freedesktop.DBus',interface='org.freedesktop.DBus',"
             "member='NameOwnerChanged',arg0='" PPD_NAME_OLD "'",
             on_ppd_owner, NULL, m);
         if (r >= 0)
-                r = sd_event_add_time_relative(m->event, &m->ppd_timer, CLOCK_MONOTONIC, PPD_WAIT_USEC,
-                                               1000000ULL, on_ppd_wait_over, m);
+                r = sd_event_add_time_relative(m->event, &m->ppd_timer, CLOCK_MONOTONIC, PPD_POLL_USEC,
+                                               100000ULL, on_ppd_poll, m);
+        if (r >= 0)
+                r = sd_event_source_set_enabled(m->ppd_timer, SD_EVENT_OFF);
+        /* Loaded first: a unit nothing has loaded yet has no object to read. */
+        if (r >= 0)
+                r = sd_bus_call_method_async(m->bus, NULL, "org.freedesktop.systemd1",
+                                             "/org/freedesktop/systemd1", "org.freedesktop.systemd1.Manager",
+                                             "LoadUnit", on_ppd_unit_loaded, m, "s", PPD_UNIT);
         if (r < 0) {
                 log_warning_errno(r, "Failed to wait for power-profiles-daemon: %m");
                 ask_for_names(m);
@@ -515,7 +656,7 @@ int bus_ppd_setup(Manager *m)
         /* Without systemd on the bus (no answer), nothing will start power-profiles-daemon. */
         r = sd_bus_call_method_async(m->bus, NULL, "org.freedesktop.systemd1", "/org/freedesktop/systemd1",
                                      "org.freedesktop.systemd1.Manager", "GetUnitFileState",
-                                     on_unit_file_state, m, "s", "power-profiles-daemon.service");
+                                     on_unit_file_state, m, "s", PPD_UNIT);
         if (r < 0)
                 ask_for_names(m);
         return 0;

@@ -175,7 +175,8 @@ typedef struct Manager {
         bool ppd_names_asked;       /* and its names asked for */
         bool ppd_owned[2];          /* its names rtctld owns now: PPD_NAME, PPD_NAME_OLD (bus-ppd.c) */
         sd_bus_slot *ppd_watch;     /* NameOwnerChanged of its name, while waiting for it to run */
-        sd_event_source *ppd_timer; /* how long that wait lasts */
+        sd_event_source *ppd_timer; /* the next read of its unit while waiting for it */
+        uint64_t ppd_idle_until;    /* CLOCK_MONOTONIC: how long its unit may idle with no job queued */
         SettingContext kinds;
         Dirty dirty;
         char *pass_reason;

@@ -25,8 +25,8 @@ PROFILES = {
 class PolkitBus(Bus):
     """A private system bus with python-dbusmock's polkitd on it."""
 
-    def __init__(self, tmp):
-        super().__init__(tmp, extra_policies=[service_policy(tmp, "org.freedesktop.PolicyKit1")])
+    def __init__(self, tmp, extra_policies=()):
+        super().__init__(tmp, extra_policies=[service_policy(tmp, "org.freedesktop.PolicyKit1")] + list(extra_policies))
         self.mock = subprocess.Popen([sys.executable, "-m", "dbusmock", "--system", "--template", "polkitd"],
                                      env=self.env(), stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
         self.conn = dbus.bus.BusConnection(self.address)

@@ -12,7 +12,7 @@ import dbus.lowlevel
 import pytest
 
 from conftest import NOBODY, wait_until
-from harness import HANG_SECONDS, RTCTL, Env
+from harness import HANG_SECONDS, RTCTL, Env, service_policy
 from test_polkit import PolkitBus
 
 PPCTL = "/usr/bin/powerprofilesctl"
@@ -395,3 +395,93 @@ def test_a_bad_power_profiles_section_is_named_by_file_line_and_key(ppenv):
     assert "rtctl.conf:8: Turbo=x: unknown key in [PowerProfiles]" in out, out
     wait_serving(ppenv)
     assert ppctl(ppenv, "get").returncode == 0
+
+
+SYSTEMD = ("org.freedesktop.systemd1", "/org/freedesktop/systemd1")
+PPD_UNIT = "/org/freedesktop/systemd1/unit/power_2dprofiles_2ddaemon_2eservice"
+
+
+def job(n):
+    """A unit's Job property as systemd has it: (uo), / for none."""
+    return dbus.Struct((dbus.UInt32(n), dbus.ObjectPath("/org/freedesktop/systemd1/job/%d" % n if n else "/")),
+                       signature="uo")
+
+
+@pytest.fixture
+def sdenv(tmp_root):
+    """A bus with polkit and python-dbusmock's stand-in for systemd, on which power-profiles-daemon is
+    enabled and its unit inactive with a start job queued, as at boot before it has started."""
+    b = PolkitBus(tmp_root, extra_policies=[service_policy(tmp_root, SYSTEMD[0])])
+    b.allow()
+    mock = subprocess.Popen([sys.executable, "-m", "dbusmock", "--system", SYSTEMD[0], SYSTEMD[1],
+                             "org.freedesktop.systemd1.Manager"],
+                            env=b.env(), stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    e = None
+    try:
+        assert wait_until(lambda: b.conn.name_has_owner(SYSTEMD[0])), "dbusmock's systemd did not come up"
+        manager = dbus.Interface(b.conn.get_object(*SYSTEMD), "org.freedesktop.DBus.Mock")
+        manager.AddMethod("", "GetUnitFileState", "s", "s", "ret = 'enabled'")
+        manager.AddMethod("", "LoadUnit", "s", "o", "ret = '%s'" % PPD_UNIT)
+        manager.AddObject(PPD_UNIT, "org.freedesktop.systemd1.Unit",
+                          {"ActiveState": "inactive", "Job": job(7)}, [])
+        e = Env(tmp_root, b)
+        for name, text in PROFILES.items():
+            e.profile(name, text)
+        e.write("rtctl.conf", CONF)
+        props = dbus.Interface(b.conn.get_object(SYSTEMD[0], PPD_UNIT), "org.freedesktop.DBus.Properties")
+
+        def unit(active, job_id=None):
+            props.Set("org.freedesktop.systemd1.Unit", "ActiveState", active)
+            if job_id is not None:
+                props.Set("org.freedesktop.systemd1.Unit", "Job", job(job_id))
+        e.unit = unit
+        yield e
+    finally:
+        if e:
+            e.cleanup()
+        mock.terminate()
+        mock.wait(HANG_SECONDS)
+        b.stop()
+
+
+def test_the_slider_waits_for_power_profiles_daemons_start_job_not_a_clock(sdenv):
+    """Enabled and about to start (its start job queued, however long that takes on a slow machine):
+    its names stay free for it. Once its unit says it is not coming (failed, no job), rtctld answers the
+    slider at once, not after a fixed wait."""
+    conn = dbus.bus.BusConnection(sdenv.bus.address)
+    d = sdenv.start()
+    assert wait_until(lambda: "power-profiles-daemon is enabled: it answers the power slider; rtctld waits "
+                      "for it." in d.output()), d.output()
+    time.sleep(3)  # three reads of its unit: the job still queued
+    assert not conn.name_has_owner(OLD[0]) and not conn.name_has_owner(NEW[0]), d.output()
+    sdenv.unit("failed", 0)
+    t0 = time.monotonic()
+    assert wait_until(lambda: conn.name_has_owner(OLD[0]) and conn.name_has_owner(NEW[0]), timeout=30), d.output()
+    assert time.monotonic() - t0 < 10, "rtctld took %.1f s to answer after the unit failed" % (time.monotonic() - t0)
+    assert "power-profiles-daemon is enabled but failed with no job queued: answering the power slider." \
+        in d.output(), d.output()
+    assert ppctl(sdenv, "get").stdout == "balanced\n"
+    assert d.running()
+
+
+def test_the_slider_queues_behind_power_profiles_daemon_once_its_unit_runs(sdenv):
+    """Its unit activating, then power-profiles-daemon (dbusmock's) takes its names: rtctld queues behind
+    it and never takes them; once it is gone, rtctld answers."""
+    conn = dbus.bus.BusConnection(sdenv.bus.address)
+    sdenv.unit("activating")
+    d = sdenv.start()
+    assert wait_until(lambda: "rtctld waits for it." in d.output()), d.output()
+    time.sleep(2)
+    assert not conn.name_has_owner(OLD[0]), d.output()
+    mock = subprocess.Popen([sys.executable, "-m", "dbusmock", "--system", "--template", "power_profiles_daemon"],
+                            env=sdenv.bus.env(), stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    try:
+        assert wait_until(lambda: conn.name_has_owner(OLD[0])), "dbusmock's power-profiles-daemon did not come up"
+        mock_owner = conn.get_name_owner(OLD[0])
+        sdenv.unit("active", 0)
+        assert wait_until(lambda: "power-profiles-daemon owns %s" % OLD[0] in d.output()), d.output()
+        assert conn.get_name_owner(OLD[0]) == mock_owner
+    finally:
+        mock.terminate()
+        mock.wait(HANG_SECONDS)
+    assert wait_until(lambda: conn.name_has_owner(OLD[0]) and "rtctl" in ppctl(sdenv, "get").stdout + ppctl(sdenv, "list").stdout)

@@ -33,7 +33,11 @@ def rtctld_pid():
     return int(unit_prop(UNIT, "MainPID").get("MainPID", 0))
 
 
-@test("power-slider", timeout=300)
+SLOW_DROPIN = "/run/systemd/system/power-profiles-daemon.service.d/vmtest-slow.conf"
+SLOW_START = 100  # s: past the 90 s rtctld once bounded its wait with
+
+
+@test("power-slider", timeout=480)
 def t_power_slider():
     """power-profiles-daemon disabled (as the image has it): rtctld answers both names. alice, in her active session, moves the slider with powerprofilesctl (no password, as
     power-profiles-daemon allows the active session): over root's base profile vmtest, which the slider
@@ -41,7 +45,8 @@ def t_power_slider():
     is rtctld's base profile; `launch`
     holds performance for its command; a slider move while audio is held keeps the audio isolation, and
     the choice takes over when the hold ends. A user outside the session is refused. power-profiles-daemon
-    enabled: a restarted rtctld leaves it the names, it starts and answers; stopped, rtctld answers."""
+    enabled: a restarted rtctld leaves it the names, it starts and answers; stopped, rtctld answers; its
+    start job held 100 s across a restart of rtctld, the names wait for it."""
     session()
     ensure_rtctld_base()
     check(os.access(PPCTL, os.X_OK), "no %s in the image" % PPCTL)
@@ -137,6 +142,32 @@ def t_power_slider():
               "power-profiles-daemon stopped: the names' owners %s, rtctld is %d" % ([owner_pid(n) for n in NAMES], me))
         steps.append("power-profiles-daemon enabled: rtctld left it the names, it ran (pid %d), stopped: rtctld "
                      "answers" % ppd)
+
+        # Its start job queued for longer than any clock rtctld could bound its wait with (a loaded boot):
+        # ExecStartPre= sleeps 100 s, rtctld restarts meanwhile, and the names stay free until it has them.
+        os.makedirs(os.path.dirname(SLOW_DROPIN), exist_ok=True)
+        with open(SLOW_DROPIN, "w") as f:
+            # its start timeout (90 s by default) past the sleep: the job stays queued, not failed
+            f.write("[Service]\nExecStartPre=/bin/sleep %d\nTimeoutStartSec=%d\n" % (SLOW_START, SLOW_START + 120))
+        run(["systemctl", "daemon-reload"], check_rc=True, timeout=60)
+        run(["systemctl", "start", "--no-block", PPD_UNIT], check_rc=True, timeout=60)
+        run(["systemctl", "restart", UNIT], check_rc=True, timeout=120)
+        me = rtctld_pid()
+        t0, taken = time.monotonic(), []
+        while time.monotonic() - t0 < SLOW_START + 60 and not unit_prop(PPD_UNIT, "ActiveState").get(
+                "ActiveState") == "active":
+            taken += [n for n in NAMES if owner_pid(n) == me]
+            check(not taken, "rtctld took %s %.0f s into power-profiles-daemon's start job" % (
+                taken, time.monotonic() - t0))
+            time.sleep(1)
+        ppd = int(unit_prop(PPD_UNIT, "MainPID").get("MainPID", 0))
+        # both names are its own; power-profiles-daemon 0.12 (Debian 12) has only the old one, and the
+        # new one is rtctld's once it queued
+        check(ppd and wait_for(lambda: owner_pid(NAMES[0]) == ppd and owner_pid(NAMES[1]) in (ppd, me), 30, 0.2),
+              "after its slow start, power-profiles-daemon (pid %d) does not own its names: owners %s, rtctld %d" % (
+                  ppd, [owner_pid(n) for n in NAMES], me))
+        steps.append("its start job queued %.0f s across a restart of rtctld: the names waited for it" % (
+            time.monotonic() - t0))
         return "; ".join(steps)
     finally:
         if holder:
@@ -144,6 +175,9 @@ def t_power_slider():
         r = run(["systemctl", "stop", PPD_UNIT], timeout=60)
         if r.returncode != 0:
             con.line("VMLOG power-slider cleanup: %s" % r.stderr.strip())
+        if os.path.exists(SLOW_DROPIN):
+            os.unlink(SLOW_DROPIN)
+            run(["systemctl", "daemon-reload"], timeout=60)
         if enabled:
             run(["systemctl", "disable", PPD_UNIT], timeout=60)
         ensure_rtctld_base()

@@ -393,6 +393,28 @@ static int plan_v2_cgroupfs(const PlanContext *ctx, const CgroupInfo *cg, bool a
         return 0;
 }
 
+/* Isolated CPUs the machine could hot-add but does not have now (possible, not present: a typo on a
+ * laptop whose firmware lists spare slots, or a VM's CPU not yet plugged in): accepted, since the
+ * isolation follows CPU hotplug, but said, because nothing is isolated there until they come. */
+static void note_absent(const PlanContext *ctx, PlanNotes *notes)
+{
+        const Topology *t = ctx->topology;
+
+        if (!t || !t->present)
+                return;
+        _cleanup_cpuset_ CpuSet *absent = cpuset_dup(ctx->isolated);
+        cpuset_andnot(absent, t->present);
+        if (cpuset_empty(absent))
+                return;
+        _cleanup_free_ char *list = cpuset_format_list(absent), *present = cpuset_format_list(t->present);
+        bool all = cpuset_equal(absent, ctx->isolated);
+        plan_notes_add(
+            notes, "cpuset", xstrdup("/sys/devices/system/cpu/present"),
+            xasprintf("isolated CPUs %s are not present (the machine has %s; they may be hot-added): "
+                      "%s until they are",
+                      list, present, all ? "no CPU is isolated" : "they are not isolated"));
+}
+
 /* device "attach": only the attached processes and threads (an [Attach] rule matched one); the rest of
  * the split stands as the last whole pass made it. */
 static int cpuset_plan(const PlanContext *ctx, const void *config, const char *device, Plan *plan,
@@ -404,6 +426,8 @@ static int cpuset_plan(const PlanContext *ctx, const void *config, const char *d
 
         if (cpuset_empty(ctx->isolated))
                 return 0;
+        if (!attach_only)
+                note_absent(ctx, notes);
         r = cgroup_discover(&cg);
         if (r < 0 || cg.mode == CGROUP_NONE) {
                 plan_notes_add(

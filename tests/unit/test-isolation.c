@@ -127,6 +127,29 @@ TEST(no_cpuset_controller_is_a_note)
         CHECK_INTEQ(res.stats.failed, 0);
 }
 
+/* Isolate= naming a CPU the machine could hot-add but has not (possible 0-3, present 0-2): planned as
+ * asked (it is isolated once it comes), and a note says that nothing is isolated meanwhile. With the
+ * CPU present, no such note. */
+TEST(an_isolated_cpu_not_present_is_a_note)
+{
+        _cleanup_free_ char *root = tree("absent", "cgroup /sys/fs/cgroup/cpuset cgroup rw,cpuset 0 0\n");
+
+        test_write(root, "sys/fs/cgroup/cpuset/cpuset.mems", "0\n");
+        test_write(root, "sys/fs/cgroup/cpuset/cgroup.procs", "2\n100\n");
+        test_write(root, "sys/devices/system/cpu/present", "0-2\n");
+        test_write(root, "sys/devices/system/cpu/online", "0-2\n");
+        plan(root, NULL, 0);
+        CHECK(
+            noted("isolated CPUs 3 are not present (the machine has 0-2; they may be hot-added): no CPU is "
+                  "isolated until they are"));
+        CHECK_INTEQ(res.stats.failed, 0);
+
+        test_write(root, "sys/devices/system/cpu/present", "0-3\n");
+        test_write(root, "sys/devices/system/cpu/online", "0-3\n");
+        plan(root, NULL, 0);
+        CHECK(!noted("not present"));
+}
+
 /* cgroup v2 under systemd: rtctl.slice has every CPU, the other top-level units the housekeeping ones.
  * systemd makes the attached processes' scope with the first of them; once it is there, its threaded
  * children follow, and where the kernel has cpuset.cpus.exclusive the isolated child becomes a remote
@@ -225,6 +248,7 @@ TEST(cpuset_partition_property_found_in_introspection_data)
         CHECK(!systemd_introspection_has("", iface, "CPUSetPartition", "s"));
 }
 
-TEST_MAIN(T(v2_without_systemd_uses_a_threaded_domain), T(v1_uses_cpusets),
-          T(no_cpuset_controller_is_a_note), T(v2_systemd_threaded_scope_and_remote_partition),
-          T(v2_threads_placed_one_by_one), T(cpuset_partition_property_found_in_introspection_data))
+TEST_MAIN(T(an_isolated_cpu_not_present_is_a_note), T(v2_without_systemd_uses_a_threaded_domain),
+          T(v1_uses_cpusets), T(no_cpuset_controller_is_a_note),
+          T(v2_systemd_threaded_scope_and_remote_partition), T(v2_threads_placed_one_by_one),
+          T(cpuset_partition_property_found_in_introspection_data))

@@ -60,6 +60,13 @@ fi
 security_max=$(sed -n 's/.*`systemd-analyze security rtctld.service` rates it \*\*\([0-9.]*\)\*\*.*/\1/p' "$REPO/README.md" | head -n1)
 [ -n "$security_max" ] && run_args+=(--append "rtctl_vmtest.security_max=$security_max")
 
+# One VM run per machine at a time (another CI's, a developer's): this one rebuilds the image a running
+# guest reads (its root disk is the image file itself, under snapshot=on). A second run waits here.
+exec 7>/run/rtctl-vm.lock
+if ! flock -n 7; then
+	echo "[run.sh] another VM run holds /run/rtctl-vm.lock: waiting for it"
+	flock 7
+fi
 t0=$SECONDS
 out=$(mktemp)
 passed=0 failed=0 skipped=0

@@ -215,8 +215,27 @@ def diff(before, after):
         if isinstance(after.get(k), IrqThreadCpus) and after[k].same_as(before[k]):
             continue
         if before.get(k) != after.get(k):
-            lines.append("%s: %r -> %r" % (k, before.get(k), after.get(k)))
+            lines.append("%s: %r -> %r%s" % (k, before.get(k), after.get(k), task_now(k)))
     return lines
+
+
+def task_now(key):
+    """For a task's line: what the process is now (state, parent, flags, command line), so that a task
+    left behind on a busy machine says whose it is."""
+    if not key.startswith("task "):
+        return ""
+    pid = key.split()[1].split("@")[0]
+    try:
+        with open("/proc/%s/cmdline" % pid, "rb") as f:
+            cmd = f.read().replace(b"\0", b" ").decode("utf-8", "replace").strip()[:160]
+    except OSError:
+        cmd = ""
+    st = read("/proc/%s/stat" % pid)
+    if not st:
+        return " (gone now)"
+    fields = st.rsplit(")", 1)[1].split()
+    return " (now: state %s, ppid %s, flags %#x, threads %s: %s)" % (fields[0], fields[1], int(fields[6]),
+                                                                   fields[17], cmd)
 
 
 def task_cpus(pid):

@@ -242,7 +242,7 @@ def test_hotplug_storm(senv, tmp_path):
         assert d.output().count("cpu offline cpu1") > 0
         usage.check()
         assert d.stop() == 0
-        assert machine.diff(before, machine.snapshot()) == []
+        assert machine.diff(before, machine.snapshot()) == [], d.output()[-4000:]
         assert senv.journal is None
 
 
@@ -277,7 +277,7 @@ def test_device_churn(senv, tmp_path):
         assert made == 500
         usage.check()
         assert d.stop() == 0
-        assert machine.diff(before, machine.snapshot()) == []
+        assert machine.diff(before, machine.snapshot()) == [], d.output()[-4000:]
         assert senv.journal is None
 
 
@@ -304,7 +304,7 @@ def test_sigkill_at_random_points_then_restart_and_restore(senv, tmp_path):
         senv.rtctl("profile", "storm2", check=True)
         switch_s = time.monotonic() - t0
         d.stop()
-        assert machine.diff(before, machine.snapshot()) == []
+        assert machine.diff(before, machine.snapshot()) == [], d.output()[-4000:]
         print("kill storm: start %.3f s, switch %.3f s" % (start_s, switch_s))
         killed_with_journal = 0
         for i in range(KILLS):
@@ -372,5 +372,5 @@ def test_flood_of_reads_and_changes(senv, tmp_path):
             usage.sample("flood %d" % n, d.proc.pid)
         usage.check()
         assert d.stop() == 0
-        assert machine.diff(before, machine.snapshot()) == []
+        assert machine.diff(before, machine.snapshot()) == [], d.output()[-4000:]
         assert senv.journal is None

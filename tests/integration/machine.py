@@ -192,7 +192,10 @@ def snapshot():
             s["irqthread " + comm] = "policy %s prio %s" % (fields[38], fields[37])
         # Every task's CPUs and cpuset, keyed by PID and start time (PIDs are reused).
         task = "task %s@%s (%s)" % (pid, fields[19], comm)
-        status = read("/proc/%s/status" % pid) or ""
+        where = live_thread(pid, fields[0])
+        if where is None:
+            continue
+        status = read("%s/status" % where) or ""
         irq = irq_thread_irq(comm) if int(fields[6]) & PF_KTHREAD else None
         for line in status.splitlines():
             if line.startswith("Cpus_allowed_list:"):
@@ -200,14 +203,33 @@ def snapshot():
                 if irq is not None:
                     cpus = IrqThreadCpus(cpus, read("/proc/irq/%d/effective_affinity_list" % irq))
                 s[task + " cpus"] = cpus
-        cs = read("/proc/%s/cpuset" % pid)
+        cs = read("%s/cpuset" % where)
         if cs is not None:
             s[task + " cpuset"] = cs
     return s
 
 
+def live_thread(pid, state):
+    """Where a process's CPUs and cpuset are read: its own /proc directory, or one of its live threads
+    when its leader has exited before them (the leader stays listed, a zombie); None when the whole
+    process has ended and only its parent's wait is left. The kernel moves no exiting task (a write of
+    its PID into a cgroup succeeds and leaves it where it was), and an emptied cgroup goes away under a
+    zombie, whose cpuset file still names it: what it says is not a place anything runs."""
+    if state not in ("Z", "X"):
+        return "/proc/%s" % pid
+    try:
+        tids = os.listdir("/proc/%s/task" % pid)
+    except OSError:
+        return None
+    for tid in tids:
+        st = read("/proc/%s/task/%s/stat" % (pid, tid))
+        if st and st.rsplit(")", 1)[1].split()[0] not in ("Z", "X"):
+            return "/proc/%s/task/%s" % (pid, tid)
+    return None
+
+
 def diff(before, after):
-    """What differs. Tasks that started or ended in between are not differences."""
+    """What differs. Tasks that started or ended in between (a zombie has ended) are not differences."""
     lines = []
     for k in sorted(set(before) | set(after)):
         if k.startswith("task ") and (k not in before or k not in after):

@@ -284,6 +284,12 @@ install_guest() { # $1 = destdir: the in-VM test runner and its fixtures
 	else
 		log "warning: no ${BUILD_DIR:-(build dir)}/bench/xrun-client (libjack-jackd2-dev missing at meson setup?): the pipewire-jack tests fail"
 	fi
+	# bench/bench-syscall-loop (built by default): tracepoint-toggle's system call loop and its cost
+	if [ -x "${BUILD_DIR:-}/bench/bench-syscall-loop" ]; then
+		install -D -m 0755 "$BUILD_DIR/bench/bench-syscall-loop" "$d/usr/lib/rtctl-vmtest/bench-syscall-loop"
+	else
+		log "warning: no ${BUILD_DIR:-(build dir)}/bench/bench-syscall-loop: tracepoint-toggle fails"
+	fi
 	# the runner's modules (common helpers, one per feature), imported from beside it
 	local m
 	for m in "$HERE"/guest/vmtest_*.py; do

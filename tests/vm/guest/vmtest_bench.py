@@ -191,7 +191,8 @@ def t_tracepoint_toggle():
                 func = fn
                 break
             except OSError as e:
-                refused.append("%s: %s" % (fn, e.strerror))
+                why = (read(TRACEFS + "/error_log") or "").strip().splitlines()[-3:]
+                refused.append("%s: %s %s" % (fn, e.strerror, " / ".join(why)))
         if func:
             made_kprobe = True
             modes.append("kprobe")

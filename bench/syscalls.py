@@ -65,8 +65,13 @@ def private_tracefs():
 
 
 def write(path, value, append=False):
-    with open(path, "a" if append else "w") as f:
-        f.write(value)
+    """Not open(path, "a") to append: Python seeks to the end of a file opened for appending, and tracefs
+    refuses the seek with EINVAL (kprobe_events could never be written)."""
+    fd = os.open(path, os.O_WRONLY | (os.O_APPEND if append else os.O_TRUNC))
+    try:
+        os.write(fd, value.encode())
+    finally:
+        os.close(fd)
 
 
 def syscall_events_on(tracefs):

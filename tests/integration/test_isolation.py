@@ -257,25 +257,27 @@ def test_a_process_that_ended_unreaped_in_housekeeping_is_not_left_behind(env):
     zombie = subprocess.Popen(["/bin/sh", "-c", "read x"], stdin=subprocess.PIPE)
     leader_gone = subprocess.Popen([sys.executable, "-c", LEADER_EXITS], stdin=subprocess.PIPE,
                                    stdout=subprocess.PIPE, text=True)
-    assert leader_gone.stdout.readline().strip() == "thread runs"
-    before = machine.snapshot()
-    d = env.start("--profile", "iso")
-    for p in (zombie, leader_gone):
-        assert wait_until(lambda: machine.read("/proc/%d/cpuset" % p.pid) == "/rtctl-housekeeping"), p.args
-    zombie.stdin.close()
-    leader_gone.stdin.close()
-    assert wait_until(lambda: machine.task_state(zombie.pid) == "Z")
-    assert wait_until(lambda: machine.task_state(leader_gone.pid) == "Z")
-    assert d.stop() == 0, d.output()
-    assert not os.path.exists(CPUSET + "/rtctl-housekeeping")
-    assert machine.read("/proc/%d/cpuset" % zombie.pid) == "/rtctl-housekeeping"
-    assert machine.task_state(leader_gone.pid) == "Z"
-    thread = machine.live_thread(str(leader_gone.pid), "Z")
-    assert thread and machine.read(thread + "/cpuset") == "/"
-    assert machine.diff(before, machine.snapshot()) == []
-    zombie.wait()
-    leader_gone.kill()
-    leader_gone.wait()
+    try:
+        assert leader_gone.stdout.readline().strip() == "thread runs"
+        before = machine.snapshot()
+        d = env.start("--profile", "iso")
+        for p in (zombie, leader_gone):
+            assert wait_until(lambda: machine.read("/proc/%d/cpuset" % p.pid) == "/rtctl-housekeeping"), p.args
+        zombie.stdin.close()
+        leader_gone.stdin.close()
+        assert wait_until(lambda: machine.task_state(zombie.pid) == "Z")
+        assert wait_until(lambda: machine.task_state(leader_gone.pid) == "Z")
+        assert d.stop() == 0, d.output()
+        assert not os.path.exists(CPUSET + "/rtctl-housekeeping")
+        assert machine.read("/proc/%d/cpuset" % zombie.pid) == "/rtctl-housekeeping"
+        assert machine.task_state(leader_gone.pid) == "Z"
+        thread = machine.live_thread(str(leader_gone.pid), "Z")
+        assert thread and machine.read(thread + "/cpuset") == "/"
+        assert machine.diff(before, machine.snapshot()) == []
+    finally:
+        for p in (zombie, leader_gone):
+            p.kill()
+            p.wait()
 
 
 def test_restore_without_a_daemon_names_what_is_still_busy(env):

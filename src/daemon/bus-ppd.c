@@ -445,13 +445,15 @@ static void ask_for_names(Manager *m)
         }
 }
 
-/* power-profiles-daemon took its name: behind it now. */
+static void check_ppd_names(Manager *m);
+
+/* power-profiles-daemon took a name: behind it once it has all it will own. */
 static int on_ppd_owner(sd_bus_message *msg, void *userdata, sd_bus_error *ret_error)
 {
         const char *name, *old_owner, *new_owner;
 
         if (sd_bus_message_read(msg, "sss", &name, &old_owner, &new_owner) >= 0 && !isempty(new_owner))
-                ask_for_names(userdata);
+                check_ppd_names(userdata);
         return 0;
 }
 
@@ -481,19 +483,72 @@ static void poll_ppd_later(Manager *m)
         }
 }
 
-static int on_ppd_name_owned(sd_bus_message *reply, void *userdata, sd_bus_error *ret_error)
+/* Which of ppd_names a list of bus names holds, as bits in ppd_names' order. */
+static int read_ppd_names(sd_bus_message *reply, unsigned *ret)
+{
+        _cleanup_strv_free_ char **names = NULL;
+        int r;
+
+        if (sd_bus_message_is_method_error(reply, NULL))
+                return -sd_bus_message_get_errno(reply);
+        r = sd_bus_message_read_strv(reply, &names);
+        if (r < 0)
+                return r;
+        *ret = 0;
+        for (size_t i = 0; i < ELEMENTSOF(ppd_names); i++)
+                if (strv_contains(names, ppd_names[i][0]))
+                        *ret |= 1u << i;
+        return 0;
+}
+
+static int on_ppd_names_owned(sd_bus_message *reply, void *userdata, sd_bus_error *ret_error)
 {
         Manager *m = userdata;
-        int owned = 0;
+        unsigned owned = 0;
 
         if (m->ppd_names_asked)
                 return 0;
-        if (sd_bus_message_is_method_error(reply, NULL) || sd_bus_message_read(reply, "b", &owned) < 0 ||
-            owned)
+        if (read_ppd_names(reply, &owned) < 0 || (owned & m->ppd_names_wanted) == m->ppd_names_wanted)
                 ask_for_names(m); /* queued behind it */
         else
                 poll_ppd_later(m);
         return 0;
+}
+
+static int on_ppd_names_activatable(sd_bus_message *reply, void *userdata, sd_bus_error *ret_error)
+{
+        Manager *m = userdata;
+        unsigned wanted = 0;
+
+        if (m->ppd_names_asked)
+                return 0;
+        /* Its D-Bus activation files name what it owns (0.12: the old name only); none: the old name. */
+        if (read_ppd_names(reply, &wanted) < 0 || wanted == 0)
+                wanted = 1u << 1; /* PPD_NAME_OLD */
+        m->ppd_names_wanted = wanted;
+        check_ppd_names(m);
+        return 0;
+}
+
+/* It runs. Its unit is active once it owns its first name (BusName=), and asked for before it has the
+ * others, a name would be rtctld's and it would exit: the names are asked for, queued behind it, once
+ * every name it will own has an owner. Which it asks for first is glib's business (0.23 was seen
+ * owning net.hadess.PowerProfiles, not yet org.freedesktop.UPower.PowerProfiles); what it will own is
+ * read once from the bus's activatable names. */
+static void check_ppd_names(Manager *m)
+{
+        bool known = m->ppd_names_wanted != 0;
+        int r;
+
+        if (m->ppd_names_asked)
+                return;
+        r = sd_bus_call_method_async(m->bus, NULL, "org.freedesktop.DBus", "/org/freedesktop/DBus",
+                                     "org.freedesktop.DBus", known ? "ListNames" : "ListActivatableNames",
+                                     known ? on_ppd_names_owned : on_ppd_names_activatable, m, "");
+        if (r < 0) {
+                log_warning_errno(r, "Failed to ask which of power-profiles-daemon's names are owned: %m");
+                ask_for_names(m);
+        }
 }
 
 static int on_ppd_unit_read(sd_bus_message *reply, void *userdata, sd_bus_error *ret_error)
@@ -532,16 +587,7 @@ static int on_ppd_unit_read(sd_bus_message *reply, void *userdata, sd_bus_error 
         }
         bool queued = job && !streq(job, "/");
         if (streq(active, "active") || streq(active, "reloading")) {
-                /* It runs. Its unit is active once it owns its first name; it asks for PPD_NAME_OLD last,
-                 * and asked for before that, the name would be rtctld's: queue once that one is owned
-                 * (its NameOwnerChanged may have come before the watch). */
-                r = sd_bus_call_method_async(m->bus, NULL, "org.freedesktop.DBus", "/org/freedesktop/DBus",
-                                             "org.freedesktop.DBus", "NameHasOwner", on_ppd_name_owned, m,
-                                             "s", PPD_NAME_OLD);
-                if (r < 0) {
-                        log_warning_errno(r, "Failed to ask who owns %s: %m", PPD_NAME_OLD);
-                        ask_for_names(m);
-                }
+                check_ppd_names(m);
                 return 0;
         }
         if (!queued && streq(active, "failed")) {

@@ -177,6 +177,7 @@ typedef struct Manager {
         sd_bus_slot *ppd_watch;     /* NameOwnerChanged of its name, while waiting for it to run */
         sd_event_source *ppd_timer; /* the next read of its unit while waiting for it */
         uint64_t ppd_idle_until;    /* CLOCK_MONOTONIC: how long its unit may idle with no job queued */
+        unsigned ppd_names_wanted;  /* the names it will own, bits in ppd_names' order; 0: not read yet */
         SettingContext kinds;
         Dirty dirty;
         char *pass_reason;

@@ -67,3 +67,8 @@ def env(tmp_root, bus):
     e.cleanup()
 
 
+
+
+def pytest_configure(config):
+    config.addinivalue_line("markers", "ppd_names(*names): the names power-profiles-daemon's D-Bus activation "
+                                       "files name, for test_power_profiles.py's sdenv")

@@ -407,11 +407,32 @@ def job(n):
                        signature="uo")
 
 
+def activatable(tmp, *names):
+    """A bus configuration that makes names activatable (listed by ListActivatableNames), as
+    power-profiles-daemon's D-Bus activation files do; for Bus(extra_policies=...)."""
+    d = os.path.join(tmp, "services-%d" % os.getpid())
+    os.makedirs(d, exist_ok=True)
+    for n in names:
+        with open(os.path.join(d, n + ".service"), "w") as f:
+            f.write("[D-BUS Service]\nName=%s\nExec=/bin/false\nUser=root\n"
+                    "SystemdService=power-profiles-daemon.service\n" % n)
+    path = os.path.join(tmp, "services-%d.conf" % os.getpid())
+    with open(path, "w") as f:
+        f.write('<!DOCTYPE busconfig PUBLIC "-//freedesktop//DTD D-BUS Bus Configuration 1.0//EN"\n'
+                ' "http://www.freedesktop.org/standards/dbus/1.0/busconfig.dtd">\n'
+                '<busconfig><servicedir>%s</servicedir></busconfig>\n' % d)
+    return path
+
+
 @pytest.fixture
-def sdenv(tmp_root):
+def sdenv(tmp_root, request):
     """A bus with polkit and python-dbusmock's stand-in for systemd, on which power-profiles-daemon is
-    enabled and its unit inactive with a start job queued, as at boot before it has started."""
-    b = PolkitBus(tmp_root, extra_policies=[service_policy(tmp_root, SYSTEMD[0])])
+    enabled and its unit inactive with a start job queued, as at boot before it has started. Marked
+    `ppd_names(...)`: the names its activation files name (none by default, as power-profiles-daemon's
+    old name only)."""
+    mark = request.node.get_closest_marker("ppd_names")
+    extra = [service_policy(tmp_root, SYSTEMD[0])] + ([activatable(tmp_root, *mark.args)] if mark else [])
+    b = PolkitBus(tmp_root, extra_policies=extra)
     b.allow()
     mock = subprocess.Popen([sys.executable, "-m", "dbusmock", "--system", SYSTEMD[0], SYSTEMD[1],
                              "org.freedesktop.systemd1.Manager"],
@@ -485,3 +506,30 @@ def test_the_slider_queues_behind_power_profiles_daemon_once_its_unit_runs(sdenv
         mock.terminate()
         mock.wait(HANG_SECONDS)
     assert wait_until(lambda: conn.name_has_owner(OLD[0]) and "rtctl" in ppctl(sdenv, "get").stdout + ppctl(sdenv, "list").stdout)
+
+
+@pytest.mark.ppd_names(OLD[0], NEW[0])
+def test_the_slider_waits_for_every_name_power_profiles_daemon_will_own(sdenv):
+    """power-profiles-daemon 0.2x owns both names, and its unit is active once it has the first
+    (seen on Debian 13: net.hadess.PowerProfiles, with org.freedesktop.UPower.PowerProfiles still free).
+    Asked for then, that name was rtctld's and power-profiles-daemon exited. Both names activatable, one
+    owned: rtctld waits; once the other has an owner, it queues behind both."""
+    conn = dbus.bus.BusConnection(sdenv.bus.address)
+    sdenv.unit("activating")
+    d = sdenv.start()
+    assert wait_until(lambda: "rtctld waits for it." in d.output()), d.output()
+    stand_in = dbus.bus.BusConnection(sdenv.bus.address)
+    try:
+        assert stand_in.request_name(OLD[0], dbus.bus.NAME_FLAG_DO_NOT_QUEUE) == dbus.bus.REQUEST_NAME_REPLY_PRIMARY_OWNER
+        sdenv.unit("active", 0)
+        time.sleep(3)  # three reads of its unit, active, with one of its names
+        assert not conn.name_has_owner(NEW[0]), d.output()
+        assert stand_in.request_name(NEW[0], dbus.bus.NAME_FLAG_DO_NOT_QUEUE) == dbus.bus.REQUEST_NAME_REPLY_PRIMARY_OWNER
+        for name in (OLD[0], NEW[0]):
+            assert wait_until(lambda: "power-profiles-daemon owns %s" % name in d.output()), d.output()
+            assert conn.get_name_owner(name) == stand_in.get_unique_name()
+    finally:
+        stand_in.close()
+    assert wait_until(lambda: all(conn.name_has_owner(n) and conn.get_name_owner(n) != stand_in.get_unique_name()
+                                  for n in (OLD[0], NEW[0]))), d.output()
+    assert d.running()

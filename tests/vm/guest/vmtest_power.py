@@ -29,6 +29,16 @@ def owner_pid(name):
         return 0
 
 
+def ppd_will_own():
+    """The names power-profiles-daemon's D-Bus activation files name: both for 0.20 and later (Debian
+    13), the old one for 0.12 (Debian 12)."""
+    dbus = dbus_mod()
+    daemon = dbus.Interface(dbus.SystemBus().get_object("org.freedesktop.DBus", "/org/freedesktop/DBus"),
+                            "org.freedesktop.DBus")
+    names = [str(n) for n in daemon.ListActivatableNames()]
+    return [n for n in NAMES if n in names] or [NAMES[0]]
+
+
 def rtctld_pid():
     return int(unit_prop(UNIT, "MainPID").get("MainPID", 0))
 
@@ -135,13 +145,14 @@ def t_power_slider():
         check(all(owner_pid(n) != me for n in NAMES), "rtctld took the names of an enabled power-profiles-daemon")
         run(["systemctl", "start", PPD_UNIT], check_rc=True, timeout=60)
         ppd = int(unit_prop(PPD_UNIT, "MainPID").get("MainPID", 0))
-        check(ppd and wait_for(lambda: owner_pid(NAMES[0]) == ppd, 20, 0.2),
-              "power-profiles-daemon (pid %d) does not own %s (owner pid %d)" % (ppd, NAMES[0], owner_pid(NAMES[0])))
+        own = ppd_will_own()
+        check(ppd and wait_for(lambda: all(owner_pid(n) == ppd for n in own), 20, 0.2),
+              "power-profiles-daemon (pid %d) does not own %s (owners %s)" % (ppd, own, [owner_pid(n) for n in own]))
         run(["systemctl", "stop", PPD_UNIT], check_rc=True, timeout=60)
         check(wait_for(lambda: all(owner_pid(n) == me for n in NAMES), 20, 0.2),
               "power-profiles-daemon stopped: the names' owners %s, rtctld is %d" % ([owner_pid(n) for n in NAMES], me))
-        steps.append("power-profiles-daemon enabled: rtctld left it the names, it ran (pid %d), stopped: rtctld "
-                     "answers" % ppd)
+        steps.append("power-profiles-daemon enabled: rtctld left it the names, it ran (pid %d, owning %s), "
+                     "stopped: rtctld answers" % (ppd, ", ".join(own)))
 
         # Its start job queued for longer than any clock rtctld could bound its wait with (a loaded boot):
         # ExecStartPre= sleeps 100 s, rtctld restarts meanwhile, and the names stay free until it has them.
@@ -156,16 +167,24 @@ def t_power_slider():
         t0, taken = time.monotonic(), []
         while time.monotonic() - t0 < SLOW_START + 60 and not unit_prop(PPD_UNIT, "ActiveState").get(
                 "ActiveState") == "active":
-            taken += [n for n in NAMES if owner_pid(n) == me]
+            # Read before whether power-profiles-daemon has a name yet: a name of rtctld's while it has
+            # none (it never gives one back here) was taken before it came; once it has one, rtctld may
+            # queue (0.12 never asks for the new name, which is then rtctld's).
+            taken = [n for n in NAMES if owner_pid(n) == me]
+            if any(owner_pid(n) not in (0, me) for n in NAMES):
+                break
             check(not taken, "rtctld took %s %.0f s into power-profiles-daemon's start job" % (
                 taken, time.monotonic() - t0))
             time.sleep(1)
+        check(wait_for(lambda: unit_prop(PPD_UNIT, "ActiveState").get("ActiveState") == "active", 60),
+              "power-profiles-daemon's unit never became active after its slow start")
         ppd = int(unit_prop(PPD_UNIT, "MainPID").get("MainPID", 0))
-        # both names are its own; power-profiles-daemon 0.12 (Debian 12) has only the old one, and the
-        # new one is rtctld's once it queued
-        check(ppd and wait_for(lambda: owner_pid(NAMES[0]) == ppd and owner_pid(NAMES[1]) in (ppd, me), 30, 0.2),
-              "after its slow start, power-profiles-daemon (pid %d) does not own its names: owners %s, rtctld %d" % (
-                  ppd, [owner_pid(n) for n in NAMES], me))
+        # every name it will own is its own (0.12 owns only the old one, and the new one is rtctld's once
+        # it queued); seen on Debian 13 with the new one rtctld's, and power-profiles-daemon gone
+        own = ppd_will_own()
+        check(ppd and wait_for(lambda: all(owner_pid(n) == (ppd if n in own else me) for n in NAMES), 30, 0.2),
+              "after its slow start, power-profiles-daemon (pid %d, owning %s) does not own them: owners %s, "
+              "rtctld %d" % (ppd, own, [owner_pid(n) for n in NAMES], me))
         steps.append("its start job queued %.0f s across a restart of rtctld: the names waited for it" % (
             time.monotonic() - t0))
         return "; ".join(steps)

@@ -80,6 +80,9 @@ HANG_MARGIN = int(os.environ.get("RTCTL_VM_HANG_MARGIN", 90))
 # back up: a whole boot under TCG, with room (a first boot reaches the runner in 40-90 s here).
 RESET_GRACE = int(os.environ.get("RTCTL_VM_RESET_GRACE", 240))
 MAX_BOOTS = 3
+# Run again at the start of a boot that continues a plan, where an earlier boot passed them: what the
+# tests after them need (rtctld running, the snapshot from before it started).
+SETUP_TESTS = ("rtctld-start",)
 RE_OOPS = re.compile(r"\] (Oops:|BUG:|kernel BUG at|general protection fault|Kernel panic)")
 
 
@@ -207,6 +210,8 @@ class VM:
         self.current = None  # (name, host deadline) of the test running now
         self.restart_at = None  # when the guest kernel said it restarts, until the runner is back
         self.reset_diag = None  # what QEMU showed of a reset that never came back
+        self.hang_diag = None  # where a hung guest's CPUs were
+        self.stext = None  # the guest kernel's _stext this boot (KASLR), from the runner's VMINFO
         self.t_start = None
         self.t_runner = None
         self.hotplugged_cpus = []
@@ -228,7 +233,10 @@ class VM:
             if not os.path.exists(os.path.join(img, f)):
                 raise SystemExit("run-vm.py: %s missing: build the image first (tests/vm/build-image.sh)" % os.path.join(img, f))
         append = ["root=/dev/vda", "rw", "console=ttyS0"] + ([] if a.no_threadirqs else ["threadirqs"]) + \
-            ["panic=-1", "rootwait", "systemd.show_status=error"]
+            ["panic=-1", "rootwait", "systemd.show_status=error",
+             # A CPU stuck in the kernel ends the boot at once, its stack printed (the panic makes the
+             # console verbose), instead of a silent hang that costs the test's timeout and more.
+             "softlockup_panic=1"]
         append += [] if a.verbose else ["quiet", "loglevel=3"]
         if self.only:
             append.append("rtctl_vmtest.only=" + self.only)
@@ -392,6 +400,8 @@ class VM:
         m = RE_INFO.search(line)
         if m:
             if "runner-start" in line:
+                st = re.search(r"stext=([0-9a-f]+)", line)
+                self.stext = int(st.group(1), 16) if st else None
                 if self.restart_at is not None:
                     log("guest back from its reboot in %.1f s" % (time.monotonic() - self.restart_at))
                     self.restart_at = None
@@ -405,6 +415,27 @@ class VM:
             log("guest: " + line.strip())
         if "reboot: Restarting system" in line:
             self.restart_at = time.monotonic()
+
+    def diagnose_cpus(self, samples=3):
+        """Where a hung guest's CPUs are: each one's RIP, sampled a few times, as an offset from the _stext
+        the runner announced; user mode, halted and SMM said as such."""
+        try:
+            seen = {}
+            for _ in range(samples):
+                regs = self.qmp.execute("human-monitor-command", timeout=10, **{"command-line": "info registers -a"})
+                for cpu, block in re.findall(r"CPU#(\d+)\s*\n(.*?)(?=\nCPU#|\Z)", regs or "", re.S):
+                    rip = re.search(r"RIP=([0-9a-f]+)", block)
+                    if not rip:
+                        continue
+                    cpl = re.search(r"CPL=(\d)", block)
+                    where = "user" if cpl and cpl.group(1) == "3" else name_address(self.stext, int(rip.group(1), 16))
+                    where += "".join(" (%s)" % w for f, w in (("HLT", "halted"), ("SMM", "in SMM"))
+                                     if re.search(r"\b%s=1" % f, block))
+                    seen.setdefault(int(cpu), []).append(where)
+                time.sleep(1)
+            return "; ".join("cpu%d: %s" % (c, " / ".join(w)) for c, w in sorted(seen.items())) or "no registers"
+        except Exception as e:
+            return "QMP: %s: %s" % (type(e).__name__, e)
 
     def diagnose_reset(self):
         """What QEMU shows of a guest whose reboot never came back: did QEMU reset it (its RESET
@@ -579,6 +610,8 @@ class VM:
             if now > deadline:
                 return "timeout"
             if self.current and now > self.current[1]:
+                self.hang_diag = self.diagnose_cpus()
+                log("%s hung; its CPUs: %s" % (self.current[0], self.hang_diag))
                 return "hung"
             if self.restart_at is not None and now > self.restart_at + RESET_GRACE:
                 self.reset_diag = self.diagnose_reset()
@@ -668,7 +701,8 @@ def main():
             show_console(console_log)
             retried.add(stuck)
         elif stuck:
-            why = {"hung": "no result within its timeout and %d s more: the guest hung" % HANG_MARGIN,
+            why = {"hung": "no result within its timeout and %d s more: the guest hung (its CPUs: %s)" % (
+                       HANG_MARGIN, vm.hang_diag),
                    "reset-hung": "the guest's reboot did not come back in %d s (%s)" % (RESET_GRACE, vm.reset_diag),
                    "timeout": "the boot's %d s ran out during it" % args.timeout,
                    "exited": "the guest %s during it" % ("kernel panicked" if panicked else "went away")}.get(how, how)
@@ -687,8 +721,12 @@ def main():
         if boot == MAX_BOOTS:
             problems.append("%d boots, and still %d tests without a result" % (boot, len(left)))
             break
-        only = ",".join(left)
-        log("boot %d for the %d tests left: %s" % (boot + 1, len(left), only))
+        # What the tests after it stand on runs again first: rtctld started, and the snapshot from before
+        # it that stop-restores compares with (it runs in plan order, before them).
+        setup = [n for n in SETUP_TESTS if n in plan and n not in left and results.get(n, ("",))[0] == "PASS"]
+        only = ",".join(setup + left)
+        log("boot %d for the %d tests left%s: %s" % (
+            boot + 1, len(left), " and %s again" % ", ".join(setup) if setup else "", ",".join(left)))
     if plan:
         for name in plan:
             if name not in results:
@@ -753,6 +791,14 @@ def boot_once(args, only, console_log):
             how, ", exit %s" % vm.proc.returncode if vm.proc and vm.proc.returncode is not None else ""))
     log("boot took %.1f s, qemu ended: %s" % (vm.elapsed, how))
     return vm, how, problems
+
+
+def name_address(stext, addr):
+    """A kernel address as _stext+offset, which this kernel's /proc/kallsyms in any boot resolves (KASLR
+    moves _stext, not the distances from it; Debian ships no System.map to do it here)."""
+    if stext is None or not stext <= addr < stext + (1 << 30):
+        return "%x" % addr
+    return "_stext+0x%x" % (addr - stext)
 
 
 def console_oops(path):

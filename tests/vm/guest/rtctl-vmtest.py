@@ -97,8 +97,16 @@ def on_alarm(signum, frame):
 def main():
     STATE["uptime_at_start"] = float(read("/proc/uptime", "0").split()[0])
     img = dict(l.split("=", 1) for l in read("/etc/rtctl-vmtest-image", "").splitlines() if "=" in l)
-    con.line("VMINFO runner-start uptime=%.2f kernel=%s cpus=%d image=%s rtctl=%s" % (
-        STATE["uptime_at_start"], os.uname().release, len(cpu_ids()), img.get("BASE_KEY", "?"), img.get("RTCTL_GIT", "?")))
+    # _stext as this boot placed it (KASLR): run-vm.py tells where a hung guest's CPUs are from it.
+    stext = "?"
+    try:
+        with open("/proc/kallsyms") as f:  # near its start: read no further
+            stext = next((l.split()[0] for l in f if l.rstrip().endswith(" _stext")), "?")
+    except OSError:
+        pass
+    con.line("VMINFO runner-start uptime=%.2f kernel=%s cpus=%d image=%s rtctl=%s stext=%s" % (
+        STATE["uptime_at_start"], os.uname().release, len(cpu_ids()), img.get("BASE_KEY", "?"), img.get("RTCTL_GIT", "?"),
+        stext))
     if re.search(r"(?:^|\s)rtctl_vmtest\.debug(?:=1)?(?:\s|$)", read("/proc/cmdline", "")):
         # where the boot went: every unit start with its monotonic time
         for l in run(["journalctl", "-b", "-o", "short-monotonic", "--no-pager"], timeout=30).stdout.splitlines():

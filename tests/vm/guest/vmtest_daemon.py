@@ -21,15 +21,8 @@ def t_harness_boot():
 
 # The tier's own survival (run.sh's harness run, tests/vm/README.md): a test that hangs the guest and one
 # that panics its kernel, each FAIL by name, and the test after them still runs, in a boot of its own.
-# In no other run.
-@test("harness-hang", timeout=10, own_run=True)
-def t_harness_hang():
-    """The runner stops dead (SIGSTOP: no alarm ends it), as a guest hung in the kernel looks from the
-    host: no result ever comes."""
-    os.kill(os.getpid(), signal.SIGSTOP)
-    raise Fail("the runner went on after SIGSTOP")
-
-
+# In no other run. harness-hang comes after rtctld-start (below): the boot after the hang starts rtctld
+# again for the test after it.
 @test("harness-panic", timeout=30, own_run=True)
 def t_harness_panic():
     with open("/proc/sys/kernel/sysrq", "w") as f:
@@ -82,6 +75,14 @@ def t_rtctld_start():
           "after start: ActiveState=%s SubState=%s Result=%s" % (st.get("ActiveState"), st.get("SubState"), st.get("Result")))
     STATE["started"] = True
     return "active (running) pid %s, start took %.2f s (from %s)" % (st.get("MainPID"), dt, props.get("FragmentPath"))
+
+
+@test("harness-hang", timeout=10, own_run=True)
+def t_harness_hang():
+    """The runner stops dead (SIGSTOP: no alarm ends it), as a guest hung in the kernel looks from the
+    host: no result ever comes."""
+    os.kill(os.getpid(), signal.SIGSTOP)
+    raise Fail("the runner went on after SIGSTOP")
 
 
 @test("dbus-properties")

@@ -3,8 +3,13 @@ becomes real-time, or takes a name a rule wants, until it is in the isolated thr
 rtctld's own time for it, the duration of the pass it logs. Reported, never asserted as a time (TCG is
 slow and the host is shared): the test asserts only that every sample was placed.
 
-tracepoint-toggle (issue 37, item 11): rtctld's syscall tracepoints switched on and off under load, with
-no oops, and what a system call pays for them and for a kprobe, the narrower signal."""
+tracepoint-toggle (issue 37, item 11): what a system call pays for rtctld's syscall tracepoints and for a
+kprobe, the narrower signal, with the kernel quiet through the switches that measuring makes. The
+switches under a system call storm on every CPU are the host tier's
+(test_attach_realtime.py::test_switching_the_tracepoints_under_a_system_call_storm_leaves_the_kernel_quiet):
+here, under TCG, the Debian 13 guest oopsed with int3 in syscall_exit_to_user_mode_prepare during them
+(CI on 43f6e5f), a CPU running the breakpoint after the kernel had put the instruction back and synced
+every CPU, which the host's CPUs never did in 8,000 switches (ARCHITECTURE.md)."""
 
 import json
 import os
@@ -109,16 +114,25 @@ def t_attach_latency_v2():
 TRACEFS = "/sys/kernel/tracing"
 EVENT = TRACEFS + "/instances/rtctl-attach/events/syscalls/sys_enter_sched_setscheduler/enable"
 LOOP = "/usr/lib/rtctl-vmtest/bench-syscall-loop"  # bench/syscall-loop.c, installed by build-image.sh
-SWITCHES = 15  # each way
 # Where both system calls meet, and the functions above it, tried in turn where it cannot be probed.
 KPROBE_FUNCS = ("__sched_setscheduler", "_sched_setscheduler", "do_sched_setscheduler", "sched_setattr")
 ROUNDS, CALLS = 3, 100000
 RE_KERNEL_FAULT = re.compile(r"Oops|BUG:|int3|general protection|WARNING:|Call Trace")
 
 
-def kernel_faults(since_lines):
-    out = subprocess.run(["dmesg"], capture_output=True, text=True).stdout.splitlines()
-    return [l for l in out[since_lines:] if RE_KERNEL_FAULT.search(l)], len(out)
+def kernel_faults(after=-1.0):
+    """The kernel's complaints stamped after `after` (seconds since boot, dmesg's stamp), and the last
+    stamp. By time, not by line count: a full ring buffer keeps its count."""
+    out, last = [], after
+    for l in subprocess.run(["dmesg"], capture_output=True, text=True).stdout.splitlines():
+        m = re.match(r"\[\s*(\d+\.\d+)\]", l)
+        if not m:
+            continue
+        t = float(m.group(1))
+        last = max(last, t)
+        if t > after and RE_KERNEL_FAULT.search(l):
+            out.append(l)
+    return out, last
 
 
 def append(path, line):
@@ -152,11 +166,9 @@ def kprobe_hits():
 
 @test("tracepoint-toggle", timeout=900)
 def t_tracepoint_toggle():
-    """rtctld's syscall tracepoints switched on and off SWITCHES times each way (vmbench, vmiso with a
-    Threads=realtime rule, and vmiso: the isolation stays, only the rule comes and goes) while a system
-    call loop runs on every CPU: no oops, no warning, and each switch seen in tracefs. Then what a system
-    call costs with no event on, with rtctld's events on, and with a kprobe on __sched_setscheduler (the
-    narrower signal), where the kernel has kprobe events; and whether that kprobe sees a policy change.
+    """What a system call costs with no event on, with rtctld's events on (vmbench: vmiso with a
+    Threads=realtime rule), and with a kprobe on __sched_setscheduler where the kernel has kprobe events;
+    whether that kprobe sees a policy change; and no oops or warning through the switches between them.
     Figures reported, not asserted (TCG)."""
     from vmtest_session import ensure_rtctld_base
     ensure_rtctld_base()
@@ -164,31 +176,10 @@ def t_tracepoint_toggle():
     check(err is None, "SetProfile(vmiso): %s %s" % (err, msg))
     check(os.access(LOOP, os.X_OK), "no %s in the image (build-image.sh installs bench/bench-syscall-loop)" % LOOP)
     cpus = sorted(int(c) for c in os.sched_getaffinity(0))
-    _, mark = kernel_faults(0)
-    loops = [subprocess.Popen(["nice", "-n", "19", LOOP, "--cpu", str(c), "--calls", str(10 ** 12)],
-                              stdout=subprocess.DEVNULL)
-             for c in cpus]
+    _, mark = kernel_faults()
     made_kprobe = False
+    out = []
     try:
-        t0 = time.monotonic()
-        for i in range(SWITCHES):
-            for profile, want in (("vmbench", True), ("vmiso", False)):
-                r, err, msg = call("SetProfile", profile)
-                check(err is None, "SetProfile(%s), switch %d: %s %s" % (profile, i, err, msg))
-                check(wait_for(lambda: traced() == want, 30),
-                      "switch %d to %s: the sched_setscheduler event is %r in rtctld's instance" % (
-                          i, profile, read(EVENT)))
-        took = time.monotonic() - t0
-        check(all(p.poll() is None for p in loops), "a system call loop ended during the switches")
-        faults, mark = kernel_faults(mark)
-        check(not faults, "the kernel complained while the tracepoints were switched: %s" % faults[:6])
-        out = ["%d switches each way with a system call loop on each CPU (%.0f s): no oops, no warning" % (
-            SWITCHES, took)]
-        for p in loops:
-            p.kill()
-            p.wait()
-        loops = []
-
         # The cost, on the last CPU, the modes in turn within each round.
         modes = ["off", "tracepoints"]
         kp = os.path.exists(TRACEFS + "/kprobe_events")
@@ -207,10 +198,13 @@ def t_tracepoint_toggle():
         if refused:
             out.append("kprobe refused on " + "; ".join(refused))
         costs = {m: [] for m in modes}
+        switches, on = 0, False
         for n in range(ROUNDS):
             for m in modes[n % len(modes):] + modes[:n % len(modes)]:
                 call("SetProfile", "vmbench" if m == "tracepoints" else "vmiso")
                 check(wait_for(lambda: traced() == (m == "tracepoints"), 30), "%s: rtctld's events not as asked" % m)
+                switches += on != (m == "tracepoints")
+                on = m == "tracepoints"
                 if m == "kprobe":
                     write(TRACEFS + "/events/rtctlvm/setsched/enable", "1")
                 try:
@@ -239,11 +233,9 @@ def t_tracepoint_toggle():
             out.append("kprobe: none made (no kprobe events, or every function refused)")
         faults, _ = kernel_faults(mark)
         check(not faults, "the kernel complained during the cost rounds: %s" % faults[:6])
+        out.append("rtctld's events switched %d times, the kernel quiet" % switches)
         return "; ".join(out)
     finally:
-        for p in loops:
-            p.kill()
-            p.wait()
         if made_kprobe:
             write(TRACEFS + "/events/rtctlvm/setsched/enable", "0")
             append(TRACEFS + "/kprobe_events", "-:rtctlvm/setsched")

@@ -102,6 +102,7 @@ def main():
     try:
         with open("/proc/kallsyms") as f:  # near its start: read no further
             stext = next((l.split()[0] for l in f if l.rstrip().endswith(" _stext")), "?")
+        stext = "?" if stext.strip("0") == "" else stext  # zeros: kptr_restrict hid it
     except OSError:
         pass
     con.line("VMINFO runner-start uptime=%.2f kernel=%s cpus=%d image=%s rtctl=%s stext=%s" % (

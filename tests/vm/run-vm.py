@@ -662,6 +662,13 @@ def main():
     args.console_log = args.console_log or os.path.join(args.image_dir, "console.log")
     if not shutil.which(args.qemu):
         raise SystemExit("run-vm.py: %s not found (apt-get install qemu-system-x86, or run tests/vm/build-image.sh)" % args.qemu)
+    version = qemu_version(args.qemu)
+    # Before 8.1, multi-threaded TCG runs stale translations of code the guest kernel patches (run.sh
+    # fetches a newer QEMU; tests/vm/README.md): only there is a hang or a patching oops retried.
+    stale_tcg = args.accel.startswith("tcg") and version < (8, 1)
+    log("QEMU %d.%d, accel %s: %s" % (version + (args.accel, (
+        "before 8.1, a guest that hangs or oopses in TCG's live code patching runs its test once more"
+        if stale_tcg else "no retry of a hung guest"),)))
 
     def on_signal(signum, frame):
         raise KeyboardInterrupt("signal %d" % signum)
@@ -699,17 +706,18 @@ def main():
             break
         # The boot stopped short: name the test it stopped in, then boot again for the rest.
         stuck = vm.current[0] if vm.current else None
+        patch_fault = tcg_patch_fault(console_log) if panicked else None
         if stuck and how == "exited" and not panicked and stuck not in retried:
             # QEMU went away by itself: the emulator, not the test. It runs again in the next boot.
             log("qemu went away (exit %s) during %s, no oops in the console: the next boot runs it again"
                 % (vm.proc.returncode if vm.proc else "?", stuck))
             retried.add(stuck)
-        elif stuck and stuck not in retried and boot < MAX_BOOTS and args.accel.startswith("tcg") and (
-                (how == "hung" and not panicked) or (how == "exited" and tcg_patch_fault(console_log))):
+        elif stuck and stuck not in retried and boot < MAX_BOOTS and stale_tcg and (
+                (how == "hung" and not panicked) or (how == "exited" and patch_fault)):
             # What TCG makes of the kernel patching its own text while other vCPUs run it (a CPU running
             # a breakpoint already taken back, or stuck at a patched site; tests/vm/README.md): the
             # emulator, not the test, as the host tier's real CPUs show. Once more, in a fresh boot.
-            what = tcg_patch_fault(console_log) if how == "exited" else "hung (its CPUs: %s)" % vm.hang_diag
+            what = patch_fault if how == "exited" else "hung (its CPUs: %s)" % vm.hang_diag
             log("%s: the guest %s, as TCG's live code patching leaves one: the next boot runs it again" % (
                 stuck, what))
             print("RETRIED %s - the guest %s (console: %s)" % (stuck, what, console_log))
@@ -818,6 +826,16 @@ def boot_once(args, only, console_log):
             how, ", exit %s" % vm.proc.returncode if vm.proc and vm.proc.returncode is not None else ""))
     log("boot took %.1f s, qemu ended: %s" % (vm.elapsed, how))
     return vm, how, problems
+
+
+def qemu_version(qemu):
+    """(major, minor) of a qemu-system binary, from its --version line; (0, 0) when it gives none."""
+    try:
+        out = subprocess.run([qemu, "--version"], capture_output=True, text=True, timeout=60).stdout
+    except (OSError, subprocess.TimeoutExpired):
+        return (0, 0)
+    m = re.match(r"QEMU emulator version (\d+)\.(\d+)", out)
+    return (int(m.group(1)), int(m.group(2))) if m else (0, 0)
 
 
 def name_address(stext, addr):

@@ -35,6 +35,9 @@ pkgs=(
   # tests/integration/test_power_profiles.py: the real powerprofilesctl against rtctld (the package's
   # daemon is never started: no systemd here, and the test's bus is its own)
   power-profiles-daemon
+  # the VM tier boots its guests with bookworm-backports' QEMU, which runs on the libraries Debian 12's
+  # brings (tests/vm/qemu.sh; tests/integration/test_vm_qemu.py fetches it)
+  qemu-system-x86
   # the Debian package (tools/build-deb, tools/quickstart on systemd, tests/integration/test_package.py)
   git dpkg-dev debhelper lintian build-essential
 )

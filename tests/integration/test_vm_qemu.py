@@ -47,8 +47,15 @@ def test_an_older_host_qemu_gets_the_backport_once(tmp_path):
     qemu = p.stdout.strip()
     assert qemu.startswith(str(tmp_path / "cache" / "qemu")) and "older than 8.1" in p.stderr, (qemu, p.stderr)
     assert version(qemu) >= (8, 1)
-    # It finds its own firmware: a PC with no disk sits in SeaBIOS until it is stopped, where a QEMU
-    # without it says "could not load PC BIOS" and exits at once.
+    # It looks for firmware in its own tree first (the host's seabios, 7.2's, is in the built-in path
+    # too), and what a -kernel boot of -machine pc reads is there.
+    dirs = subprocess.run([qemu, "-L", "help"], capture_output=True, text=True, timeout=60).stdout.split()
+    root = os.path.join(os.path.dirname(qemu), "root", "usr", "share")
+    assert dirs[:2] == [os.path.join(root, "qemu"), os.path.join(root, "seabios")], dirs
+    for f in ("seabios/bios-256k.bin", "qemu/linuxboot_dma.bin", "qemu/kvmvapic.bin"):
+        assert os.path.isfile(os.path.join(root, f)), f
+    # And it runs: a PC with no disk sits in SeaBIOS until it is stopped, where a QEMU without its
+    # firmware says "could not load PC BIOS" and exits at once.
     run = subprocess.run(["timeout", "5", qemu, "-machine", "pc", "-accel", "tcg", "-nodefaults",
                           "-display", "none", "-serial", "none", "-monitor", "none"],
                          capture_output=True, text=True, timeout=60)
@@ -65,11 +72,19 @@ def test_with_no_mirror_and_nothing_cached_it_fails_saying_why(tmp_path):
     assert "qemu.sh: error: apt-get update of bookworm-backports failed (http://127.0.0.1:9/debian)" in p.stderr, p.stderr
 
 
-def test_a_host_qemu_of_8_1_or_later_is_taken_as_it_is(tmp_path):
-    bindir = stub_host_qemu(tmp_path, "8.1.0")
+@pytest.mark.parametrize("host", ["8.1.0", "9.2.3", "10.0.2", "11.0.0"])
+def test_a_host_qemu_of_8_1_or_later_is_taken_as_it_is(tmp_path, host):
+    bindir = stub_host_qemu(tmp_path, host)
     p = qemu_sh(tmp_path, bindir)
     assert p.returncode == 0 and p.stdout.strip() == str(bindir / "qemu-system-x86_64"), p
     assert not (tmp_path / "cache").exists()
+
+
+@pytest.mark.parametrize("host", ["7.2.22", "8.0.4"])
+def test_an_older_host_qemu_is_not_taken(tmp_path, host):
+    # No mirror to reach: it refuses instead of handing back the old one.
+    p = qemu_sh(tmp_path, stub_host_qemu(tmp_path, host), RTCTL_VM_MIRROR="http://127.0.0.1:9/debian")
+    assert p.returncode != 0 and p.stdout == "" and "(%s) is older than 8.1" % host.rsplit(".", 1)[0] in p.stderr, p
 
 
 def test_rtctl_vm_qemu_names_the_one_to_use(tmp_path):

@@ -9,24 +9,24 @@
 # deba78709ae8, "accel/tcg: Always lock pages before translation"; tests/vm/README.md). Debian 12's
 # QEMU is 7.2.
 #
-# RTCTL_VM_QEMU names one and skips all this; RTCTL_VM_MIRROR, the Debian mirror to fetch from. The fetched one lives in $RTCTL_VM_CACHE/qemu/VERSION
-# (dpkg-deb -x of qemu-system-x86, -common, -data and seabios, read through a private apt state: the
-# host's apt lists and dpkg database are not touched), run by a wrapper there that points it at its own
-# firmware and modules. It runs on the host's libraries, which Debian 12's qemu-system-x86 brought (a
-# backport is built against the release's own). Fails, saying why, when none can be had.
+# RTCTL_VM_QEMU names one and skips all this; RTCTL_VM_MIRROR is the Debian mirror to fetch from. The
+# fetched one lives in $RTCTL_VM_CACHE/qemu/VERSION: dpkg-deb -x of qemu-system-x86, -common and -data of
+# one version and seabios, found through an apt state of its own (the host's apt lists and preferences
+# play no part), and a wrapper there that gives it its own firmware and modules. It runs on the host's
+# libraries, which Debian 12's qemu-system-x86 brings (a backport is built against the release's own):
+# where that package is not installed, it is installed first, from the host's apt. Fails, saying why,
+# when none can be had. One caller at a time per cache ($CACHE/.lock).
 set -euo pipefail
 HERE=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
 CACHE=${RTCTL_VM_CACHE:-/var/tmp/rtctl-vm}/qemu
 SUITE=bookworm
-ARCH=$(dpkg --print-architecture)
-PKGS=(qemu-system-x86 qemu-system-common qemu-system-data seabios)
 
 log() { printf '[qemu %(%H:%M:%S)T] %s\n' -1 "$*" >&2; }
 die() { printf 'qemu.sh: error: %s\n' "$*" >&2; exit 1; }
 
 # "MAJOR.MINOR" of a qemu-system-x86_64, from its --version line.
 version_of() {
-	"$1" --version 2>/dev/null | sed -n '1s/^QEMU emulator version \([0-9]*\)\.\([0-9]*\).*/\1.\2/p'
+	"$1" --version 2>/dev/null | sed -n '1s/^QEMU emulator version \([0-9]*\)\.\([0-9]*\).*/\1.\2/p' || true
 }
 
 new_enough() { # MAJOR.MINOR
@@ -34,79 +34,101 @@ new_enough() { # MAJOR.MINOR
 	[ -n "$1" ] && { [ "$major" -gt 8 ] || { [ "$major" = 8 ] && [ "$minor" -ge 1 ]; }; }
 }
 
+# The host's own, when it is new enough.
+host_qemu() {
+	host=$(command -v qemu-system-x86_64 || true)
+	[ -n "$host" ] && new_enough "$(version_of "$host")"
+}
+
+# One fetched before, the newest (by name) that runs.
+cached_qemu() {
+	local w ws=()
+	mapfile -t ws < <(printf '%s\n' "$CACHE"/*/qemu-system-x86_64 | sort -V -r)
+	for w in "${ws[@]}"; do
+		if [ -x "$w" ] && new_enough "$(version_of "$w")"; then
+			echo "$w"
+			return 0
+		fi
+	done
+	return 1
+}
+
 if [ -n "${RTCTL_VM_QEMU:-}" ]; then
 	echo "$RTCTL_VM_QEMU"
 	exit 0
 fi
-host=$(command -v qemu-system-x86_64 || true)
-if [ -n "$host" ] && new_enough "$(version_of "$host")"; then
+if host_qemu; then
 	echo "$host"
 	exit 0
 fi
-
-# One fetched before: the newest that still runs.
-for w in $(ls -d "$CACHE"/*/qemu-system-x86_64 2>/dev/null | sort -V -r); do
-	if new_enough "$(version_of "$w")"; then
-		echo "$w"
-		exit 0
-	fi
-done
+cached_qemu && exit 0
 
 [ "$(id -u)" = 0 ] || die "needs root to fetch a QEMU of 8.1 or later (the host's is ${host:-missing})"
-# The libraries the backport links against come with the release's own package.
-if [ -z "$host" ]; then
-	log "installing Debian 12's qemu-system-x86 (its libraries)"
-	apt-get update -qq
-	DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends qemu-system-x86 >/dev/null
+mkdir -p "$CACHE"
+exec 9>"$CACHE/.lock"
+flock 9
+cached_qemu && exit 0 # another caller fetched it while this one waited
+
+# The libraries the backport links against come with the release's own package (on a release whose
+# own is new enough, that one is the answer).
+if ! dpkg-query -W -f='${Status}' qemu-system-x86 2>/dev/null | grep -q "ok installed"; then
+	log "installing the release's qemu-system-x86 (the libraries a backport runs on)"
+	apt-get update -qq >&2
+	DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends qemu-system-x86 >&2
+	if host_qemu; then
+		echo "$host"
+		exit 0
+	fi
 fi
 
 # shellcheck source=tests/vm/mirrors.sh
 . "$HERE/mirrors.sh"
 mirror=${RTCTL_VM_MIRROR:-$(find_uri "$SUITE-backports")}
 [ -n "$mirror" ] || mirror=$(detect_mirror)
-p=$CACHE/apt
+p=$CACHE/.apt
+tmp=$CACHE/.unpack
+trap 'rm -rf "$p" "$tmp"' EXIT
 a=(-o "Dir::Etc::SourceList=$p/sources.list" -o "Dir::Etc::SourceParts=$p/none"
+	-o "Dir::Etc::Preferences=$p/none/preferences" -o "Dir::Etc::PreferencesParts=$p/none"
 	-o "Dir::State=$p/state" -o "Dir::State::status=$p/status" -o "Dir::Cache=$p/cache"
-	-o "APT::Architecture=$ARCH" -o Debug::NoLocking=true -o Acquire::Retries=3
+	-o "APT::Architecture=$(dpkg --print-architecture)" -o Debug::NoLocking=true -o Acquire::Retries=3
 	-o APT::Sandbox::User=root)
-rm -rf "$p"
-mkdir -p "$p/none" "$p/state/lists/partial" "$p/cache/archives/partial" "$p/debs"
+rm -rf "$p" "$tmp"
+mkdir -p "$p/none" "$p/state/lists/partial" "$p/cache/archives/partial" "$p/debs" "$tmp/root"
 : >"$p/status"
 deb_line "$mirror" "$SUITE-backports" |
 	sed 's|^deb \[|deb [signed-by=/usr/share/keyrings/debian-archive-keyring.gpg |' >"$p/sources.list"
-log "host QEMU ${host:-missing} ($(version_of "${host:-/nonexistent}" || true)) is older than 8.1:" \
+log "host QEMU ${host:-missing} ($(version_of "${host:-/nonexistent}")) is older than 8.1:" \
 	"fetching qemu-system-x86 from $SUITE-backports ($mirror)"
 # apt-get update ends 0 when a source could not be fetched ("W: Failed to fetch"): its warnings count.
 if ! apt-get "${a[@]}" update -qq >"$p/update.log" 2>&1 || grep -q '^[WE]: ' "$p/update.log"; then
 	cat "$p/update.log" >&2
 	die "apt-get update of $SUITE-backports failed ($mirror)"
 fi
-ver=$(apt-cache "${a[@]}" show qemu-system-x86 2>/dev/null | sed -n 's/^Version: //p' | sort -V | tail -n1) || true
-[ -n "$ver" ] || die "$SUITE-backports at $mirror has no qemu-system-x86"
-(cd "$p/debs" && apt-get "${a[@]}" download -q "${PKGS[@]}" >"$p/download.log" 2>&1) ||
-	{ cat "$p/download.log" >&2; die "downloading ${PKGS[*]} from $SUITE-backports failed"; }
-
-dir=$CACHE/${ver//[:~+]/_}
-rm -rf "$dir.tmp"
-mkdir -p "$dir.tmp/root"
+ver=$(apt-cache "${a[@]}" policy qemu-system-x86 2>/dev/null | sed -n 's/^ *Candidate: //p') || true
+[ -n "$ver" ] && [ "$ver" != "(none)" ] || die "$SUITE-backports at $mirror has no qemu-system-x86"
+(cd "$p/debs" && apt-get "${a[@]}" download -q qemu-system-x86="$ver" qemu-system-common="$ver" \
+	qemu-system-data="$ver" seabios >"$p/download.log" 2>&1) ||
+	{ cat "$p/download.log" >&2; die "downloading qemu-system-x86 $ver from $SUITE-backports failed"; }
 for deb in "$p"/debs/*.deb; do
-	dpkg-deb -x "$deb" "$dir.tmp/root"
+	dpkg-deb -x "$deb" "$tmp/root"
 done
-root=$dir/root
-cat >"$dir.tmp/qemu-system-x86_64" <<EOF
+multiarch=$(dpkg-architecture -qDEB_HOST_MULTIARCH 2>/dev/null || echo x86_64-linux-gnu)
+cat >"$tmp/qemu-system-x86_64" <<WRAPPER
 #!/bin/sh
 # qemu-system-x86 $ver from $SUITE-backports, unpacked by tests/vm/qemu.sh: its own firmware, its own modules.
-QEMU_MODULE_DIR=$root/usr/lib/$(dpkg-architecture -qDEB_HOST_MULTIARCH 2>/dev/null || echo x86_64-linux-gnu)/qemu
+root=\$(cd "\$(dirname "\$0")" && pwd)/root
+QEMU_MODULE_DIR=\$root/usr/lib/$multiarch/qemu
 export QEMU_MODULE_DIR
-exec $root/usr/bin/qemu-system-x86_64 -L $root/usr/share/qemu -L $root/usr/share/seabios "\$@"
-EOF
-chmod 755 "$dir.tmp/qemu-system-x86_64"
-missing=$(ldd "$dir.tmp/root/usr/bin/qemu-system-x86_64" | awk '/not found/ { print $1 }' | tr '\n' ' ')
+exec "\$root/usr/bin/qemu-system-x86_64" -L "\$root/usr/share/qemu" -L "\$root/usr/share/seabios" "\$@"
+WRAPPER
+chmod 755 "$tmp/qemu-system-x86_64"
+missing=$(ldd "$tmp/root/usr/bin/qemu-system-x86_64" | awk '/not found/ { print $1 }' | tr '\n' ' ')
 [ -z "$missing" ] || die "qemu-system-x86 $ver needs libraries this host lacks: $missing"
+v=$(version_of "$tmp/qemu-system-x86_64")
+new_enough "$v" || die "qemu-system-x86 $ver unpacked in $tmp does not run (version '$v')"
+dir=$CACHE/${ver//[:~+]/_}
 rm -rf "$dir"
-mv "$dir.tmp" "$dir"
-rm -rf "$p"
-v=$(version_of "$dir/qemu-system-x86_64")
-new_enough "$v" || die "qemu-system-x86 $ver unpacked in $dir does not run (version '${v}')"
+mv "$tmp" "$dir"
 log "QEMU $v in $dir"
 echo "$dir/qemu-system-x86_64"

@@ -158,17 +158,12 @@ ensure_host_tools() {
 # apt-get downloads it.
 prefetch_kernel() {
 	local p=$CACHE/prefetch ver
-	local a=(-o "Dir::Etc::SourceList=$p/sources.list" -o "Dir::Etc::SourceParts=$p/none"
-		-o "Dir::State=$p/state" -o "Dir::State::status=$p/status" -o "Dir::Cache=$p/cache"
-		-o "APT::Architecture=$ARCH" -o Debug::NoLocking=true -o Acquire::Retries=3
-		-o APT::Sandbox::User=root)
-	mkdir -p "$p/none" "$p/state/lists/partial" "$p/cache/archives/partial" "$CACHE/debs/apt/partial"
-	: >"$p/status"
-	apt_sources | sed 's|^deb \[|deb [signed-by=/usr/share/keyrings/debian-archive-keyring.gpg |' >"$p/sources.list"
-	apt-get "${a[@]}" update -qq || return 1
-	ver=$(apt-cache "${a[@]}" depends "$KERNEL_PKG" | awk '/Depends: linux-image-[0-9]/ { print $2; exit }')
+	mkdir -p "$CACHE/debs/apt/partial"
+	private_apt "$p" "$ARCH" < <(apt_sources)
+	apt-get "${APT_OPTS[@]}" update -qq || return 1
+	ver=$(apt-cache "${APT_OPTS[@]}" depends "$KERNEL_PKG" | awk '/Depends: linux-image-[0-9]/ { print $2; exit }')
 	[ -n "$ver" ] || return 1
-	(cd "$CACHE/debs/apt" && apt-get "${a[@]}" download -q "$KERNEL_PKG" "$ver")
+	(cd "$CACHE/debs/apt" && apt-get "${APT_OPTS[@]}" download -q "$KERNEL_PKG" "$ver")
 }
 
 build_base() { # $1 = directory to create; writes $1/rootfs, $1/vmlinuz, $1/initrd.img

@@ -41,6 +41,21 @@ detect_security_mirror() {
 	echo "${m:-http://deb.debian.org/debian-security}"
 }
 
+# An apt state of its own in directory $1 (made here) for architecture $2, its sources.list the lines on
+# stdin, each signed by Debian's keyring: the host's apt lists, preferences and dpkg database play no
+# part. Sets APT_OPTS, the options apt-get and apt-cache take to use it: so not in a pipeline (a
+# subshell), feed it with `< <(...)`.
+private_apt() {
+	local p=$1
+	APT_OPTS=(-o "Dir::Etc::SourceList=$p/sources.list" -o "Dir::Etc::SourceParts=$p/none"
+		-o "Dir::Etc::Preferences=$p/none/preferences" -o "Dir::Etc::PreferencesParts=$p/none"
+		-o "Dir::State=$p/state" -o "Dir::State::status=$p/status" -o "Dir::Cache=$p/cache"
+		-o "APT::Architecture=$2" -o Debug::NoLocking=true -o Acquire::Retries=3 -o APT::Sandbox::User=root)
+	mkdir -p "$p/none" "$p/state/lists/partial" "$p/cache/archives/partial"
+	: >"$p/status"
+	sed 's|^deb \[|deb [signed-by=/usr/share/keyrings/debian-archive-keyring.gpg |' >"$p/sources.list"
+}
+
 # One line of sources.list for suite $2 at mirror $1. Release files past their Valid-Until are taken:
 # a mirror's -updates and -security Release files expire about a week after they were signed (Debian
 # 13's on 2026-12-07, testing's already), and a machine without the VM caches must still build the

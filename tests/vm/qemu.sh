@@ -88,26 +88,19 @@ mirror=${RTCTL_VM_MIRROR:-$(find_uri "$SUITE-backports")}
 p=$CACHE/.apt
 tmp=$CACHE/.unpack
 trap 'rm -rf "$p" "$tmp"' EXIT
-a=(-o "Dir::Etc::SourceList=$p/sources.list" -o "Dir::Etc::SourceParts=$p/none"
-	-o "Dir::Etc::Preferences=$p/none/preferences" -o "Dir::Etc::PreferencesParts=$p/none"
-	-o "Dir::State=$p/state" -o "Dir::State::status=$p/status" -o "Dir::Cache=$p/cache"
-	-o "APT::Architecture=$(dpkg --print-architecture)" -o Debug::NoLocking=true -o Acquire::Retries=3
-	-o APT::Sandbox::User=root)
 rm -rf "$p" "$tmp"
-mkdir -p "$p/none" "$p/state/lists/partial" "$p/cache/archives/partial" "$p/debs" "$tmp/root"
-: >"$p/status"
-deb_line "$mirror" "$SUITE-backports" |
-	sed 's|^deb \[|deb [signed-by=/usr/share/keyrings/debian-archive-keyring.gpg |' >"$p/sources.list"
+private_apt "$p" "$(dpkg --print-architecture)" < <(deb_line "$mirror" "$SUITE-backports")
+mkdir -p "$p/debs" "$tmp/root"
 log "host QEMU ${host:-missing} ($(version_of "${host:-/nonexistent}")) is older than 8.1:" \
 	"fetching qemu-system-x86 from $SUITE-backports ($mirror)"
 # apt-get update ends 0 when a source could not be fetched ("W: Failed to fetch"): its warnings count.
-if ! apt-get "${a[@]}" update -qq >"$p/update.log" 2>&1 || grep -q '^[WE]: ' "$p/update.log"; then
+if ! apt-get "${APT_OPTS[@]}" update -qq >"$p/update.log" 2>&1 || grep -q '^[WE]: ' "$p/update.log"; then
 	cat "$p/update.log" >&2
 	die "apt-get update of $SUITE-backports failed ($mirror)"
 fi
-ver=$(apt-cache "${a[@]}" policy qemu-system-x86 2>/dev/null | sed -n 's/^ *Candidate: //p') || true
+ver=$(apt-cache "${APT_OPTS[@]}" policy qemu-system-x86 2>/dev/null | sed -n 's/^ *Candidate: //p') || true
 [ -n "$ver" ] && [ "$ver" != "(none)" ] || die "$SUITE-backports at $mirror has no qemu-system-x86"
-(cd "$p/debs" && apt-get "${a[@]}" download -q qemu-system-x86="$ver" qemu-system-common="$ver" \
+(cd "$p/debs" && apt-get "${APT_OPTS[@]}" download -q qemu-system-x86="$ver" qemu-system-common="$ver" \
 	qemu-system-data="$ver" seabios >"$p/download.log" 2>&1) ||
 	{ cat "$p/download.log" >&2; die "downloading qemu-system-x86 $ver from $SUITE-backports failed"; }
 for deb in "$p"/debs/*.deb; do

@@ -147,13 +147,13 @@ harness_verdict() {
 # and one that hangs in a later one (harness-hang: no result ever comes, after rtctld-start) each fail by
 # name (under a QEMU before 8.1, the hang after a second boot that ran it again, as that TCG's faults
 # are), with where the hung guest's CPUs were, and the tests after them still run, each after a boot of
-# their own; a boot after the hang
-# starts rtctld again first (dbus-properties needs it). harness-survives-reset: a reboot that never
+# their own; a boot after the hang starts rtctld again first (dbus-properties needs it).
+# harness-survives-reset: a reboot that never
 # comes back (harness-reset: the kernel's last word, then QEMU stopped) runs again once in a fresh boot,
 # then is named; a boot that ends before the runner starts with no oops (systemd.unit=reboot.target:
 # QEMU exits 0 under -no-reboot) is booted once more, then named.
 harness_run() {
-	local log early ok rc=0
+	local log early ok retry hang rc=0
 	log=$(mktemp)
 	RTCTL_VM_HANG_MARGIN=15 /usr/bin/python3 "$HERE/run-vm.py" --image-dir "$image_dir" \
 		--only 'harness-panic,harness-vmhost,rtctld-start,harness-hang,dbus-properties' "${run_args[@]}" \

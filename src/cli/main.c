@@ -104,13 +104,34 @@ int cli_bus(Cli *c, bool quiet)
         return EXIT_OK;
 }
 
-static int handle_error(sd_bus_error *e, int r, bool quiet_absent)
+/* The bus answers NoReply both when a call times out and when the daemon went away with it unanswered
+ * (killed, crashed: the bus could still route it there, or it was stopped with the call queued). With
+ * no owner of the name left, that is a daemon that does not run, and a verb that can do without it
+ * (restore from the journal, status) does so. */
+static bool daemon_went_away(Cli *c, const sd_bus_error *e)
 {
-        int code = e->name ? cli_exit_for_error(e) : EXIT_FAILED;
+        sd_bus_message *reply = NULL;
+        int owned = 1, r;
+
+        if (!sd_bus_error_has_name(e, SD_BUS_ERROR_NO_REPLY))
+                return false;
+        r = sd_bus_call_method(c->bus, "org.freedesktop.DBus", "/org/freedesktop/DBus",
+                               "org.freedesktop.DBus", "NameHasOwner", NULL, &reply, "s", BUS_NAME);
+        if (r >= 0)
+                r = sd_bus_message_read(reply, "b", &owned);
+        sd_bus_message_unref(reply);
+        return r >= 0 && !owned;
+}
+
+static int handle_error(Cli *c, sd_bus_error *e, int r, bool quiet_absent)
+{
+        bool gone = daemon_went_away(c, e);
+        int code = gone ? EXIT_NO_DAEMON : e->name ? cli_exit_for_error(e) : EXIT_FAILED;
 
         if (code == EXIT_NO_DAEMON) {
                 if (!quiet_absent)
-                        fprintf(stderr, "rtctld is not running (no %s on the system bus).\n", BUS_NAME);
+                        fprintf(stderr, "rtctld is not running (%s%s on the system bus).\n",
+                                gone ? "it went away without answering; no " : "no ", BUS_NAME);
         } else
                 fprintf(stderr, "%s\n", e->message ?: strerror(-r));
         return code;
@@ -138,7 +159,7 @@ int cli_call(Cli *c, const char *method, sd_bus_message **reply, bool quiet_abse
                 r = sd_bus_call(c->bus, m, 300 * 1000000ULL, &e, reply);
         sd_bus_message_unref(m);
         if (r < 0) {
-                code = handle_error(&e, r, quiet_absent);
+                code = handle_error(c, &e, r, quiet_absent);
                 sd_bus_error_free(&e);
                 return code;
         }
@@ -155,7 +176,7 @@ int cli_get_property(Cli *c, const char *name, const char *type, sd_bus_message 
                 return code;
         r = sd_bus_get_property(c->bus, BUS_NAME, BUS_PATH, BUS_IFACE, name, &e, reply, type);
         if (r < 0) {
-                code = handle_error(&e, r, quiet_absent);
+                code = handle_error(c, &e, r, quiet_absent);
                 sd_bus_error_free(&e);
                 return code;
         }

@@ -133,11 +133,18 @@ int verb_restore(Cli *c, int argc, char *argv[])
                 return code;
 
         /* rtctld is not running (killed, or never started): restore from its journal ourselves, unless a
-         * daemon starting meanwhile holds it (it restores or keeps what it finds there). */
+         * daemon starting meanwhile holds it (it restores or keeps what it finds there). One that went
+         * away under the call may hold it a moment longer, while its exit closes its files: up to 2 s. */
         runtime = rtctl_runtime_dir();
         r = mkdir_p(runtime, 0755);
-        if (r >= 0)
+        for (unsigned attempt = 0; r >= 0; attempt++) {
+                free(holder);
+                holder = NULL;
                 r = journal_lock(runtime, "rtctl restore", false, &lock, &holder);
+                if (r != -EWOULDBLOCK || attempt == 20)
+                        break;
+                (void)nanosleep(&(struct timespec){.tv_nsec = 100 * 1000 * 1000}, NULL);
+        }
         if (r == -EWOULDBLOCK) {
                 fprintf(stderr,
                         "Cannot restore: %s holds the journal in %s. If rtctld is starting, run `rtctl "

@@ -49,7 +49,7 @@ def test_a_daemon_that_outlived_its_run_is_stopped_first(tmp_path, bus):
         assert "killed PID %d, left running" % d.proc.pid in " ".join(report), report
         assert wait_until(lambda: d.proc.poll() is not None)
         assert d.proc.returncode == -signal.SIGKILL
-        assert machine.read(SYSCTL) == before
+        assert machine.read(SYSCTL) == before, report
         assert not os.path.exists(top)
     finally:
         if os.path.exists(env.dir):  # the test failed before the recovery removed it

@@ -1,6 +1,7 @@
 """Stop, crash, restart and restore; bad configuration while running."""
 import json
 import os
+import select
 import signal
 import subprocess
 import time
@@ -60,6 +61,57 @@ def test_sigkill_then_restore_without_daemon(env):
         p = env.rtctl("restore")
         assert p.returncode == 0, p.stderr
         assert "not running" in p.stdout
+        assert machine.diff(before, machine.snapshot()) == []
+        assert env.journal is None
+
+
+def monitor_until(mon, text, timeout=60):
+    """What a dbus-monitor printed until text (or its timeout, or its end)."""
+    seen = b""
+    deadline = time.monotonic() + timeout
+    while text not in seen and time.monotonic() < deadline:
+        r, _, _ = select.select([mon.stdout], [], [], max(0.0, deadline - time.monotonic()))
+        if not r:
+            break
+        chunk = os.read(mon.stdout.fileno(), 65536)
+        if not chunk:
+            break
+        seen += chunk
+    return seen
+
+
+def test_a_restore_sent_to_a_daemon_that_dies_restores_from_the_journal(env):
+    """`rtctl restore` sent while rtctld is dying (killed, crashed, OOM) reaches it on the bus, and the bus
+    answers NoReply when it is gone: the restore then puts back from the journal itself, as it does when
+    no daemon runs. (Seen in CI on a busy machine: a restore right after the daemon's SIGKILL still found
+    its name on the bus, failed, and left the tuned values.) Here the daemon is stopped (SIGSTOP) so the
+    call waits in its socket; a monitor of the bus sees the call go out before the SIGKILL."""
+    env.profile("t", RULES)
+    with machine.loop_devices(1):
+        before = machine.snapshot()
+        d = env.start("--profile", "t")
+        mon = subprocess.Popen(["dbus-monitor", "--address", env.bus.address,
+                                "type='method_call',member='Restore'"], stdout=subprocess.PIPE)
+        restore = None
+        try:
+            # The monitor is in place once its own NameLost comes (it gives up its name to monitor).
+            seen = monitor_until(mon, b"member=NameLost")
+            assert b"member=NameLost" in seen, seen
+            os.kill(d.proc.pid, signal.SIGSTOP)
+            restore = subprocess.Popen([RTCTL, "restore"], env=env.environ, stdout=subprocess.PIPE,
+                                       stderr=subprocess.PIPE, text=True)
+            seen = monitor_until(mon, b"member=Restore")
+            assert b"member=Restore" in seen, seen
+            os.kill(d.proc.pid, signal.SIGKILL)
+            d.proc.wait()
+            out, err = restore.communicate(timeout=60)
+        finally:
+            mon.kill()
+            mon.wait()
+            if restore and restore.poll() is None:
+                restore.kill()
+        assert restore.returncode == 0, (out, err)
+        assert "not running; restored from its journal" in out, (out, err)
         assert machine.diff(before, machine.snapshot()) == []
         assert env.journal is None
 

@@ -8,7 +8,6 @@ active_profile, profile_mode, bootcmdline writes and the bench profiles never re
 IRQ affinities irqbalance moves are written back, /run/udev and /run/irqbalance are removed when this
 module made them."""
 import contextlib
-import fcntl
 import glob
 import hashlib
 import os
@@ -26,9 +25,8 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, os.path.join(HERE, "..", "tests", "integration"))
 
 import machine  # noqa: E402
-from harness import Bus  # noqa: E402
+from harness import RTCTL, Bus  # noqa: E402
 
-LOCK_PATH = "/run/rtctl-kernel.lock"
 # Loop device numbers 300-399 belong to the benchmarks in this file's company (tests use 200-299).
 BENCH_LOOP_BASE = 300
 
@@ -57,38 +55,10 @@ def stats(values):
 
 # ----------------------------------------------------------------------------------------- the lock
 
-@contextlib.contextmanager
 def kernel_lock(use=True):
-    """The machine-wide lock every kernel-changing command takes. An fd on the lock file inherited
-    from `flock /run/rtctl-kernel.lock bench/...` already holds it (same open file description), so
-    the scripts work both ways."""
-    if not use:
-        yield
-        return
-    for fd in os.listdir("/proc/self/fd"):
-        try:
-            if os.readlink("/proc/self/fd/" + fd) == LOCK_PATH:
-                fcntl.flock(int(fd), fcntl.LOCK_EX | fcntl.LOCK_NB)
-                log("kernel lock: held (inherited from flock)")
-                yield
-                return
-        except OSError:
-            continue
-    fd = os.open(LOCK_PATH, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o644)
-    try:
-        t0 = time.monotonic()
-        while True:
-            try:
-                fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-                break
-            except BlockingIOError:
-                if int(time.monotonic() - t0) % 30 == 0:
-                    log("kernel lock: waiting for %s (someone else is changing the kernel)" % LOCK_PATH)
-                time.sleep(1)
-        log("kernel lock: taken after %.1f s" % (time.monotonic() - t0))
-        yield
-    finally:
-        os.close(fd)
+    """The machine-wide kernel lock (machine.kernel_lock), with what an interrupted earlier run left put
+    back once it is held."""
+    return machine.kernel_lock(use, rtctl=RTCTL, say=log)
 
 
 # ----------------------------------------------------------------------------------------- snapshot

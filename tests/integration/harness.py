@@ -8,6 +8,7 @@ import shutil
 import signal
 import socket
 import subprocess
+import sys
 import tempfile
 import threading
 import time
@@ -281,24 +282,26 @@ FLOOD_CLIENT = os.path.join(ROOT, "tests", "integration", "flood_client.py")
 
 @contextlib.contextmanager
 def bench_env(profile, text, policies=()):
-    """For a bench run as root: an Env on a private bus (with the bus policies of services run beside
-    rtctld), holding one profile. Yields (env, left); left is filled on exit with what the machine kept
+    """For a bench run as root, under the kernel lock (machine.kernel_lock: inherited from flock(1) or
+    taken): an Env on a private bus (with the bus policies of services run beside rtctld), holding one
+    profile. Yields (env, left); left is filled on exit with what the machine kept
     changed against its state on entry (machine.diff)."""
     import machine
-    tmp = tempfile.mkdtemp(prefix="rtctl-bench-", dir=machine.run_tmp())
-    os.chmod(tmp, 0o755)
-    bus = Bus(tmp, policies)
-    env = Env(tmp, bus)
-    env.profile(profile, text)
-    before = machine.snapshot()
-    left = []
-    try:
-        yield env, left
-    finally:
-        env.cleanup()
-        bus.stop()
-        shutil.rmtree(tmp, ignore_errors=True)
-        left.extend(machine.diff(before, machine.snapshot()))
+    with machine.kernel_lock(rtctl=RTCTL, say=lambda m: print(m, file=sys.stderr, flush=True)):
+        tmp = tempfile.mkdtemp(prefix="rtctl-bench-", dir=machine.run_tmp())
+        os.chmod(tmp, 0o755)
+        bus = Bus(tmp, policies)
+        env = Env(tmp, bus)
+        env.profile(profile, text)
+        before = machine.snapshot()
+        left = []
+        try:
+            yield env, left
+        finally:
+            env.cleanup()
+            bus.stop()
+            shutil.rmtree(tmp, ignore_errors=True)
+            left.extend(machine.diff(before, machine.snapshot()))
 
 
 def as_user(user, cmd):

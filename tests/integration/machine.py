@@ -503,11 +503,14 @@ def run_tmp():
 
 def leftover_runs(tmp=None):
     """Runtime directories of test and bench daemons whose run was killed before its cleanup: they
-    still hold a journal (or a tracefs record), and the machine still holds what it names."""
+    still hold a journal (or a tracefs record), and the machine still holds what it names. Every
+    run's top directory is named rtctl-* (rtctl-test-, rtctl-xruns-, rtctl-latency-, ...): naming
+    each prefix here missed the ones added later, and a bench killed mid-run then left cpu1 isolated
+    for every run after it."""
     tops = [tmp] if tmp else sorted({tempfile.gettempdir(), run_tmp()})
     runs = []
-    for top, pattern in ((t, p) for t in tops for p in ("rtctl-test-*", "rtctl-bench-*")):
-        for run in sorted(glob.glob(os.path.join(top, pattern, "env-*", "run"))):
+    for top in tops:
+        for run in sorted(glob.glob(os.path.join(top, "rtctl-*", "env-*", "run"))):
             if any(os.path.exists(os.path.join(run, f)) for f in ("journal.json", "tracefs.json")):
                 runs.append(run)
     return runs
@@ -562,6 +565,57 @@ def restore_leftovers(rtctl, tmp=None, exclude=()):
         else:
             report.append("%s: rtctl restore failed (%d): %s" % (run, p.returncode, said))
     return report
+
+
+KERNEL_LOCK = "/run/rtctl-kernel.lock"
+
+
+def _inherited_kernel_lock():
+    """An fd on the lock file this process inherited (`flock /run/rtctl-kernel.lock bench/...`): it
+    holds the lock already, as the same open file description."""
+    for fd in os.listdir("/proc/self/fd"):
+        with contextlib.suppress(OSError):
+            if os.readlink("/proc/self/fd/" + fd) == KERNEL_LOCK:
+                return int(fd)
+    return None
+
+
+@contextlib.contextmanager
+def kernel_lock(use=True, rtctl=None, say=print, exclude=()):
+    """The machine-wide lock every kernel-changing command takes, held for the block. Taken both ways:
+    inherited from flock(1), or taken here. Once it is held and rtctl is given, what the daemons of an
+    interrupted earlier run left on the machine is put back (restore_leftovers) before the caller
+    measures anything against it: a bench killed mid-run otherwise leaves cpu1 isolated for every
+    run after it (exclude: top directories of this run's own live daemons). use=False (a caller that
+    knows it runs alone) takes nothing and puts nothing back."""
+    if not use:
+        yield
+        return
+    fd = _inherited_kernel_lock()
+    owned = fd is None
+    if owned:
+        fd = os.open(KERNEL_LOCK, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o644)
+    try:
+        t0 = time.monotonic()
+        while True:
+            try:
+                fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+                break
+            except BlockingIOError:
+                if int(time.monotonic() - t0) % 30 == 0:
+                    say("kernel lock: waiting for %s (someone else is changing the kernel)" % KERNEL_LOCK)
+                time.sleep(1)
+        if owned:
+            say("kernel lock: taken after %.1f s" % (time.monotonic() - t0))
+        else:
+            say("kernel lock: held (inherited from flock)")
+        if rtctl:
+            for line in restore_leftovers(rtctl, exclude=exclude):
+                say("kernel lock: an interrupted earlier run left changes: %s" % line)
+        yield
+    finally:
+        if owned:
+            os.close(fd)
 
 
 def online_cpu1_left_offline():

@@ -1,10 +1,14 @@
 """A run killed before its cleanup (CI cancelled, a session ended) leaves its daemons' changes on the
 machine. The next run puts them back first, with the product's own crash recovery (conftest.py)."""
+import glob
 import os
+import pathlib
+import re
 import signal
+import tempfile
 
 import machine
-from harness import RTCTL, Env, wait_until
+from harness import ROOT, RTCTL, Env, wait_until
 
 SYSCTL = "/proc/sys/kernel/sched_rt_runtime_us"
 TUNED = "[Profile]\nDescription=test\n[Sysctl]\nkernel.sched_rt_runtime_us=950001\n"
@@ -69,3 +73,50 @@ def test_a_leftover_without_its_environment_is_named_not_guessed(tmp_path, bus):
         assert os.path.exists(env.run + "/journal.json")
     finally:
         env.cleanup()  # the env's own restore, as a finished test does it
+
+
+def run_prefixes():
+    """The names the benches and tests give their runs' top directories where a killed run leaves them
+    (the temporary directory, or /dev/shm through machine.run_tmp()), read from their source."""
+    found = set()
+    sources = glob.glob(os.path.join(ROOT, "bench", "*.py"))
+    sources += glob.glob(os.path.join(ROOT, "tests", "integration", "*.py"))
+    for f in sources:
+        with open(f) as src:
+            for m in re.finditer(r'mkdtemp\(prefix="([^"]+)"(, dir=(machine\.run_tmp\(\)|"/tmp"))?\)', src.read()):
+                found.add(m.group(1))
+    return sorted(found)
+
+
+def test_every_run_directory_the_benches_and_tests_make_is_looked_in(tmp_path):
+    """bench/xruns.py named its runs rtctl-xruns-*, which the leftover search did not know: a bench killed
+    with cpu1 isolated left it so for the next CI run's whole host tier."""
+    prefixes = run_prefixes()
+    assert "rtctl-xruns-" in prefixes and "rtctl-test-" in prefixes, prefixes
+    want = []
+    for prefix in prefixes:
+        run = tmp_path / (prefix + "x") / "env-y" / "run"
+        run.mkdir(parents=True)
+        (run / "journal.json").write_text("{}")
+        want.append(str(run))
+    assert machine.leftover_runs(tmp=str(tmp_path)) == sorted(want)
+
+
+def test_a_bench_taking_the_kernel_lock_puts_back_a_killed_run_first(tmp_root, bus):
+    """What bench/xruns.py leaves when killed mid-run, in the temporary directory where it leaves it; the
+    next bench's kernel lock (machine.kernel_lock, as bench/rivals.py and harness.bench_env take it)
+    puts it back before anything is measured."""
+    before = machine.read(SYSCTL)
+    name = os.path.basename(tempfile.mkdtemp(prefix="rtctl-xruns-"))
+    os.rmdir(os.path.join(tempfile.gettempdir(), name))
+    env, d, top = killed_run(pathlib.Path(tempfile.gettempdir()), bus, name, kill=True)
+    try:
+        said = []
+        with machine.kernel_lock(rtctl=RTCTL, say=said.append, exclude=[tmp_root]):
+            assert machine.read(SYSCTL) == before, said
+        left = [line for line in said if "an interrupted earlier run left changes" in line]
+        assert len(left) == 1 and (env.run + ": ") in left[0] and "restored from its journal" in left[0], said
+        assert not os.path.exists(top), "a restored run's directory goes"
+    finally:
+        if os.path.exists(env.dir):  # the test failed before the recovery removed it
+            env.cleanup()

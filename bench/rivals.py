@@ -373,6 +373,8 @@ class Tuned:
                "--pid=" + os.path.join(self.dir, "tuned.pid"), "--profile", start_profile]
         if debug:
             cmd.append("--debug")
+        # tuned journals nothing: what it finds is kept, for the next run if this one is killed.
+        machine.save_before_tuned(self.dir)
         self.t_spawn = time.monotonic()
         self.proc = subprocess.Popen(cmd, env=env, stdout=self.out, stderr=subprocess.STDOUT)
         self.pid = self.proc.pid

@@ -152,6 +152,11 @@ def snapshot():
     for f in sorted(glob.glob("/sys/devices/system/cpu/cpu[0-9]*/power/pm_qos_resume_latency_us")):
         s[f] = read(f)
     s["/sys/devices/system/cpu/online"] = read("/sys/devices/system/cpu/online")
+    # Where unbound kernel workers may run (rtctld's KernelThreads=, tuned's isolated_cores).
+    for f in ["/sys/devices/virtual/workqueue/cpumask"] + sorted(glob.glob("/sys/bus/workqueue/devices/*/cpumask")):
+        v = read(f)
+        if v is not None:
+            s[f] = v
     for dev in sorted(glob.glob("/sys/block/*")):
         q = dev + "/queue/"
         if not os.path.exists(q + "scheduler"):
@@ -516,19 +521,32 @@ def leftover_runs(tmp=None):
     return runs
 
 
-def _processes_of(run):
-    """PIDs whose environment names `run` as their runtime directory: an rtctld (or rtctl) an interrupted
-    run left running when it was killed."""
-    key = ("RUNTIME_DIRECTORY=" + run).encode()
+def _pids_with(what, item):
+    """PIDs whose /proc/PID/what (environ or cmdline) has item as one of its strings."""
+    key = item.encode()
     pids = []
-    for env in glob.glob("/proc/[0-9]*/environ"):
+    for path in glob.glob("/proc/[0-9]*/" + what):
         try:
-            with open(env, "rb") as f:
+            with open(path, "rb") as f:
                 if key in f.read().split(b"\0"):
-                    pids.append(int(env.split("/")[2]))
+                    pids.append(int(path.split("/")[2]))
         except OSError:
             continue
     return pids
+
+
+def _processes_of(run):
+    """PIDs whose environment names `run` as their runtime directory: an rtctld (or rtctl) an interrupted
+    run left running when it was killed."""
+    return _pids_with("environ", "RUNTIME_DIRECTORY=" + run)
+
+
+def _json_or_why(path):
+    try:
+        with open(path) as f:
+            return json.load(f), None
+    except (OSError, ValueError) as e:
+        return None, e
 
 
 def restore_leftovers(rtctl, tmp=None, exclude=()):
@@ -537,16 +555,13 @@ def restore_leftovers(rtctl, tmp=None, exclude=()):
     replays its journal with the environment the daemon had (env.json, written by harness.Env). The
     run's directory goes once the restore succeeded. The caller holds the kernel lock, so no live run
     owns these. Returns one line per run: what was done, or why it was not."""
-    report = []
+    report = restore_tuned_leftovers(tmp, exclude)
     for run in leftover_runs(tmp):
         top = os.path.dirname(os.path.dirname(run))
         if any(os.path.commonpath([top, x]) == x for x in exclude):
             continue
-        env_file = os.path.join(os.path.dirname(run), "env.json")
-        try:
-            with open(env_file) as f:
-                e = json.load(f)
-        except (OSError, ValueError) as err:
+        e, err = _json_or_why(os.path.join(os.path.dirname(run), "env.json"))
+        if err:
             report.append("%s: not restored: no record of its environment (%s)" % (run, err))
             continue
         for pid in _processes_of(run):
@@ -564,6 +579,115 @@ def restore_leftovers(rtctl, tmp=None, exclude=()):
             report.append("%s: %s" % (run, said))
         else:
             report.append("%s: rtctl restore failed (%d): %s" % (run, p.returncode, said))
+    report.extend(_stop_leftover_buses(tmp, exclude))
+    return report
+
+
+def _stop_leftover_buses(tmp=None, exclude=()):
+    """The private dbus-daemons (harness.Bus) of killed runs, still running: nothing of a live run, as
+    the caller holds the kernel lock and exclude names its own directories."""
+    tops = [tmp] if tmp else sorted({tempfile.gettempdir(), run_tmp()})
+    report = []
+    for cmdline in glob.glob("/proc/[0-9]*/cmdline"):
+        try:
+            with open(cmdline, "rb") as f:
+                args = f.read().decode("utf-8", "replace").split("\0")
+        except OSError:
+            continue
+        conf = next((a[len("--config-file="):] for a in args if a.startswith("--config-file=")), None)
+        if not conf or not args[0].endswith("dbus-daemon") or os.path.basename(conf) != "bus.conf":
+            continue
+        top = os.path.dirname(os.path.dirname(conf))
+        if not any(os.path.dirname(top) == t and os.path.basename(top).startswith("rtctl-") for t in tops):
+            continue
+        if any(os.path.commonpath([top, x]) == x for x in exclude):
+            continue
+        with contextlib.suppress(ProcessLookupError):
+            os.kill(int(cmdline.split("/")[2]), signal.SIGKILL)
+            report.append("%s: stopped its bus, PID %s, left running" % (top, cmdline.split("/")[2]))
+    return report
+
+
+TUNED_BEFORE = "before.json"
+
+
+def save_before_tuned(directory):
+    """Called by a bench before it starts tuned in directory (bench/rivals.py): the machine as tuned
+    finds it, so that a run killed with tuned running can be put back (restore_tuned_leftovers). tuned
+    journals nothing: its isolated_cores pins every task with sched_setaffinity, which no later cpuset
+    move undoes, and a tuned killed with its bench leaves every process of the machine on cpu0."""
+    s = {k: (v.cpus if isinstance(v, IrqThreadCpus) else v) for k, v in snapshot().items()}
+    with open(os.path.join(directory, TUNED_BEFORE + ".tmp"), "w") as f:
+        json.dump(s, f)
+    os.rename(os.path.join(directory, TUNED_BEFORE + ".tmp"), os.path.join(directory, TUNED_BEFORE))
+
+
+def _cpus_of(cpulist):
+    cpus = set()
+    for part in cpulist.split(","):
+        a, _, b = part.partition("-")
+        cpus.update(range(int(a), int(b or a) + 1))
+    return cpus
+
+
+def _put_back_before(before):
+    """What differs from before, put back where it can be: tasks' CPUs (every thread of a process still
+    running with the same start time), IRQ affinities, sysctls, C-states and PM QoS, the unbound
+    workqueues' CPUs, block queues. Returns how many
+    values were put back and the ones that could not be."""
+    now = snapshot()
+    done, failed = 0, []
+    for key, was in sorted(before.items()):
+        cur = now.get(key)
+        cur = cur.cpus if isinstance(cur, IrqThreadCpus) else cur
+        if cur is None or cur == was:
+            continue
+        try:
+            if key.startswith("task ") and key.endswith(" cpus"):
+                pid = key.split()[1].split("@")[0]
+                for tid in os.listdir("/proc/%s/task" % pid):
+                    with contextlib.suppress(OSError):
+                        os.sched_setaffinity(int(tid), _cpus_of(was))
+            elif key.startswith(("/proc/irq/", "/proc/sys/", "/sys/devices/system/cpu/cpu", "/sys/block/",
+                                 "/sys/devices/virtual/workqueue/", "/sys/bus/workqueue/")):
+                with open(key, "w") as f:
+                    f.write(was)
+            else:
+                continue
+            done += 1
+        except (OSError, ValueError) as e:
+            failed.append("%s (%s)" % (key, e))
+    return done, failed
+
+
+def restore_tuned_leftovers(tmp=None, exclude=()):
+    """A bench killed while its tuned ran (rtctl-*/tuned-*/ with the state save_before_tuned() wrote):
+    that tuned is killed if it still runs, and what differs from the saved state is put back. Returns
+    one line per leftover."""
+    tops = [tmp] if tmp else sorted({tempfile.gettempdir(), run_tmp()})
+    report = []
+    for top in tops:
+        for saved in sorted(glob.glob(os.path.join(top, "rtctl-*", "tuned-*", TUNED_BEFORE))):
+            d = os.path.dirname(saved)
+            if any(os.path.commonpath([d, x]) == x for x in exclude):
+                continue
+            said = []
+            for pid in _pids_with("cmdline", "--pid=" + os.path.join(d, "tuned.pid")):
+                with contextlib.suppress(ProcessLookupError):
+                    os.kill(pid, signal.SIGKILL)
+                    said.append("killed its tuned, PID %d, left running" % pid)
+            time.sleep(0.2)
+            before, err = _json_or_why(saved)
+            if err:
+                report.append("%s: not put back: its saved state is unreadable (%s)" % (d, err))
+                continue
+            done, failed = _put_back_before(before)
+            said.append("%d values put back as they were before its tuned started" % done)
+            if failed:
+                said.append("could not put back: " + ", ".join(failed))
+            else:
+                shutil.rmtree(d, ignore_errors=True)
+            report.append("%s: %s" % (d, "; ".join(said)))
     return report
 
 

@@ -4,11 +4,13 @@ import glob
 import os
 import pathlib
 import re
+import shutil
 import signal
+import subprocess
 import tempfile
 
 import machine
-from harness import ROOT, RTCTL, Env, wait_until
+from harness import ROOT, RTCTL, Bus, Env, wait_until
 
 SYSCTL = "/proc/sys/kernel/sched_rt_runtime_us"
 TUNED = "[Profile]\nDescription=test\n[Sysctl]\nkernel.sched_rt_runtime_us=950001\n"
@@ -120,3 +122,56 @@ def test_a_bench_taking_the_kernel_lock_puts_back_a_killed_run_first(tmp_root, b
     finally:
         if os.path.exists(env.dir):  # the test failed before the recovery removed it
             env.cleanup()
+
+
+def test_a_bench_killed_with_tuned_running_is_put_back(tmp_path):
+    """tuned journals nothing, and its isolated_cores pins every task with sched_setaffinity: a bench
+    killed with it running left PID 1 and everything after it on cpu0. The bench saves the machine
+    before tuned starts (bench/rivals.py); the next run kills that tuned and puts the rest back."""
+    d = tmp_path / "rtctl-xruns-killed" / "tuned-x"
+    d.mkdir(parents=True)
+    victim = subprocess.Popen(["sleep", "300"])
+    tuned = subprocess.Popen(["/usr/bin/python3", "-c", "import time; time.sleep(300)",
+                              "--pid=%s" % (d / "tuned.pid")])
+    sysctl_before = machine.read(SYSCTL)
+    try:
+        cpus_before = machine.task_cpus(victim.pid)
+        assert cpus_before == machine.read("/sys/devices/system/cpu/online") != "0", cpus_before
+        machine.save_before_tuned(str(d))
+        os.sched_setaffinity(victim.pid, {0})  # what tuned's scheduler plugin does to every task
+        with open(SYSCTL, "w") as f:
+            f.write("950001")
+        report = machine.restore_tuned_leftovers(tmp=str(tmp_path))
+        assert len(report) == 1 and report[0].startswith(str(d) + ": "), report
+        assert "killed its tuned, PID %d, left running" % tuned.pid in report[0], report
+        assert wait_until(lambda: tuned.poll() is not None) and tuned.returncode == -signal.SIGKILL
+        assert machine.task_cpus(victim.pid) == cpus_before, report
+        assert machine.read(SYSCTL) == sysctl_before, report
+        assert not d.exists(), "a put-back leftover's directory goes"
+        assert machine.restore_tuned_leftovers(tmp=str(tmp_path)) == [], "nothing is left to do twice"
+    finally:
+        for p in (victim, tuned):
+            p.kill()
+            p.wait()
+        with open(SYSCTL, "w") as f:
+            f.write(sysctl_before)
+
+
+def test_the_bus_of_a_killed_run_is_stopped():
+    """A killed run's private dbus-daemon outlives it (it is no child of rtctld's); the next run stops
+    it, and only it: the bus of a directory that is not a run's stays."""
+    tmp = tempfile.mkdtemp(prefix="rtctl-lo-")  # short: a bus socket's path has 108 bytes at most
+    top = os.path.join(tmp, "rtctl-xruns-killed")
+    other = os.path.join(tmp, "not-a-run")
+    os.mkdir(top)
+    os.mkdir(other)
+    left, kept = Bus(top), Bus(other)
+    try:
+        report = machine.restore_leftovers(RTCTL, tmp=tmp)
+        assert report == ["%s: stopped its bus, PID %d, left running" % (top, left.proc.pid)], report
+        assert wait_until(lambda: left.proc.poll() is not None) and left.proc.returncode == -signal.SIGKILL
+        assert kept.proc.poll() is None
+    finally:
+        left.stop()
+        kept.stop()
+        shutil.rmtree(tmp, ignore_errors=True)

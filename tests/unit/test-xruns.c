@@ -1,5 +1,5 @@
 /* SPDX-License-Identifier: GPL-2.0-or-later */
-/* rtctl xruns's trace reader (src/core/xruns.c): trace_pipe's text, in the kernel's format, into what
+/* rtctl xruns's trace reader (src/core/xruns*.c): trace_pipe's text, in the kernel's format, into what
  * took the time on an audio CPU while the audio thread waited. The host tests (tests/integration/
  * test_xruns.py) make the disturbances for real; this host cannot drive a device IRQ on the audio CPU
  * hard enough to cause xruns (see there), so the IRQ's attribution is checked here on a trace. */

@@ -393,5 +393,8 @@ void manager_handover_clear(Manager *m);
 bool manager_handover_requested(Manager *m);
 int manager_on_sleep(sd_bus_message *msg, void *userdata, sd_bus_error *error);
 
-/* Drops rtctld's mapped code pages and ends fault-around on them (manager.c says why). */
+/* rtctld's memory (manager-memory.c): after each pass the heap is trimmed, after the first the code
+ * pages it did not run are dropped, and after a quiet spell the ones a burst brought back. */
+void manager_release_memory_after_pass(Manager *m);
+/* Drops rtctld's mapped code pages and ends fault-around on them (manager-memory.c says why). */
 void release_code_pages(void);

@@ -235,7 +235,7 @@ def polkitd(env):
 
 
 # rtctld releases the code a burst brought in once no pass ran for 10 s (QUIET_RELEASE_USEC in
-# manager.c): each storm is measured twice, at its peak (0.5 s after) and once that quiet spell is over.
+# manager-memory.c): each storm is measured twice, at its peak (0.5 s after) and once that quiet spell is over.
 QUIET_S = 11.5
 
 

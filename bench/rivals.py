@@ -25,6 +25,7 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, os.path.join(HERE, "..", "tests", "integration"))
 
 import machine  # noqa: E402
+from machine import parse_cpulist  # noqa: E402,F401 (the benches import it from here)
 from harness import RTCTL, Bus  # noqa: E402
 
 # Loop device numbers 300-399 belong to the benchmarks in this file's company (tests use 200-299).
@@ -495,20 +496,6 @@ class Irqbalance:
         self.out.close()
         if not self.had_run_dir:
             shutil.rmtree("/run/irqbalance", ignore_errors=True)
-
-
-def parse_cpulist(text):
-    cpus = set()
-    for part in (text or "").split(","):
-        part = part.strip()
-        if not part:
-            continue
-        if "-" in part:
-            a, b = part.split("-")
-            cpus.update(range(int(a), int(b) + 1))
-        else:
-            cpus.add(int(part))
-    return cpus
 
 
 def write(path, value):

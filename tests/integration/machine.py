@@ -506,15 +506,24 @@ def run_tmp():
     return tempfile.gettempdir()
 
 
+def _leftover_tops(tmp=None):
+    """Where killed runs leave their top directories: tmp if given, else the temporary directory and
+    run_tmp()."""
+    return [tmp] if tmp else sorted({tempfile.gettempdir(), run_tmp()})
+
+
+def _excluded(path, exclude):
+    return any(os.path.commonpath([path, x]) == x for x in exclude)
+
+
 def leftover_runs(tmp=None):
     """Runtime directories of test and bench daemons whose run was killed before its cleanup: they
     still hold a journal (or a tracefs record), and the machine still holds what it names. Every
     run's top directory is named rtctl-* (rtctl-test-, rtctl-xruns-, rtctl-latency-, ...): naming
     each prefix here missed the ones added later, and a bench killed mid-run then left cpu1 isolated
     for every run after it."""
-    tops = [tmp] if tmp else sorted({tempfile.gettempdir(), run_tmp()})
     runs = []
-    for top in tops:
+    for top in _leftover_tops(tmp):
         for run in sorted(glob.glob(os.path.join(top, "rtctl-*", "env-*", "run"))):
             if any(os.path.exists(os.path.join(run, f)) for f in ("journal.json", "tracefs.json")):
                 runs.append(run)
@@ -535,6 +544,22 @@ def _pids_with(what, item):
     return pids
 
 
+def _kill_left_running(find):
+    """Kills the PIDs find() names (a killed run's processes, left running) and waits until find()
+    names none (a killed process's environ and cmdline read empty once it is a zombie). Returns the
+    PIDs killed."""
+    killed = []
+    for pid in find():
+        with contextlib.suppress(ProcessLookupError):
+            os.kill(pid, signal.SIGKILL)
+            killed.append(pid)
+    for _ in range(100):
+        if not find():
+            break
+        time.sleep(0.05)
+    return killed
+
+
 def _processes_of(run):
     """PIDs whose environment names `run` as their runtime directory: an rtctld (or rtctl) an interrupted
     run left running when it was killed."""
@@ -553,25 +578,20 @@ def restore_leftovers(rtctl, tmp=None, exclude=()):
     """Puts back what the daemons of an interrupted earlier run left on this machine, with the product's
     own crash recovery: for each leftover runtime directory, its processes are killed, then `rtctl restore`
     replays its journal with the environment the daemon had (env.json, written by harness.Env). The
-    run's directory goes once the restore succeeded. The caller holds the kernel lock, so no live run
-    owns these. Returns one line per run: what was done, or why it was not."""
+    run's directory goes once the restore succeeded. Before them, a killed bench's tuned
+    (restore_tuned_leftovers); after them, the runs' private buses. The caller holds the kernel lock,
+    so no live run owns these. Returns one line per leftover: what was done, or why it was not."""
     report = restore_tuned_leftovers(tmp, exclude)
     for run in leftover_runs(tmp):
         top = os.path.dirname(os.path.dirname(run))
-        if any(os.path.commonpath([top, x]) == x for x in exclude):
+        if _excluded(top, exclude):
             continue
         e, err = _json_or_why(os.path.join(os.path.dirname(run), "env.json"))
         if err:
             report.append("%s: not restored: no record of its environment (%s)" % (run, err))
             continue
-        for pid in _processes_of(run):
-            with contextlib.suppress(ProcessLookupError):
-                os.kill(pid, signal.SIGKILL)
-                report.append("%s: killed PID %d, left running" % (run, pid))
-        for _ in range(100):
-            if not _processes_of(run):
-                break
-            time.sleep(0.05)
+        for pid in _kill_left_running(lambda: _processes_of(run)):
+            report.append("%s: killed PID %d, left running" % (run, pid))
         p = subprocess.run([rtctl, "restore"], env=e, capture_output=True, text=True, timeout=300)
         said = (p.stdout + p.stderr).strip().replace("\n", " / ")
         if p.returncode == 0:
@@ -584,27 +604,16 @@ def restore_leftovers(rtctl, tmp=None, exclude=()):
 
 
 def _stop_leftover_buses(tmp=None, exclude=()):
-    """The private dbus-daemons (harness.Bus) of killed runs, still running: nothing of a live run, as
-    the caller holds the kernel lock and exclude names its own directories."""
-    tops = [tmp] if tmp else sorted({tempfile.gettempdir(), run_tmp()})
+    """The private dbus-daemons (harness.Bus: TOP/rtctl-bus-*/bus.conf) of killed runs, still running:
+    nothing of a live run, as the caller holds the kernel lock and exclude names its own directories."""
     report = []
-    for cmdline in glob.glob("/proc/[0-9]*/cmdline"):
-        try:
-            with open(cmdline, "rb") as f:
-                args = f.read().decode("utf-8", "replace").split("\0")
-        except OSError:
-            continue
-        conf = next((a[len("--config-file="):] for a in args if a.startswith("--config-file=")), None)
-        if not conf or not args[0].endswith("dbus-daemon") or os.path.basename(conf) != "bus.conf":
-            continue
-        top = os.path.dirname(os.path.dirname(conf))
-        if not any(os.path.dirname(top) == t and os.path.basename(top).startswith("rtctl-") for t in tops):
-            continue
-        if any(os.path.commonpath([top, x]) == x for x in exclude):
-            continue
-        with contextlib.suppress(ProcessLookupError):
-            os.kill(int(cmdline.split("/")[2]), signal.SIGKILL)
-            report.append("%s: stopped its bus, PID %s, left running" % (top, cmdline.split("/")[2]))
+    for top in _leftover_tops(tmp):
+        for conf in sorted(glob.glob(os.path.join(top, "rtctl-*", "rtctl-bus-*", "bus.conf"))):
+            run_top = os.path.dirname(os.path.dirname(conf))
+            if _excluded(run_top, exclude):
+                continue
+            for pid in _kill_left_running(lambda: _pids_with("cmdline", "--config-file=" + conf)):
+                report.append("%s: stopped its bus, PID %d, left running" % (run_top, pid))
     return report
 
 
@@ -622,9 +631,13 @@ def save_before_tuned(directory):
     os.rename(os.path.join(directory, TUNED_BEFORE + ".tmp"), os.path.join(directory, TUNED_BEFORE))
 
 
-def _cpus_of(cpulist):
+def parse_cpulist(text):
+    """A kernel CPU list ("0-2,5") as a set of CPU numbers; empty for None or ""."""
     cpus = set()
-    for part in cpulist.split(","):
+    for part in (text or "").split(","):
+        part = part.strip()
+        if not part:
+            continue
         a, _, b = part.partition("-")
         cpus.update(range(int(a), int(b or a) + 1))
     return cpus
@@ -633,8 +646,8 @@ def _cpus_of(cpulist):
 def _put_back_before(before):
     """What differs from before, put back where it can be: tasks' CPUs (every thread of a process still
     running with the same start time), IRQ affinities, sysctls, C-states and PM QoS, the unbound
-    workqueues' CPUs, block queues. Returns how many
-    values were put back and the ones that could not be."""
+    workqueues' CPUs, block queues. Returns how many values were put back and the ones that could not
+    be."""
     now = snapshot()
     done, failed = 0, []
     for key, was in sorted(before.items()):
@@ -647,7 +660,7 @@ def _put_back_before(before):
                 pid = key.split()[1].split("@")[0]
                 for tid in os.listdir("/proc/%s/task" % pid):
                     with contextlib.suppress(OSError):
-                        os.sched_setaffinity(int(tid), _cpus_of(was))
+                        os.sched_setaffinity(int(tid), parse_cpulist(was))
             elif key.startswith(("/proc/irq/", "/proc/sys/", "/sys/devices/system/cpu/cpu", "/sys/block/",
                                  "/sys/devices/virtual/workqueue/", "/sys/bus/workqueue/")):
                 with open(key, "w") as f:
@@ -664,19 +677,15 @@ def restore_tuned_leftovers(tmp=None, exclude=()):
     """A bench killed while its tuned ran (rtctl-*/tuned-*/ with the state save_before_tuned() wrote):
     that tuned is killed if it still runs, and what differs from the saved state is put back. Returns
     one line per leftover."""
-    tops = [tmp] if tmp else sorted({tempfile.gettempdir(), run_tmp()})
     report = []
-    for top in tops:
+    for top in _leftover_tops(tmp):
         for saved in sorted(glob.glob(os.path.join(top, "rtctl-*", "tuned-*", TUNED_BEFORE))):
             d = os.path.dirname(saved)
-            if any(os.path.commonpath([d, x]) == x for x in exclude):
+            if _excluded(d, exclude):
                 continue
-            said = []
-            for pid in _pids_with("cmdline", "--pid=" + os.path.join(d, "tuned.pid")):
-                with contextlib.suppress(ProcessLookupError):
-                    os.kill(pid, signal.SIGKILL)
-                    said.append("killed its tuned, PID %d, left running" % pid)
-            time.sleep(0.2)
+            pid_arg = "--pid=" + os.path.join(d, "tuned.pid")
+            said = ["killed its tuned, PID %d, left running" % pid
+                    for pid in _kill_left_running(lambda: _pids_with("cmdline", pid_arg))]
             before, err = _json_or_why(saved)
             if err:
                 report.append("%s: not put back: its saved state is unreadable (%s)" % (d, err))
